@@ -1,0 +1,45 @@
+"""The HyperPod G6e instance sizes this project can schedule on.
+
+The GPU, vCPU and memory figures are the published G6e shapes (NVIDIA L40S, 48 GiB per GPU). The local NVMe
+sizes are the EC2 instance-store sizes; confirm them for your account with
+``aws ec2 describe-instance-types --instance-types g6e.12xlarge --query 'InstanceTypes[0].InstanceStorageInfo'``
+before sizing the Curvine L2 close to the limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GPU_MEMORY_GIB = 48
+"""HBM of one NVIDIA L40S."""
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """One ``ml.g6e.*`` size."""
+
+    name: str
+    gpus: int
+    vcpus: int
+    memory_gib: int
+    nvme_gb: int
+    efa: bool
+
+    @property
+    def gpu_memory_gib(self) -> int:
+        return GPU_MEMORY_GIB
+
+
+G6E_INSTANCE_TYPES: dict[str, InstanceType] = {
+    t.name: t
+    for t in (
+        InstanceType("ml.g6e.xlarge", gpus=1, vcpus=4, memory_gib=32, nvme_gb=250, efa=False),
+        InstanceType("ml.g6e.2xlarge", gpus=1, vcpus=8, memory_gib=64, nvme_gb=450, efa=False),
+        InstanceType("ml.g6e.4xlarge", gpus=1, vcpus=16, memory_gib=128, nvme_gb=600, efa=False),
+        InstanceType("ml.g6e.8xlarge", gpus=1, vcpus=32, memory_gib=256, nvme_gb=900, efa=True),
+        InstanceType("ml.g6e.16xlarge", gpus=1, vcpus=64, memory_gib=512, nvme_gb=1900, efa=True),
+        InstanceType("ml.g6e.12xlarge", gpus=4, vcpus=48, memory_gib=384, nvme_gb=3800, efa=True),
+        InstanceType("ml.g6e.24xlarge", gpus=4, vcpus=96, memory_gib=768, nvme_gb=3800, efa=True),
+        InstanceType("ml.g6e.48xlarge", gpus=8, vcpus=192, memory_gib=1536, nvme_gb=7600, efa=True),
+    )
+}

@@ -1,0 +1,569 @@
+"""The typed schema of one environment file (``config/<env>.yaml``).
+
+Every model forbids unknown keys and is frozen: an environment is validated once, as a whole, before any construct
+exists, and then flows through the app unchanged. Cross-field rules that involve more than one section live in
+:class:`Environment`'s validators so that they are checked in one place.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from kvtiers.config.instance_types import G6E_INSTANCE_TYPES
+from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS
+
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+SAGEMAKER_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$"
+IAM_ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/[a-zA-Z_0-9+=,.@\-/]+$"
+# An image reference with an explicit tag or digest. `latest` is rejected separately with its own message.
+PINNED_IMAGE = r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[a-f0-9]{64})$"
+
+HYPERPOD_KUBERNETES_VERSIONS = ("1.30", "1.31", "1.32", "1.33")
+"""EKS versions HyperPod supports that are also in EKS standard support; 1.33 is the newest HyperPod documents."""
+
+ROUTING_STRATEGIES = ("prefixaware", "kvaware", "session", "roundrobin")
+RoutingStrategy = Literal["prefixaware", "kvaware", "session", "roundrobin"]
+
+G6eInstanceType = Literal[
+    "ml.g6e.xlarge",
+    "ml.g6e.2xlarge",
+    "ml.g6e.4xlarge",
+    "ml.g6e.8xlarge",
+    "ml.g6e.12xlarge",
+    "ml.g6e.16xlarge",
+    "ml.g6e.24xlarge",
+    "ml.g6e.48xlarge",
+]
+assert set(G6eInstanceType.__args__) == set(G6E_INSTANCE_TYPES)  # type: ignore[attr-defined]
+
+DnsLabel = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)]
+AbsolutePath = Annotated[str, Field(pattern=r"^/[^\s]*$", min_length=2)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_image(value: str) -> str:
+    if value.endswith(":latest") or ":latest@" in value:
+        raise ValueError(f"image {value!r} uses the moving tag 'latest'; pin a version tag or digest")
+    if not re.match(PINNED_IMAGE, value):
+        raise ValueError(f"image {value!r} has no tag; give 'repository:tag' or 'repository@sha256:<digest>'")
+    return value
+
+
+Image = Annotated[str, Field(description="Container image pinned by tag or digest (never 'latest').")]
+
+
+class ImageField(Strict):
+    """Mixin: every field whose name ends in ``image`` must be a pinned image reference."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _pinned(cls, value, info):  # noqa: ANN001 - pydantic validator signature
+        if info.field_name.endswith("image") and isinstance(value, str):
+            return _check_image(value)
+        return value
+
+
+# --------------------------------------------------------------------------------------------------- network
+
+
+class NewVpc(Strict):
+    """A VPC created by the stack: EKS subnets in two AZs and one HyperPod subnet in the GPU capacity's AZ ID."""
+
+    mode: Literal["new"] = "new"
+    cidr: str = "10.192.0.0/16"
+    """VPC CIDR. Default leaves room for the /24 EKS and the /20 HyperPod subnets below."""
+    availability_zones: tuple[str, str] = ("us-east-1a", "us-east-1b")
+    """Two AZ names for the EKS control-plane subnets (EKS needs two)."""
+    hyperpod_az_id: str = Field(pattern=r"^[a-z]{2,4}\d-az\d+$")
+    """AZ ID (for example ``use1-az2``) of the HyperPod subnet: where your G6e capacity is. IDs, not names,
+    because names are shuffled per account."""
+    hyperpod_subnet_cidr: str = "10.192.64.0/18"
+    """Large because every HyperPod pod takes a VPC IP through the VPC CNI."""
+    nat_gateways: int = Field(default=1, ge=1, le=2)
+    """One NAT gateway by default (cost); two for AZ-independent egress."""
+
+    @field_validator("cidr", "hyperpod_subnet_cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        ipaddress.ip_network(value)
+        return value
+
+    @model_validator(mode="after")
+    def _subnet_inside_vpc(self) -> NewVpc:
+        if not ipaddress.ip_network(self.hyperpod_subnet_cidr).subnet_of(ipaddress.ip_network(self.cidr)):
+            raise ValueError(f"hyperpod_subnet_cidr {self.hyperpod_subnet_cidr} is not inside cidr {self.cidr}")
+        return self
+
+
+class ExistingVpc(Strict):
+    """An existing VPC imported by IDs (no lookups at synth)."""
+
+    mode: Literal["existing"]
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    cidr: str
+    private_subnet_ids: tuple[str, ...] = Field(min_length=2)
+    """Private subnets (with NAT egress) for the EKS control plane, in at least two AZs."""
+    availability_zones: tuple[str, ...] = Field(min_length=2)
+    """AZ names of ``private_subnet_ids``, in the same order."""
+    hyperpod_subnet_id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
+    hyperpod_availability_zone: str
+    """AZ name of the HyperPod subnet; the Curvine journal volumes are created there."""
+    security_group_id: str | None = Field(default=None, pattern=r"^sg-[0-9a-f]{8,17}$")
+    """Security group for EKS and HyperPod. Default: none, so the stack creates the EFA/FSx group."""
+
+    @model_validator(mode="after")
+    def _zones_match_subnets(self) -> ExistingVpc:
+        if len(self.availability_zones) != len(self.private_subnet_ids):
+            raise ValueError("availability_zones must list one AZ per entry of private_subnet_ids")
+        return self
+
+
+Network = Annotated[Union[NewVpc, ExistingVpc], Field(discriminator="mode")]
+
+
+# --------------------------------------------------------------------------------------------------- EKS
+
+
+class EksAddonVersions(Strict):
+    """Pinned EKS add-on versions (``aws eks describe-addon-versions --kubernetes-version 1.33``).
+
+    Pinned, never resolved at synth, so that ``cdk diff`` shows every upgrade.
+    """
+
+    vpc_cni: str = "v1.20.4-eksbuild.1"
+    """HyperPod needs the VPC CNI at 1.18.3 or later."""
+    coredns: str = "v1.12.3-eksbuild.1"
+    kube_proxy: str = "v1.33.3-eksbuild.6"
+    eks_pod_identity_agent: str = "v1.3.9-eksbuild.3"
+    aws_ebs_csi_driver: str = "v1.50.1-eksbuild.1"
+
+    @model_validator(mode="after")
+    def _pinned(self) -> EksAddonVersions:
+        for name, version in self.model_dump().items():
+            if not re.match(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$", version):
+                raise ValueError(f"{name}: {version!r} is not an EKS add-on version like 'v1.20.4-eksbuild.1'")
+        major, minor, patch = (int(x) for x in self.vpc_cni[1:].split("-")[0].split("."))
+        if (major, minor, patch) < (1, 18, 3):
+            raise ValueError(f"vpc_cni {self.vpc_cni} is older than v1.18.3, the minimum HyperPod supports")
+        return self
+
+
+class SystemNodegroup(Strict):
+    """A small managed node group for controllers (CoreDNS, Curvine masters, CSI controller, routers)."""
+
+    enabled: bool = True
+    """On by default: CoreDNS and the controllers need somewhere to run before the GPU nodes join."""
+    instance_type: str = "m7i.xlarge"
+    desired_size: int = Field(default=2, ge=1, le=10)
+
+
+class Eks(Strict):
+    cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
+    kubernetes_version: Literal["1.30", "1.31", "1.32", "1.33"] = "1.33"
+    """Among the versions HyperPod supports; the kubectl layer package must match (``lambda-layer-kubectl-vNN``)."""
+    endpoint_access: Literal["public_and_private", "private"] = "public_and_private"
+    """Public and private by default so that ``kvtiers verify`` works from a laptop; ``private`` for production."""
+    public_access_cidrs: tuple[str, ...] = ()
+    """Restrict the public endpoint to these CIDRs. Default: none given, so it is open (EKS default)."""
+    admin_role_arns: tuple[Annotated[str, Field(pattern=IAM_ROLE_ARN)], ...] = ()
+    """IAM roles that get cluster-admin access entries. Default: none (only the kubectl handler role)."""
+    control_plane_logging: tuple[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"], ...] = (
+        "api",
+        "audit",
+        "authenticator",
+    )
+    addons: EksAddonVersions = EksAddonVersions()
+    system_nodegroup: SystemNodegroup = SystemNodegroup()
+
+
+# --------------------------------------------------------------------------------------------------- HyperPod
+
+
+class Taint(Strict):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class InstanceGroup(Strict):
+    name: str = Field(pattern=SAGEMAKER_NAME)
+    instance_type: G6eInstanceType
+    count: int = Field(ge=1, le=100)
+    threads_per_core: Literal[1, 2] = 1
+    """1 (no SMT) by default, as HyperPod recommends for GPU groups."""
+    ebs_volume_gb: int = Field(default=500, ge=1, le=16384)
+    """Secondary EBS per node, mounted at /opt/sagemaker (container images, logs). Encrypted with the stack key."""
+    deep_health_checks: tuple[Literal["InstanceStress", "InstanceConnectivity"], ...] = (
+        "InstanceStress",
+        "InstanceConnectivity",
+    )
+    labels: dict[str, str] = {}
+    taints: tuple[Taint, ...] = ()
+
+    @property
+    def shape(self):
+        return G6E_INSTANCE_TYPES[self.instance_type]
+
+
+class TieredStorage(Strict):
+    enabled: bool = True
+    memory_percentage: int = Field(default=20, ge=0, le=100)
+    """Share of each node's memory HyperPod reserves for tiered storage (the source design used 20 %)."""
+
+
+class DependencyChart(Strict):
+    """The HyperPod dependency Helm chart (aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart``)."""
+
+    source: Literal["asset", "external"] = "asset"
+    """``asset``: ``make hyperpod-chart`` fetched it into ``vendor/`` and the stack deploys it before the cluster;
+    if the folder is missing synth still works and the stack records it as installed externally (with a warning).
+    ``external``: you installed it yourself before ``cdk deploy``."""
+    revision: str = Field(default="011ca9279b96f8d1f2bc8d3fe16b226fd1bbc84d", pattern=r"^[0-9a-f]{40}$")
+    """Git commit of aws/sagemaker-hyperpod-cli that ``make hyperpod-chart`` checks out."""
+
+
+class HyperPod(Strict):
+    cluster_name: str = Field(pattern=SAGEMAKER_NAME)
+    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    tiered_storage: TieredStorage = TieredStorage()
+    instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1)
+    dependency_chart: DependencyChart = DependencyChart()
+
+    @model_validator(mode="after")
+    def _unique_groups(self) -> HyperPod:
+        names = [g.name for g in self.instance_groups]
+        if len(names) != len(set(names)):
+            raise ValueError(f"instance group names must be unique, got {names}")
+        return self
+
+    def group(self, name: str) -> InstanceGroup:
+        return next(g for g in self.instance_groups if g.name == name)
+
+
+# --------------------------------------------------------------------------------------------------- Curvine
+
+
+class CurvineImages(ImageField):
+    runtime_image: str = "ghcr.io/curvineio/curvine:v0.4.1"
+    csi_image: str = "ghcr.io/curvineio/curvine-csi:v0.4.1"
+    csi_provisioner_image: str = "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0"
+    csi_node_driver_registrar_image: str = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
+    csi_livenessprobe_image: str = "registry.k8s.io/sig-storage/livenessprobe:v2.15.0"
+
+
+class CurvinePorts(Strict):
+    """Every Curvine port, set explicitly because the code and the docs disagree on the web-port defaults."""
+
+    master_rpc: int = 8995
+    journal: int = 8996
+    worker_rpc: int = 8997
+    master_web: int = 9000
+    worker_web: int = 9001
+    fuse_web: int = 9002
+
+    @model_validator(mode="after")
+    def _distinct(self) -> CurvinePorts:
+        ports = list(self.model_dump().values())
+        if len(ports) != len(set(ports)):
+            raise ValueError(f"Curvine ports must be distinct, got {self.model_dump()}")
+        return self
+
+
+class CurvineMaster(Strict):
+    replicas: Literal[1, 3, 5] = 1
+    """Raft group size, fixed at install (Curvine cannot resize the journal group in place)."""
+    meta_volume_gib: int = Field(default=20, ge=1, le=16384)
+    journal_volume_gib: int = Field(default=50, ge=1, le=16384)
+    volume_iops: int = Field(default=3000, ge=3000, le=16000)
+    volume_throughput_mibps: int = Field(default=125, ge=125, le=1000)
+    snapshot_on_delete: bool = True
+    """Removal policy: snapshot the journal volumes when the stack deletes them (default), else destroy."""
+
+    @field_validator("replicas", mode="before")
+    @classmethod
+    def _odd(cls, value):  # noqa: ANN001
+        if isinstance(value, int) and value not in (1, 3, 5):
+            raise ValueError(f"master replicas must be 1, 3 or 5 (an odd Raft quorum), got {value}")
+        return value
+
+
+class CurvineWorker(Strict):
+    data_dir: str = "/opt/dlami/nvme/curvine"
+    """Node-local NVMe path on the HyperPod nodes (HyperPod mounts the instance store at /opt/dlami/nvme)."""
+    capacity_gb: int = Field(default=1000, ge=1)
+    """Cache capacity per worker; must fit on the instance type's NVMe."""
+    reserved_gb: int = Field(default=20, ge=0)
+    """Space Curvine leaves free on the disk (``dir_reserved``)."""
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value or not value.startswith("/") or value.rstrip("/") == "":
+            raise ValueError(f"data_dir must be an absolute path below the NVMe mount, got {value!r}")
+        return value.rstrip("/")
+
+
+class CurvineEviction(Strict):
+    """Quota eviction in delete mode: LMCache's ``fs://`` connector never deletes, so Curvine must."""
+
+    high_watermark: float = Field(default=0.85, gt=0, lt=1)
+    low_watermark: float = Field(default=0.70, gt=0, lt=1)
+    policy: Literal["lru", "lfu"] = "lru"
+
+    @model_validator(mode="after")
+    def _order(self) -> CurvineEviction:
+        if self.low_watermark >= self.high_watermark:
+            raise ValueError(f"low_watermark {self.low_watermark} must be below high_watermark {self.high_watermark}")
+        return self
+
+
+class PodSize(Strict):
+    cpu: str = Field(pattern=r"^\d+(\.\d+)?m?$")
+    memory_gib: int = Field(ge=1)
+
+
+class CurvineResources(Strict):
+    """Requests = limits for each Curvine container (Guaranteed QoS, so cache pods are not evicted first)."""
+
+    master: PodSize = PodSize(cpu="2", memory_gib=8)
+    worker: PodSize = PodSize(cpu="4", memory_gib=8)
+    """Counted against each GPU node's memory budget."""
+    fuse: PodSize = PodSize(cpu="2", memory_gib=4)
+    """The standalone FUSE pod per node; counted against each GPU node's memory budget."""
+    csi_node: PodSize = PodSize(cpu="500m", memory_gib=1)
+    csi_controller: PodSize = PodSize(cpu="500m", memory_gib=1)
+    sidecar: PodSize = PodSize(cpu="100m", memory_gib=1)
+
+
+class Curvine(Strict):
+    namespace: DnsLabel = "curvine"
+    cluster_id: DnsLabel = "kvtiers"
+    images: CurvineImages = CurvineImages()
+    ports: CurvinePorts = CurvinePorts()
+    master: CurvineMaster = CurvineMaster()
+    worker: CurvineWorker = CurvineWorker()
+    eviction: CurvineEviction = CurvineEviction()
+    resources: CurvineResources = CurvineResources()
+    block_size: str = Field(default="64MB", pattern=r"^\d+(KB|MB|GB)$")
+    """Curvine block size; 64 MB holds several 14 MiB LMCache chunks of a 7B model per block."""
+    fs_path: AbsolutePath = "/l2cache"
+    """Curvine namespace path the StorageClass serves (``fs-path``)."""
+    worker_group: str | None = None
+    """Instance group that runs workers. Default: every HyperPod group."""
+
+
+# --------------------------------------------------------------------------------------------------- serving
+
+
+class S3ModelSource(Strict):
+    type: Literal["s3"]
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+    prefix: str = Field(pattern=r"^[^/].*[^/]$|^[^/]$")
+    """Key prefix holding the weights (no leading or trailing slash); the pod role may read only this prefix."""
+
+
+class HuggingFaceModelSource(Strict):
+    type: Literal["huggingface"]
+    token_secret: DnsLabel | None = None
+    """Kubernetes Secret (key ``token``) with the HF token, for gated models. Default: none (public model)."""
+    revision: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    """Model commit to pin. Default: the main branch at pod start."""
+
+
+ModelSource = Annotated[Union[S3ModelSource, HuggingFaceModelSource], Field(discriminator="type")]
+
+
+class ServingImages(ImageField):
+    vllm_image: str = "lmcache/vllm-openai:v0.3.7"
+    """vLLM with a matching LMCache build in one image (vLLM and LMCache must be ABI-matched); the tag the HyperPod
+    inference samples use."""
+    router_image: str = "lmcache/lmstack-router:0.1.12"
+    """production-stack router matching the chart version 0.1.12."""
+    model_sync_image: str = "public.ecr.aws/aws-cli/aws-cli:2.31.3"
+    """Init container that copies S3 weights to the pod (``aws s3 sync``)."""
+
+
+class ModelSizes(Strict):
+    """Explicit sizes for a model that is not in the built-in table."""
+
+    layers: int = Field(ge=1)
+    kv_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=1)
+    parameters: float = Field(gt=0)
+
+
+class Endpoint(Strict):
+    name: DnsLabel
+    model: str
+    """Model id (``org/name``); also the name vLLM serves, identical on every replica (part of the LMCache key)."""
+    model_sizes: ModelSizes | None = None
+    """Required when ``model`` is not in the sizing table. Default: the table's entry."""
+    source: ModelSource
+    serving: Literal["self_managed", "operator"] = "self_managed"
+    instance_group: str
+    replicas: int = Field(default=2, ge=1, le=64)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=8)
+    dtype: Literal["bfloat16", "float16"] = "bfloat16"
+    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.95)
+    max_model_len: int = Field(default=16384, ge=256)
+    l1_gib: int = Field(default=40, ge=1)
+    """LMCache L1 (``max_local_cpu_size``) per GPU worker, pinned host DRAM."""
+    shm_gib: int = Field(default=8, ge=1)
+    """Memory-backed /dev/shm (NCCL needs more than the 64 MiB default once TP > 1)."""
+    vllm_overhead_gib: int = Field(default=16, ge=4)
+    """Host memory vLLM itself needs (Python, CUDA context, weight staging)."""
+    cpu: int = Field(default=8, ge=1)
+    l2: Literal["auto", "on", "off"] = "auto"
+    expected_prompt_tokens: int = Field(default=2000, ge=1)
+    """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``."""
+    routing: RoutingStrategy = "prefixaware"
+    session_key: str | None = None
+    """Header or JSON field with the session id. Required for ``routing: session``."""
+    router_replicas: int = Field(default=1, ge=1, le=10)
+    internal_load_balancer: bool = False
+    """Expose the router through an internal NLB as well as the ClusterIP Service. Default off."""
+    startup_timeout_seconds: int = Field(default=1800, ge=60)
+    """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
+
+    @model_validator(mode="after")
+    def _checks(self) -> Endpoint:
+        if self.model not in KNOWN_MODELS and self.model_sizes is None:
+            raise ValueError(
+                f"model {self.model!r} is not in the sizing table ({', '.join(KNOWN_MODELS)}); "
+                "give model_sizes {layers, kv_heads, head_dim, parameters}"
+            )
+        if self.routing == "session" and not self.session_key:
+            raise ValueError("routing 'session' needs session_key (the header or body field with the session id)")
+        assert self.dtype in DTYPE_BYTES
+        return self
+
+
+class Serving(Strict):
+    namespace: DnsLabel = "serving"
+    node_reserved_gib: int = Field(default=8, ge=0)
+    """Host memory kept for the OS, kubelet and HyperPod agents on every GPU node before pods are placed."""
+    hash_seed: str = Field(default="0", pattern=r"^\d{1,10}$")
+    """``PYTHONHASHSEED`` shared by every engine and router on the L2: without one seed, cross-pod hits are zero."""
+    l2_threshold_tokens: int = Field(default=1000, ge=0)
+    """``l2: auto`` turns the L2 on at or above this prompt length (below it the source design measured the L2
+    round trip costing as much as recompute: 0.99x at 500 tokens)."""
+    l2_mount_path: AbsolutePath = "/mnt/curvine/l2cache"
+    """Where the Curvine L2 claim is mounted in serving pods; LMCache's ``remote_url`` path is derived from it."""
+    l2_claim_name: DnsLabel = "curvine-l2"
+    l2_claim_size_gib: int = Field(default=100, ge=1)
+    """Nominal (Curvine does not enforce it); capacity comes from the workers."""
+    images: ServingImages = ServingImages()
+    endpoints: tuple[Endpoint, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------------- operator
+
+
+class OperatorAddonVersions(Strict):
+    """Pinned EKS add-on versions of the HyperPod Inference Operator and its prerequisites."""
+
+    inference_operator: str = "v1.0.0-eksbuild.1"
+    cert_manager: str = "v1.18.2-eksbuild.2"
+    s3_csi_driver: str = "v2.1.0-eksbuild.1"
+    fsx_csi_driver: str = "v1.7.0-eksbuild.1"
+    metrics_server: str = "v0.8.0-eksbuild.2"
+
+
+class InferenceOperator(Strict):
+    """Settings for endpoints with ``serving: operator`` (used only when at least one exists)."""
+
+    addons: OperatorAddonVersions = OperatorAddonVersions()
+    kyverno_chart_version: str = Field(default="3.5.2", pattern=r"^\d+\.\d+\.\d+$")
+    """Kyverno Helm chart that mutates operator pods to mount the Curvine L2."""
+    l2_backend: Literal["curvine", "tieredstorage"] = "curvine"
+    """``curvine``: the shared NVMe L2 attached by the admission policy (default, cross-node hits).
+    ``tieredstorage``: the operator's native node-local HyperPod tiered storage (needs tiered storage on)."""
+
+
+# --------------------------------------------------------------------------------------------------- root
+
+
+class Environment(Strict):
+    """One deployable environment: where, what cluster, which cache tiers and which endpoints."""
+
+    name: DnsLabel
+    """Environment name; prefixes stack names (``<name>-network``...)."""
+    account: str = Field(pattern=r"^\d{12}$")
+    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    tags: dict[str, str] = {}
+    network: Network
+    eks: Eks
+    hyperpod: HyperPod
+    curvine: Curvine = Curvine()
+    serving: Serving = Serving()
+    inference_operator: InferenceOperator = InferenceOperator()
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Environment:
+        groups = {g.name: g for g in self.hyperpod.instance_groups}
+        if self.curvine.worker_group is not None and self.curvine.worker_group not in groups:
+            raise ValueError(
+                f"curvine.worker_group {self.curvine.worker_group!r} is not a HyperPod instance group "
+                f"(one of {sorted(groups)})"
+            )
+        for group in self.curvine_worker_groups:
+            need = self.curvine.worker.capacity_gb + self.curvine.worker.reserved_gb
+            if need > group.shape.nvme_gb:
+                raise ValueError(
+                    f"curvine.worker.capacity_gb {self.curvine.worker.capacity_gb} + reserved_gb "
+                    f"{self.curvine.worker.reserved_gb} = {need} GB does not fit the {group.shape.nvme_gb} GB NVMe "
+                    f"of {group.instance_type} (group {group.name})"
+                )
+        names = [e.name for e in self.serving.endpoints]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"serving.endpoints: duplicate endpoint names {duplicates}")
+        if self.curvine.namespace == self.serving.namespace:
+            raise ValueError("curvine.namespace and serving.namespace must differ")
+        for i, endpoint in enumerate(self.serving.endpoints):
+            where = f"serving.endpoints.{i} ({endpoint.name})"
+            if endpoint.instance_group not in groups:
+                raise ValueError(
+                    f"{where}: instance_group {endpoint.instance_group!r} is not a HyperPod instance group "
+                    f"(one of {sorted(groups)})"
+                )
+            shape = groups[endpoint.instance_group].shape
+            if endpoint.tensor_parallel_size > shape.gpus:
+                raise ValueError(
+                    f"{where}: tensor_parallel_size {endpoint.tensor_parallel_size} is larger than the "
+                    f"{shape.gpus} GPU(s) of {shape.name}"
+                )
+            if (
+                endpoint.serving == "operator"
+                and self.inference_operator.l2_backend == "tieredstorage"
+                and not self.hyperpod.tiered_storage.enabled
+            ):
+                raise ValueError(
+                    f"{where}: serving 'operator' with inference_operator.l2_backend 'tieredstorage' needs "
+                    "hyperpod.tiered_storage.enabled: true"
+                )
+        from kvtiers.config.sizing import size_environment  # sizing reads this model, so import late
+
+        self._sizing = size_environment(self)
+        return self
+
+    _sizing: object = PrivateAttr(default=None)
+
+    @property
+    def sizing(self):
+        """Derived memory, GPU and cache-capacity facts, computed once during validation."""
+        return self._sizing
+
+    @property
+    def curvine_worker_groups(self) -> tuple[InstanceGroup, ...]:
+        if self.curvine.worker_group is None:
+            return self.hyperpod.instance_groups
+        return (self.hyperpod.group(self.curvine.worker_group),)
