@@ -1,0 +1,110 @@
+"""cdk-nag AwsSolutions findings the project accepts, each with its reason, in one place.
+
+Acknowledgments are attached to the narrowest construct that carries the finding. Most are on resources that
+aws-cdk-lib creates for us (the kubectl provider, the bucket-deployment Lambda) whose policies we do not write.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aws_cdk as cdk
+from constructs import IConstruct
+
+if TYPE_CHECKING:
+    from kvtiers.stacks.deploy_graph import DeployGraph
+
+
+def acknowledge(scope: IConstruct, reason: str, *rules: str) -> None:
+    for rule in rules:
+        cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+
+
+def managed_policy(name: str) -> str:
+    return f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]"
+
+
+CDK_PROVIDED = (
+    "created by aws-cdk-lib (kubectl provider, custom-resource framework, bucket deployment); its policies and "
+    "runtime are managed by aws-cdk-lib, pinned with the library version"
+)
+LAMBDA_BASICS = (
+    managed_policy("service-role/AWSLambdaBasicExecutionRole"),
+    managed_policy("service-role/AWSLambdaVPCAccessExecutionRole"),
+    managed_policy("AmazonEC2ContainerRegistryReadOnly"),
+    "AwsSolutions-L1",
+)
+
+
+def acknowledge_platform_findings(graph: DeployGraph) -> None:
+    platform = graph.platform
+    cluster = platform.eks.cluster
+    kubectl = cluster.node.find_child("KubectlProvider")
+    acknowledge(
+        kubectl,
+        CDK_PROVIDED,
+        *LAMBDA_BASICS,
+        "AwsSolutions-IAM4[Policy::{\"Fn::If\":[\"EksClusterKubectlProviderHandlerHasEcrPublicC426D1A5\",{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]",
+        "AwsSolutions-IAM5[Resource::<EksClusterKubectlProviderHandlerDA75FB7A.Arn>:*]",
+    )
+    acknowledge(
+        cluster.role,
+        "AmazonEKSClusterPolicy is the policy EKS documents for the cluster service role",
+        managed_policy("AmazonEKSClusterPolicy"),
+    )
+    if platform.eks.system_nodegroup is not None:
+        acknowledge(
+            platform.eks.system_nodegroup.role,
+            "the three managed policies EKS documents for managed node groups",
+            managed_policy("AmazonEKSWorkerNodePolicy"),
+            managed_policy("AmazonEKS_CNI_Policy"),
+            managed_policy("AmazonEC2ContainerRegistryReadOnly"),
+        )
+    hyperpod = platform.hyperpod
+    acknowledge(
+        hyperpod.execution_role,
+        "AmazonSageMakerClusterInstanceRolePolicy is required by HyperPod for instance-group roles",
+        managed_policy("AmazonSageMakerClusterInstanceRolePolicy"),
+    )
+    acknowledge(
+        hyperpod.execution_role,
+        "ecr:GetAuthorizationToken has no resource scope; image repositories are public or per-account and "
+        "pulled by any node; read-only S3/KMS actions come from grant_read on the lifecycle bucket and its key",
+        "AwsSolutions-IAM5[Resource::*]",
+        "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+        "AwsSolutions-IAM5[Action::s3:GetObject*]",
+        "AwsSolutions-IAM5[Action::s3:List*]",
+        "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/*]",
+        "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+        "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+    )
+    acknowledge(
+        hyperpod.lifecycle_bucket,
+        "holds only the project's own lifecycle script, written by CDK; versioned, and reads are in CloudTrail",
+        "AwsSolutions-S1",
+    )
+    deployment_handler = next(
+        c for c in platform.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")
+    )
+    acknowledge(
+        deployment_handler,
+        CDK_PROVIDED + "; it copies the lifecycle scripts from the CDK asset bucket into the lifecycle bucket",
+        *LAMBDA_BASICS,
+        "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+        "AwsSolutions-IAM5[Action::s3:GetObject*]",
+        "AwsSolutions-IAM5[Action::s3:List*]",
+        "AwsSolutions-IAM5[Action::s3:Abort*]",
+        "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
+        "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/*]",
+        f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-{platform.account}-{platform.region}/*]",
+        "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+        "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+    )
+    acknowledge(
+        platform.ebs_csi_role,
+        "AmazonEBSCSIDriverPolicy is the policy the EBS CSI add-on documents; its KMS wildcards come from "
+        "grant_encrypt_decrypt on the journal volumes' own key",
+        managed_policy("service-role/AmazonEBSCSIDriverPolicy"),
+        "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+        "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+    )

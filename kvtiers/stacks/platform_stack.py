@@ -1,0 +1,130 @@
+"""``<env>-platform``: EKS, the HyperPod dependency chart, the HyperPod cluster, the EBS CSI driver and the
+Curvine journal volumes, in the order HyperPod needs them.
+
+The journal volumes live here, next to the EBS CSI role that must be granted their key, so that no grant points
+from this stack into a later one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from kvtiers.config.schema import Environment
+from kvtiers.constructs.eks_cluster import CoreAddonVersions, EksCluster, EksClusterProps, SystemNodegroupProps, pod_identity_role
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, HyperPodClusterProps, InstanceGroupProps, TaintProps
+from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies, HyperPodDependenciesProps
+from kvtiers.constructs.journal_volumes import (
+    EBS_CSI_MANAGED_POLICY,
+    EBS_CSI_SERVICE_ACCOUNT,
+    CurvineJournalVolumes,
+    JournalVolumesProps,
+)
+from kvtiers.constructs.network import HyperPodNetwork
+from aws_cdk import aws_iam as iam
+
+
+class PlatformStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        environment: Environment,
+        network: HyperPodNetwork,
+        hyperpod_chart_dir: Path | None,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        env = environment
+        addons = env.eks.addons
+        self.eks = EksCluster(
+            self,
+            "Eks",
+            props=EksClusterProps(
+                vpc=network.vpc,
+                subnets=network.eks_subnets,
+                security_group=network.security_group,
+                addons=CoreAddonVersions(
+                    vpc_cni=addons.vpc_cni,
+                    coredns=addons.coredns,
+                    kube_proxy=addons.kube_proxy,
+                    eks_pod_identity_agent=addons.eks_pod_identity_agent,
+                ),
+                cluster_name=env.eks.cluster_name,
+                kubernetes_version=env.eks.kubernetes_version,
+                endpoint_access=env.eks.endpoint_access,
+                public_access_cidrs=env.eks.public_access_cidrs,
+                admin_role_arns=env.eks.admin_role_arns,
+                logging=env.eks.control_plane_logging,
+                system_nodegroup=SystemNodegroupProps(
+                    instance_type=env.eks.system_nodegroup.instance_type,
+                    desired_size=env.eks.system_nodegroup.desired_size,
+                )
+                if env.eks.system_nodegroup.enabled
+                else None,
+            ),
+        )
+        cluster = self.eks.cluster
+        chart_dir = hyperpod_chart_dir if env.hyperpod.dependency_chart.source == "asset" else None
+        self.hyperpod_dependencies = HyperPodDependencies(
+            self, "HyperPodDependencies", props=HyperPodDependenciesProps(cluster=cluster, region=env.region, chart_dir=chart_dir)
+        )
+        self.hyperpod = HyperPodCluster(
+            self,
+            "HyperPod",
+            props=HyperPodClusterProps(
+                eks_cluster=cluster,
+                subnet=network.hyperpod_subnet,
+                security_group=network.security_group,
+                cluster_name=env.hyperpod.cluster_name,
+                node_recovery=env.hyperpod.node_recovery,
+                tiered_storage_enabled=env.hyperpod.tiered_storage.enabled,
+                tiered_storage_memory_percentage=env.hyperpod.tiered_storage.memory_percentage,
+                instance_groups=tuple(
+                    InstanceGroupProps(
+                        name=g.name,
+                        instance_type=g.instance_type,
+                        count=g.count,
+                        threads_per_core=g.threads_per_core,
+                        ebs_volume_gb=g.ebs_volume_gb,
+                        deep_health_checks=g.deep_health_checks,
+                        labels=dict(g.labels),
+                        taints=tuple(TaintProps(key=t.key, value=t.value, effect=t.effect) for t in g.taints),
+                    )
+                    for g in env.hyperpod.instance_groups
+                ),
+            ),
+        )
+        # HyperPod joins its nodes to the cluster: the networking add-ons and the dependency chart come first.
+        for name in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent"):
+            self.hyperpod.cluster.node.add_dependency(self.eks.addons[name])
+        if self.hyperpod_dependencies.chart is not None:
+            self.hyperpod.cluster.node.add_dependency(self.hyperpod_dependencies.chart)
+
+        master = env.curvine.master
+        self.journal_volumes = CurvineJournalVolumes(
+            self,
+            "CurvineJournal",
+            props=JournalVolumesProps(
+                availability_zone=network.hyperpod_availability_zone,
+                masters=master.replicas,
+                meta_size_gib=master.meta_volume_gib,
+                journal_size_gib=master.journal_volume_gib,
+                iops=master.volume_iops,
+                throughput_mibps=master.volume_throughput_mibps,
+                snapshot_on_delete=master.snapshot_on_delete,
+            ),
+        )
+        self.ebs_csi_role = ebs_role = pod_identity_role(self, "EbsCsiRole", "EBS CSI controller (Curvine journal volumes on HyperPod)")
+        ebs_role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(EBS_CSI_MANAGED_POLICY))
+        self.journal_volumes.grant_attach(
+            ebs_role, hyperpod_cluster_arn=self.hyperpod.cluster_arn, eks_cluster_arn=cluster.cluster_arn
+        )
+        self.ebs_csi = self.eks.add_addon(
+            "aws-ebs-csi-driver", addons.aws_ebs_csi_driver, role=ebs_role, service_account=EBS_CSI_SERVICE_ACCOUNT
+        )
+        # The driver's node pods run on HyperPod nodes, and it attaches through the HyperPod cluster's API.
+        self.ebs_csi.node.add_dependency(self.hyperpod.cluster)
