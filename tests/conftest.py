@@ -15,3 +15,17 @@ CONFIG_DIR = ROOT / "config"
 @pytest.fixture(scope="session")
 def dev_env():
     return load_environment(CONFIG_DIR / "dev.yaml")
+
+
+@pytest.fixture(scope="session")
+def dev_synth(tmp_path_factory):
+    from tests.synth import synth
+
+    return synth("config/dev.yaml", tmp_path_factory.mktemp("dev") / "cdk.out", nag=False)
+
+
+@pytest.fixture(scope="session")
+def prod_synth(tmp_path_factory):
+    from tests.synth import synth
+
+    return synth("config/prod.yaml", tmp_path_factory.mktemp("prod") / "cdk.out", nag=False)

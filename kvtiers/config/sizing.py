@@ -145,9 +145,11 @@ def size_environment(env: Environment) -> EnvironmentSizing:
             memory_gib=shape.memory_gib,
             tiered_storage_gib=tiered if env.hyperpod.tiered_storage.enabled else 0.0,
             reserved_gib=env.serving.node_reserved_gib,
-            curvine_gib=(res.worker.memory_gib + res.fuse.memory_gib + res.csi_node.memory_gib + 2 * res.sidecar.memory_gib)
-            if group.name in worker_groups
-            else 0,
+            # Every HyperPod node runs the CSI node pod and a FUSE client; worker groups also run a Curvine worker.
+            curvine_gib=res.fuse.memory_gib
+            + res.csi_node.memory_gib
+            + 2 * res.sidecar.memory_gib
+            + (res.worker.memory_gib if group.name in worker_groups else 0),
             pods_gib=sum(s.pod_memory_gib * s.pods_per_node for _, s in on_group),
             gpus=shape.gpus,
             gpus_used=sum(s.gpus_per_replica * s.pods_per_node for _, s in on_group),

@@ -32,5 +32,11 @@ def network_props(env: Environment) -> NewVpcProps | ExistingVpcProps:
 
 class NetworkStack(cdk.Stack):
     def __init__(self, scope: Construct, id: str, *, environment: Environment, **kwargs) -> None:
+        self._zones = list(environment.network.availability_zones)
         super().__init__(scope, id, **kwargs)
         self.network = HyperPodNetwork(self, "Network", props=network_props(environment))
+
+    @property
+    def availability_zones(self) -> list[str]:
+        # The zones come from the environment file: no synth-time lookup, the same template for every account.
+        return self._zones

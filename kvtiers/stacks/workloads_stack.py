@@ -8,6 +8,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from kvtiers.config.schema import Environment
+from kvtiers.k8s_charts.namespaces import NamespaceChart
 from kvtiers.stacks.platform_stack import PlatformStack
 
 
@@ -21,6 +22,9 @@ class WorkloadsStack(cdk.Stack):
         self.k8s_app = cdk8s.App()
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         self.charts: dict[str, cdk8s.Chart] = {}
+        self.serving_namespace = self.add_chart(
+            "ServingNamespace", NamespaceChart(self.k8s_app, "serving-namespace", names=(environment.serving.namespace,))
+        )
 
     def add_chart(self, name: str, chart: cdk8s.Chart, *, after: list[Construct] = ()) -> eks.KubernetesManifest:
         """Deploy ``chart`` as one manifest that CloudFormation applies after everything in ``after``."""

@@ -1,0 +1,51 @@
+# kvtiers: two set-up commands, `make synth` and `make test`, work on a fresh clone (PyPI + npm registries only).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+CDK := node_modules/.bin/cdk
+CONFIG ?= config/dev.yaml
+HYPERPOD_CLI_REPO := https://github.com/aws/sagemaker-hyperpod-cli
+HYPERPOD_CLI_REV := $(shell sed -n 's/^ *revision: *"\{0,1\}\([0-9a-f]\{40\}\).*/\1/p' $(CONFIG) | head -1)
+HYPERPOD_CLI_REV_DEFAULT := 011ca9279b96f8d1f2bc8d3fe16b226fd1bbc84d
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_VERSION_CHECK := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+
+.PHONY: synth test install bench-synth hyperpod-chart clean lint-templates
+
+install: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version.split()[0]}"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## Synthesize one environment (CONFIG=config/<env>.yaml) into cdk.out and print its stacks and resources.
+synth: install
+	$(CDK) synth --all --lookups=false --no-notices -q -c config=$(CONFIG) -o cdk.out
+	$(PY) tools/synth_summary.py cdk.out
+
+## The whole offline test suite (config, templates, cfn-lint, cdk-nag, Kubernetes schemas, CLI).
+test: install
+	$(PY) -m pytest -n 2 --dist loadfile
+
+## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating.
+bench-synth: install
+	$(PY) tools/bench_synth.py --runs 5
+
+## Fetch the HyperPod dependency Helm chart at the pinned revision into vendor/ (needs git, helm and the internet).
+hyperpod-chart:
+	rm -rf vendor/sagemaker-hyperpod-cli
+	git clone --quiet --filter=blob:none $(HYPERPOD_CLI_REPO) vendor/sagemaker-hyperpod-cli
+	git -C vendor/sagemaker-hyperpod-cli checkout --quiet $(or $(HYPERPOD_CLI_REV),$(HYPERPOD_CLI_REV_DEFAULT))
+	helm dependency update vendor/sagemaker-hyperpod-cli/helm_chart/HyperPodHelmChart
+
+clean:
+	rm -rf cdk.out $(VENV) node_modules .pytest_cache

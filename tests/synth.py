@@ -1,0 +1,50 @@
+"""Synthesize an environment exactly as `cdk synth` would (cdk.json feature flags + cdk.context.json)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import assertions
+
+from kvtiers.config import load_environment
+from kvtiers.stacks.deploy_graph import DeployGraph, build_deploy_graph
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cdk_context() -> dict:
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    context.update(json.loads((ROOT / "cdk.context.json").read_text()))
+    return context
+
+
+@dataclass
+class Synthesized:
+    graph: DeployGraph
+    outdir: Path
+
+    def template(self, stack: cdk.Stack) -> assertions.Template:
+        return assertions.Template.from_json(self.template_json(stack))
+
+    def template_json(self, stack: cdk.Stack) -> dict:
+        return json.loads((self.outdir / f"{stack.stack_name}.template.json").read_text())
+
+    @property
+    def templates(self) -> list[Path]:
+        return sorted(self.outdir.glob("*.template.json"))
+
+
+def synth(config: str | Path, outdir: Path, *, nag: bool = False, chart_dir: Path | None = None) -> Synthesized:
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    graph = build_deploy_graph(app, load_environment(ROOT / config), hyperpod_chart_dir=chart_dir, nag=nag)
+    app.synth()
+    return Synthesized(graph=graph, outdir=outdir)
+
+
+@lru_cache(maxsize=None)
+def synth_cached(config: str, outdir: str, nag: bool = False) -> Synthesized:
+    return synth(config, Path(outdir), nag=nag)

@@ -1,0 +1,167 @@
+"""The environment schema: the shipped files load, and each bad case is rejected with a message naming the file,
+the field and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvtiers.config import ConfigError, load_environment
+from tests.conftest import CONFIG_DIR, ROOT
+
+DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+
+
+def write_variant(tmp_path: Path, change) -> Path:
+    raw = copy.deepcopy(DEV)
+    change(raw)
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def rejected(tmp_path: Path, change) -> str:
+    path = write_variant(tmp_path, change)
+    with pytest.raises(ConfigError) as info:
+        load_environment(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message
+    return message
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIG_DIR.glob("*.yaml")))
+def test_shipped_environment_files_load(name):
+    env = load_environment(CONFIG_DIR / name)
+    assert env.hyperpod.instance_groups
+    assert env.sizing is not None
+
+
+def test_dev_is_the_source_design(dev_env):
+    groups = dev_env.hyperpod.instance_groups
+    assert sum(g.count for g in groups) == 2
+    assert all(g.instance_type.startswith("ml.g6e.") for g in groups)
+    assert dev_env.hyperpod.tiered_storage.enabled and dev_env.hyperpod.tiered_storage.memory_percentage == 20
+    assert [e.model for e in dev_env.serving.endpoints] == ["Qwen/Qwen2-7B-Instruct"]
+    assert dev_env.account == "111111111111"
+
+
+def set_path(raw: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    node = raw
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node[part]
+    node[int(last) if last.isdigit() else last] = value
+
+
+BAD_CASES = [
+    # (field path, value, expected text in the message)
+    ("hyperpod.instance_groups.0.instance_type", "ml.g5.12xlarge", "ml.g6e.48xlarge"),
+    ("hyperpod.instance_groups.0.instance_type", "ml.g6e.64xlarge", "ml.g6e.xlarge"),
+    ("hyperpod.tiered_storage.memory_percentage", 150, "less than or equal to 100"),
+    ("hyperpod.tiered_storage.memory_percentage", -1, "greater than or equal to 0"),
+    ("hyperpod.cluster_name", "bad_name!", "should match pattern"),
+    ("hyperpod.instance_groups.0.name", "-group", "should match pattern"),
+    ("name", "Kvtiers_Dev", "should match pattern '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"),
+    ("curvine.namespace", "Curvine", "should match pattern"),
+    ("eks.cluster_name", "-eks", "should match pattern"),
+    ("eks.kubernetes_version", "1.27", "'1.30', '1.31', '1.32' or '1.33'"),
+    ("eks.kubernetes_version", "1.34", "'1.30', '1.31', '1.32' or '1.33'"),
+    ("account", "1234", "should match pattern"),
+    ("region", "moon-1", "should match pattern"),
+    ("hyperpod.instance_groups.0.threads_per_core", 3, "1 or 2"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "expected"), BAD_CASES, ids=[f"{c[0]}={c[1]}" for c in BAD_CASES])
+def test_bad_values_name_the_field_and_the_allowed_values(tmp_path, field, value, expected):
+    message = rejected(tmp_path, lambda raw: set_path(raw, field, value))
+    assert f"  {field}: " in message, message
+    assert expected in message, message
+
+
+def test_unknown_keys_are_rejected_anywhere(tmp_path):
+    def change(raw):
+        raw["hyperpod"]["tiered_storage"]["memory_percent"] = 20
+        raw["typo_at_top"] = 1
+
+    message = rejected(tmp_path, change)
+    assert "hyperpod.tiered_storage.memory_percent: unknown key" in message
+    assert "typo_at_top: unknown key" in message
+    assert "2 problem(s)" in message
+
+
+def test_missing_required_field(tmp_path):
+    message = rejected(tmp_path, lambda raw: raw["hyperpod"].pop("instance_groups"))
+    assert "hyperpod.instance_groups: Field required" in message
+
+
+def test_wrong_type(tmp_path):
+    message = rejected(tmp_path, lambda raw: set_path(raw, "hyperpod.instance_groups.0.count", "two"))
+    assert "hyperpod.instance_groups.0.count: Input should be a valid integer" in message
+
+
+def test_network_mode_must_be_new_or_existing(tmp_path):
+    message = rejected(tmp_path, lambda raw: set_path(raw, "network.mode", "borrowed"))
+    assert "network: " in message and "'new', 'existing'" in message
+
+
+def test_existing_vpc_is_imported_by_ids(tmp_path):
+    def change(raw):
+        raw["network"] = {
+            "mode": "existing",
+            "vpc_id": "vpc-0123456789abcdef0",
+            "cidr": "10.0.0.0/16",
+            "private_subnet_ids": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+            "availability_zones": ["us-east-1a", "us-east-1b"],
+            "hyperpod_subnet_id": "subnet-0123456789abcdef2",
+            "hyperpod_availability_zone": "us-east-1b",
+        }
+
+    env = load_environment(write_variant(tmp_path, change))
+    assert env.network.mode == "existing"
+
+
+def test_hyperpod_subnet_outside_the_vpc(tmp_path):
+    message = rejected(tmp_path, lambda raw: set_path(raw, "network.hyperpod_subnet_cidr", "10.1.0.0/16"))
+    assert "network: Value error, hyperpod_subnet_cidr 10.1.0.0/16 is not inside cidr 10.192.0.0/16" in message or (
+        "hyperpod_subnet_cidr 10.1.0.0/16 is not inside cidr 10.192.0.0/16" in message
+    )
+
+
+def test_vpc_cni_older_than_hyperpod_minimum(tmp_path):
+    message = rejected(tmp_path, lambda raw: set_path(raw, "eks", {**raw["eks"], "addons": {"vpc_cni": "v1.18.2-eksbuild.1"}}))
+    assert "eks.addons: " in message and "older than v1.18.3" in message
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(ConfigError, match="no such environment file"):
+        load_environment(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_environment(bad)
+    bad.write_text("- a list")
+    with pytest.raises(ConfigError, match="must be a YAML mapping"):
+        load_environment(bad)
+
+
+def test_synth_with_a_bad_file_exits_non_zero_without_a_traceback(tmp_path):
+    path = write_variant(tmp_path, lambda raw: set_path(raw, "hyperpod.tiered_storage.memory_percentage", 101))
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env={"CDK_CONTEXT_JSON": f'{{"config": "{path}"}}', "CDK_OUTDIR": str(tmp_path / "out"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"error: {path}: invalid environment" in result.stderr
+    assert "hyperpod.tiered_storage.memory_percentage: Input should be less than or equal to 100" in result.stderr
+    assert not (tmp_path / "out" / "manifest.json").exists()

@@ -1,0 +1,71 @@
+"""Synth benchmark: `python app.py` for an environment against a bare one-stack CDK app, run alternately in one
+session so that machine noise hits both equally; prints each median and the median ratio."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BARE_APP = """
+import aws_cdk as cdk
+from aws_cdk import aws_s3 as s3
+app = cdk.App()
+stack = cdk.Stack(app, "Bare", env=cdk.Environment(account="111111111111", region="us-east-1"))
+s3.Bucket(stack, "Bucket")
+app.synth()
+"""
+
+
+def context_json(config: str) -> str:
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    context.update(json.loads((ROOT / "cdk.context.json").read_text()))
+    context["config"] = config
+    return json.dumps(context)
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def measure(configs: list[str], runs: int) -> dict[str, list[float]]:
+    """Alternate bare, config1, config2, ... ``runs`` times; return seconds per label."""
+    times: dict[str, list[float]] = {"bare": [], **{c: [] for c in configs}}
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = Path(tmp) / "bare_app.py"
+        bare.write_text(BARE_APP)
+        base_env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+        for _ in range(runs):
+            times["bare"].append(timed([sys.executable, str(bare)], {**base_env, "CDK_OUTDIR": f"{tmp}/bare.out"}))
+            for config in configs:
+                env = {**base_env, "CDK_OUTDIR": f"{tmp}/app.out", "CDK_CONTEXT_JSON": context_json(config)}
+                times[config].append(timed([sys.executable, "app.py"], env))
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--config", action="append", help="environment file(s); default config/dev.yaml")
+    args = parser.parse_args()
+    configs = args.config or ["config/dev.yaml"]
+    times = measure(configs, args.runs)
+    bare = statistics.median(times["bare"])
+    print(f"bare one-stack app: median {bare:.2f} s over {args.runs} runs")
+    for config in configs:
+        median = statistics.median(times[config])
+        ratios = [t / b for t, b in zip(times[config], times["bare"])]
+        print(f"{config}: median {median:.2f} s, median ratio to bare {statistics.median(ratios):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
