@@ -21,11 +21,11 @@ def dev_env():
 def dev_synth(tmp_path_factory):
     from tests.synth import synth
 
-    return synth("config/dev.yaml", tmp_path_factory.mktemp("dev") / "cdk.out", nag=False)
+    return synth("config/dev.yaml", tmp_path_factory.mktemp("dev") / "cdk.out", nag=True)
 
 
 @pytest.fixture(scope="session")
 def prod_synth(tmp_path_factory):
     from tests.synth import synth
 
-    return synth("config/prod.yaml", tmp_path_factory.mktemp("prod") / "cdk.out", nag=False)
+    return synth("config/prod.yaml", tmp_path_factory.mktemp("prod") / "cdk.out", nag=True)

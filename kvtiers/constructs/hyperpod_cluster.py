@@ -142,7 +142,6 @@ class HyperPodCluster(Construct):
             instance_groups=[self._group(g) for g in props.instance_groups],
         )
         self.cluster.node.add_dependency(self.lifecycle_deployment)
-        self.cluster.node.add_dependency(self.execution_role)
 
     def _group(self, group: InstanceGroupProps) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(

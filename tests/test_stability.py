@@ -1,0 +1,52 @@
+"""Synth is deterministic, and the logical IDs of stateful resources never change (a changed ID means
+CloudFormation replaces the resource: a new cluster, an empty bucket, a fresh journal volume)."""
+
+from __future__ import annotations
+
+import re
+
+from tests.synth import synth
+
+LOCKED_LOGICAL_IDS = {
+    "network": {
+        "NetworkVpc7FB7348F": "AWS::EC2::VPC",
+        "NetworkHyperPodSubnet6B13587E": "AWS::EC2::Subnet",
+    },
+    "platform": {
+        "EksClusterB2BDED5B": "AWS::EKS::Cluster",
+        "EksSecretsKey89C78FFD": "AWS::KMS::Key",
+        "HyperPodCluster11759092": "AWS::SageMaker::Cluster",
+        "HyperPodKeyBEB2AEB5": "AWS::KMS::Key",
+        "HyperPodLifecycleBucket47A602DB": "AWS::S3::Bucket",
+        "CurvineJournalKeyDB8CFFA9": "AWS::KMS::Key",
+        "CurvineJournalMaster0Meta6666ACBC": "AWS::EC2::Volume",
+        "CurvineJournalMaster0JournalBCE2A89F": "AWS::EC2::Volume",
+    },
+}
+
+
+def test_stateful_logical_ids_are_locked(dev_synth):
+    graph = dev_synth.graph
+    for stack_key, expected in LOCKED_LOGICAL_IDS.items():
+        resources = dev_synth.template_json(getattr(graph, stack_key))["Resources"]
+        for logical_id, kind in expected.items():
+            assert logical_id in resources, f"{stack_key}: {logical_id} ({kind}) was renamed: CloudFormation would replace it"
+            assert resources[logical_id]["Type"] == kind
+
+
+def test_journal_volumes_keep_their_ids_for_three_masters(prod_synth):
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    volumes = sorted(k for k, r in resources.items() if r["Type"] == "AWS::EC2::Volume")
+    assert [re.match(r"CurvineJournalMaster(\d)(Meta|Journal)[0-9A-F]{8}$", v).groups() for v in volumes] == [
+        (str(i), kind) for i in range(3) for kind in ("Journal", "Meta")
+    ]
+    assert all(resources[v]["DeletionPolicy"] == "Snapshot" for v in volumes)
+
+
+def test_two_synths_of_the_same_config_are_identical(dev_synth, tmp_path):
+    again = synth("config/dev.yaml", tmp_path / "again", nag=True)
+    first = {p.name: p.read_text() for p in dev_synth.templates}
+    second = {p.name: p.read_text() for p in again.templates}
+    assert first.keys() == second.keys()
+    for name in first:
+        assert first[name] == second[name], f"{name} differs between two synths of the same config"
