@@ -20,7 +20,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version.split()[0]}"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -29,7 +29,7 @@ node_modules/.installed: package.json package-lock.json
 
 ## Synthesize one environment (CONFIG=config/<env>.yaml) into cdk.out and print its stacks and resources.
 synth: install
-	$(CDK) synth --all --lookups=false --no-notices -q -c config=$(CONFIG) -o cdk.out
+	$(CDK) synth --lookups=false --no-notices -q -c config=$(CONFIG) -o cdk.out
 	$(PY) tools/synth_summary.py cdk.out
 
 ## The whole offline test suite (config, templates, cfn-lint, cdk-nag, Kubernetes schemas, CLI).
