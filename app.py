@@ -10,7 +10,7 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from kvtiers.config import ConfigError, load_environment
-from kvtiers.stacks.deploy_graph import build_deploy_graph
+from kvtiers.stacks.deploy_graph import build_deploy_graph, synthesize
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = "config/dev.yaml"
@@ -25,8 +25,8 @@ def main() -> None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
-    build_deploy_graph(app, environment, hyperpod_chart_dir=HYPERPOD_CHART_DIR)
-    app.synth()
+    graph = build_deploy_graph(app, environment, hyperpod_chart_dir=HYPERPOD_CHART_DIR)
+    synthesize(app, graph)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import assertions
 
 from kvtiers.config import load_environment
-from kvtiers.stacks.deploy_graph import DeployGraph, build_deploy_graph
+from kvtiers.stacks.deploy_graph import DeployGraph, build_deploy_graph, synthesize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,10 +40,6 @@ class Synthesized:
 def synth(config: str | Path, outdir: Path, *, nag: bool = False, chart_dir: Path | None = None) -> Synthesized:
     app = cdk.App(context=cdk_context(), outdir=str(outdir))
     graph = build_deploy_graph(app, load_environment(ROOT / config), hyperpod_chart_dir=chart_dir, nag=nag)
-    app.synth()
+    synthesize(app, graph)
     return Synthesized(graph=graph, outdir=outdir)
 
-
-@lru_cache(maxsize=None)
-def synth_cached(config: str, outdir: str, nag: bool = False) -> Synthesized:
-    return synth(config, Path(outdir), nag=nag)

@@ -50,3 +50,19 @@ def test_two_synths_of_the_same_config_are_identical(dev_synth, tmp_path):
     assert first.keys() == second.keys()
     for name in first:
         assert first[name] == second[name], f"{name} differs between two synths of the same config"
+
+
+def test_every_kubernetes_object_is_written_as_yaml_and_deterministically(dev_synth, tmp_path):
+    import yaml
+
+    files = sorted((dev_synth.outdir / "k8s").rglob("*.yaml"))
+    objects = [obj for chart in dev_synth.graph.workloads.charts.values() for obj in chart.to_json()]
+    assert len(files) == len(objects) > 0
+    for path in files:
+        obj = yaml.safe_load(path.read_text())
+        assert path.name.startswith(obj["kind"].lower() + "-")
+        assert "${Token[" not in path.read_text(), f"{path} holds an unresolved token"
+    again = synth("config/dev.yaml", tmp_path / "again", nag=False)
+    for path in files:
+        twin = again.outdir / path.relative_to(dev_synth.outdir)
+        assert twin.read_text() == path.read_text()

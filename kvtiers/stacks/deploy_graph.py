@@ -49,3 +49,12 @@ def build_deploy_graph(
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return graph
+
+
+def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
+    """Synthesize the cloud assembly and the per-object Kubernetes YAML beside it; returns the assembly folder."""
+    from kvtiers.stacks.k8s_yaml import write_k8s_yaml
+
+    outdir = Path(app.synth().directory)
+    write_k8s_yaml([graph.workloads], outdir)
+    return outdir
