@@ -1,0 +1,41 @@
+"""The pull-request workflow lints clean with actionlint, and runs the README's commands."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.synth import ROOT
+
+WORKFLOW = ROOT / ".github/workflows/pull-request.yml"
+ACTIONLINT = str(Path(sys.executable).with_name("actionlint"))
+
+
+def lint(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([ACTIONLINT, "-no-color", str(path)], capture_output=True, text=True, timeout=60)
+
+
+def test_workflow_lints_clean():
+    assert shutil.which(ACTIONLINT)
+    result = lint(WORKFLOW)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_rejects_a_broken_workflow(tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n")
+    assert lint(bad).returncode == 1
+
+
+def test_workflow_runs_the_test_command_synth_and_diff():
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    test_steps = " ".join(s.get("run", "") for s in workflow["jobs"]["test"]["steps"])
+    assert "make test" in test_steps and "make synth CONFIG=" in test_steps
+    diff = workflow["jobs"]["diff"]
+    assert diff["permissions"]["id-token"] == "write"
+    assert any("configure-aws-credentials" in s.get("uses", "") for s in diff["steps"])
+    assert "cdk diff" in " ".join(s.get("run", "") for s in diff["steps"])
