@@ -46,7 +46,7 @@ AbsolutePath = Annotated[str, Field(pattern=r"^/[^\s]*$", min_length=2)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 def _check_image(value: str) -> str:
@@ -78,8 +78,9 @@ class NewVpc(Strict):
     """A VPC created by the stack: EKS subnets in two AZs and one HyperPod subnet in the GPU capacity's AZ ID."""
 
     mode: Literal["new"] = "new"
+    """Create a VPC."""
     cidr: str = "10.192.0.0/16"
-    """VPC CIDR. Default leaves room for the /24 EKS and the /20 HyperPod subnets below."""
+    """VPC CIDR. Default: a /16, room for the /24 EKS subnets and the /18 HyperPod subnet."""
     availability_zones: tuple[str, str] = ("us-east-1a", "us-east-1b")
     """Two AZ names for the EKS control-plane subnets (EKS needs two)."""
     hyperpod_az_id: str = Field(pattern=r"^[a-z]{2,4}\d-az\d+$")
@@ -107,8 +108,10 @@ class ExistingVpc(Strict):
     """An existing VPC imported by IDs (no lookups at synth)."""
 
     mode: Literal["existing"]
+    """Import an existing VPC."""
     vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
     cidr: str
+    """The VPC's primary CIDR."""
     private_subnet_ids: tuple[str, ...] = Field(min_length=2)
     """Private subnets (with NAT egress) for the EKS control plane, in at least two AZs."""
     availability_zones: tuple[str, ...] = Field(min_length=2)
@@ -167,6 +170,7 @@ class SystemNodegroup(Strict):
 
 class Eks(Strict):
     cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
+    """EKS cluster name."""
     kubernetes_version: Literal["1.30", "1.31", "1.32", "1.33"] = "1.33"
     """Among the versions HyperPod supports; the kubectl layer package must match (``lambda-layer-kubectl-vNN``)."""
     endpoint_access: Literal["public_and_private", "private"] = "public_and_private"
@@ -181,6 +185,7 @@ class Eks(Strict):
         "authenticator",
     )
     addons: EksAddonVersions = EksAddonVersions()
+    """Pinned versions of the managed core add-ons and the EBS CSI driver."""
     system_nodegroup: SystemNodegroup = SystemNodegroup()
 
 
@@ -232,7 +237,9 @@ class DependencyChart(Strict):
 
 class HyperPod(Strict):
     cluster_name: str = Field(pattern=SAGEMAKER_NAME)
+    """HyperPod cluster name (changing it replaces the cluster)."""
     node_recovery: Literal["Automatic", "None"] = "Automatic"
+    """``Automatic`` (default): HyperPod replaces unhealthy nodes without an operator."""
     tiered_storage: TieredStorage = TieredStorage()
     instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1)
     dependency_chart: DependencyChart = DependencyChart()
@@ -497,14 +504,23 @@ class Environment(Strict):
     name: DnsLabel
     """Environment name; prefixes stack names (``<name>-network``...)."""
     account: str = Field(pattern=r"^\d{12}$")
+    """AWS account ID (explicit per environment, so synth and diff are deterministic)."""
     region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    """AWS region, for example ``us-east-1``."""
     tags: dict[str, str] = {}
+    """Tags on every stack and resource. Default: none beyond ``kvtiers:environment``."""
     network: Network
+    """``mode: new`` (a VPC the stack creates) or ``mode: existing`` (imported by IDs)."""
     eks: Eks
+    """The EKS cluster HyperPod is orchestrated by."""
     hyperpod: HyperPod
+    """The HyperPod cluster and its G6e instance groups."""
     curvine: Curvine = Curvine()
+    """The Curvine L2 cache. Default: one master, a worker on every HyperPod node."""
     serving: Serving = Serving()
+    """Model endpoints and the settings they share. Default: no endpoints."""
     inference_operator: InferenceOperator = InferenceOperator()
+    """Settings of the HyperPod Inference Operator path (``serving: operator`` endpoints)."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Environment:
