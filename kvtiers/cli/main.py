@@ -1,0 +1,179 @@
+"""The ``kvtiers`` console entry point: ``plan``, ``verify`` and ``bench``.
+
+Each command prints Rich tables by default and JSON with ``--json``; the exit code is 0 only when what it
+reports is good. Expected failures (bad config, unreachable server, failed checks) print a message, no traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from kvtiers.cli import output
+from kvtiers.config import ConfigError, load_environment
+
+app = typer.Typer(
+    name="kvtiers",
+    help="Plan, verify and benchmark tiered KV-cache serving (vLLM + LMCache, L0 GPU / L1 DRAM / L2 Curvine).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DEFAULT_CONFIG = Path("config/dev.yaml")
+ConfigOption = typer.Option(DEFAULT_CONFIG, "--config", "-c", help="Environment file.", show_default=True)
+JsonOption = typer.Option(False, "--json", help="Print JSON on stdout instead of tables.")
+
+
+def _load(config: Path):
+    try:
+        return load_environment(config)
+    except ConfigError as exc:
+        output.fail(str(exc))
+
+
+@app.command()
+def plan(
+    config: Path = ConfigOption,
+    hf_config: List[str] = typer.Option(
+        [],
+        "--hf-config",
+        metavar="NAME=PATH",
+        help="Size endpoint (or model id) NAME from a local Hugging Face config.json instead of the built-in "
+        "table; repeatable.",
+    ),
+    as_json: bool = JsonOption,
+) -> None:
+    """Cache capacity per tier and node memory budget from the environment file (no AWS calls)."""
+    from kvtiers.cli import plan as planner
+
+    env = _load(config)
+    try:
+        overrides = [planner.parse_hf_override(v) for v in hf_config]
+        env = planner.apply_hf_overrides(env, overrides, str(config))
+    except ConfigError as exc:
+        output.fail(str(exc))
+    data = planner.plan_data(env)
+    if as_json:
+        output.print_json(data)
+        return
+    for t in planner.render(data):
+        output.console.print(t)
+    if not data["endpoints"]:
+        output.console.print("[yellow]no serving endpoints configured[/yellow]")
+
+
+@app.command()
+def verify(
+    config: Path = ConfigOption,
+    kube_context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context. Default: current."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="AWS profile. Default: the usual chain."),
+    skip_cross_pod: bool = typer.Option(False, "--skip-cross-pod", help="Skip the cross-pod L2 hit check."),
+    metrics_timeout: float = typer.Option(
+        60.0, "--metrics-timeout", help="Seconds to wait for LMCache counters to move (they flush periodically)."
+    ),
+    as_json: bool = JsonOption,
+) -> None:
+    """Check a deployed environment: HyperPod, Curvine, L2 claim, endpoints, routers, cross-pod L2 hit."""
+    from kvtiers.cli.verify import runner
+
+    env = _load(config)
+    try:
+        clients = runner.real_clients(env, kube_context=kube_context, profile=profile)
+    except runner.SetupError as exc:
+        output.fail(str(exc))
+    results = runner.run(
+        env,
+        clients,
+        cross_pod=not skip_cross_pod,
+        metrics_timeout=metrics_timeout,
+        show_progress=not as_json,
+    )
+    ok = runner.report(results, as_json=as_json)
+    raise typer.Exit(0 if ok else 1)
+
+
+def _lengths(value: str) -> list[int]:
+    try:
+        lengths = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"{value!r}: give comma-separated token counts, e.g. 500,1000,2500") from None
+    if not lengths or any(n < 1 for n in lengths):
+        raise typer.BadParameter("every prompt length must be a positive integer")
+    return lengths
+
+
+@app.command()
+def bench(
+    url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server (router or one replica)."),
+    model: str = typer.Option(..., "--model", help="Model name the server serves."),
+    warm_url: Optional[str] = typer.Option(
+        None, "--warm-url", help="Send warm requests to this other replica (isolates the cross-pod L2)."
+    ),
+    lengths: str = typer.Option(
+        "500,1000,2500,3000", "--lengths", help="Comma-separated prompt lengths in tokens."
+    ),
+    repeats: int = typer.Option(3, "--repeats", min=1, max=50, help="Cold/warm pairs per length (median reported)."),
+    turns: int = typer.Option(0, "--turns", min=0, max=20, help="Also replay a conversation of this many turns."),
+    turn_tokens: int = typer.Option(1000, "--turn-context", min=1, help="Tokens of the first turn's context."),
+    turn_extend: int = typer.Option(200, "--turn-extend", min=1, help="Tokens each new user turn adds."),
+    max_tokens: int = typer.Option(8, "--max-tokens", min=1, help="Tokens generated per request."),
+    timeout: float = typer.Option(120.0, "--timeout", min=0.1, help="Per-request timeout in seconds."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token."),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the rows as CSV to this file."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also plot TTFT vs prompt length to this PNG."),
+    min_speedup: Optional[float] = typer.Option(
+        None, "--min-speedup", help="Exit 1 unless every length at or above --gate-tokens reaches this speedup."
+    ),
+    gate_tokens: int = typer.Option(1000, "--gate-tokens", help="Smallest prompt length --min-speedup applies to."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Cold vs warm time to first token per prompt length (streaming, persistent connections)."""
+    from kvtiers.cli import bench as bm
+    from kvtiers.cli.openai_client import BenchError, StreamingClient
+
+    sizes = _lengths(lengths)
+    cold = StreamingClient(url, model, timeout=timeout, max_tokens=max_tokens, api_key=api_key)
+    warm = StreamingClient(warm_url, model, timeout=timeout, max_tokens=max_tokens, api_key=api_key) if warm_url else cold
+    result = bm.BenchResult(cross_replica=warm is not cold)
+    try:
+        with output.progress(disable=as_json) as (advance, total):
+            total(len(sizes) * repeats * 2 + turns * 2)
+            cold.connect()
+            if warm is not cold:
+                warm.connect()
+            result.rows = bm.run_lengths(cold, warm, sizes, repeats, progress=advance)
+            if turns:
+                result.turn_rows = bm.run_turns(cold, warm, turns, turn_tokens, turn_extend, progress=advance)
+    except BenchError as exc:
+        output.fail(str(exc), code=1)
+    finally:
+        cold.close()
+        if warm is not cold:
+            warm.close()
+    rows = result.all_rows()
+    if csv_path:
+        bm.write_csv(csv_path, rows)
+    if plot:
+        bm.write_plot(plot, result.rows, f"TTFT vs prompt length ({model})")
+    if as_json:
+        output.print_json([r.as_dict() for r in rows])
+    else:
+        output.console.print(bm.render(result, url, warm_url))
+        if result.turn_rows:
+            output.console.print(bm.render_turns(result))
+    if min_speedup is not None:
+        low = [r for r in result.rows if r.prompt_tokens >= gate_tokens and r.speedup < min_speedup]
+        if low:
+            output.err_console.print(
+                "speedup below --min-speedup "
+                + ", ".join(f"{r.prompt_tokens} tokens: {r.speedup:.2f}x" for r in low),
+                highlight=False,
+            )
+            raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app()
