@@ -1,0 +1,239 @@
+"""One endpoint's vLLM + LMCache engines: ServiceAccount, LMCache ConfigMap, Deployment, Service and PDB."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from cdk8s_plus_33 import k8s
+from constructs import Construct
+
+from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts.serving.lmcache import INSTANCE_ID_ENV, config_checksum, render_lmcache_config
+from kvtiers.k8s_charts.serving.props import (
+    CONFIG_CHECKSUM_ANNOTATION,
+    ENGINE_PORT,
+    LMCACHE_CONFIG_DIR,
+    LMCACHE_CONFIG_KEY,
+    MODEL_ROLE_ANNOTATION,
+    MODELS_DIR,
+    HuggingFaceWeights,
+    S3Weights,
+    ServingProps,
+)
+
+KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":"))
+PROBE_PERIOD_SECONDS = 10
+SYNC_RESOURCES = {"cpu": "1", "memory": "2Gi"}
+"""The S3 copy container (its memory sits inside the engine's budget: init containers run before the engine)."""
+
+
+def q(value: str | int) -> k8s.Quantity:
+    return k8s.Quantity.from_string(value) if isinstance(value, str) else k8s.Quantity.from_number(value)
+
+
+class EngineDeployment(Construct):
+    """vLLM serving ``props.engine.model`` with LMCache L1 (and the Curvine L2 when sizing turns it on)."""
+
+    def __init__(self, scope: Construct, id: str, *, props: ServingProps) -> None:
+        super().__init__(scope, id)
+        engine = props.engine
+        ns = engine.namespace
+        self.name = f"{engine.name}-engine"
+        self.config_text = render_lmcache_config(props.lmcache)
+        self.config_checksum = config_checksum(self.config_text)
+
+        sa_annotations = {MODEL_ROLE_ANNOTATION: engine.model_role_arn} if engine.model_role_arn else None
+        self.service_account = k8s.KubeServiceAccount(
+            self,
+            "ServiceAccount",
+            metadata=k8s.ObjectMeta(
+                name=engine.service_account_name, namespace=ns, labels=engine.pod_labels, annotations=sa_annotations
+            ),
+            automount_service_account_token=False,
+        )
+        config_map_name = f"{engine.name}-lmcache"
+        self.config_map = k8s.KubeConfigMap(
+            self,
+            "LMCacheConfig",
+            metadata=k8s.ObjectMeta(name=config_map_name, namespace=ns, labels=engine.pod_labels),
+            data={LMCACHE_CONFIG_KEY: self.config_text},
+        )
+
+        env = [
+            k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed),
+            k8s.EnvVar(name="LMCACHE_CONFIG_FILE", value=f"{LMCACHE_CONFIG_DIR}/{LMCACHE_CONFIG_KEY}"),
+        ]
+        if props.lmcache.controller is not None:
+            env.append(
+                k8s.EnvVar(
+                    name=INSTANCE_ID_ENV,
+                    value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path="metadata.name")),
+                )
+            )
+        volumes = [
+            k8s.Volume(name="shm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=q(f"{engine.shm_gib}Gi"))),
+            k8s.Volume(name="models", empty_dir=k8s.EmptyDirVolumeSource()),
+            k8s.Volume(name="lmcache-config", config_map=k8s.ConfigMapVolumeSource(name=config_map_name)),
+        ]
+        mounts = [
+            k8s.VolumeMount(name="shm", mount_path="/dev/shm"),
+            k8s.VolumeMount(name="models", mount_path=MODELS_DIR),
+            k8s.VolumeMount(name="lmcache-config", mount_path=LMCACHE_CONFIG_DIR, read_only=True),
+        ]
+        if props.l2_enabled:
+            volumes.append(
+                k8s.Volume(
+                    name="l2-cache",
+                    persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=props.l2.claim_name),
+                )
+            )
+            mounts.append(k8s.VolumeMount(name="l2-cache", mount_path=props.l2.mount_path))
+
+        args = [
+            engine.model_path,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(ENGINE_PORT),
+            "--served-model-name",
+            engine.model,
+            "--tensor-parallel-size",
+            str(engine.tensor_parallel_size),
+            "--dtype",
+            engine.dtype,
+            "--max-model-len",
+            str(engine.max_model_len),
+            "--gpu-memory-utilization",
+            str(engine.gpu_memory_utilization),
+            "--enable-prefix-caching",
+            "--kv-transfer-config",
+            KV_TRANSFER_CONFIG,
+        ]
+        init_containers = None
+        weights = engine.weights
+        if isinstance(weights, S3Weights):
+            init_containers = [
+                k8s.Container(
+                    name="model-sync",
+                    image=engine.model_sync_image,
+                    command=["aws", "s3", "sync", weights.url, engine.model_path, "--only-show-errors"],
+                    resources=k8s.ResourceRequirements(
+                        requests={k: q(v) for k, v in SYNC_RESOURCES.items()},
+                        limits={k: q(v) for k, v in SYNC_RESOURCES.items()},
+                    ),
+                    volume_mounts=[k8s.VolumeMount(name="models", mount_path=MODELS_DIR)],
+                    security_context=k8s.SecurityContext(allow_privilege_escalation=False),
+                )
+            ]
+        elif isinstance(weights, HuggingFaceWeights):
+            env.append(k8s.EnvVar(name="HF_HOME", value=f"{MODELS_DIR}/hf-cache"))
+            if weights.token_secret:
+                env.append(
+                    k8s.EnvVar(
+                        name="HF_TOKEN",
+                        value_from=k8s.EnvVarSource(
+                            secret_key_ref=k8s.SecretKeySelector(name=weights.token_secret, key="token")
+                        ),
+                    )
+                )
+            if weights.revision:
+                args += ["--revision", weights.revision]
+
+        ports = [k8s.ContainerPort(name="http", container_port=ENGINE_PORT)]
+        if props.lmcache.controller is not None:
+            ports += [
+                k8s.ContainerPort(name=f"lmc-worker-{i}", container_port=p)
+                for i, p in enumerate(props.lmcache.controller.worker_ports)
+            ]
+        http = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
+        resources = {
+            "cpu": q(engine.cpu),
+            "memory": q(f"{engine.memory_gib}Gi"),
+            labels.GPU_RESOURCE: q(engine.tensor_parallel_size),
+        }
+        container = k8s.Container(
+            name="vllm",
+            image=engine.image,
+            # A command (without --enable-sleep-mode) also tells the router's discovery not to probe sleep mode.
+            command=[engine.vllm_binary, "serve"],
+            args=args,
+            env=env,
+            ports=ports,
+            resources=k8s.ResourceRequirements(requests=resources, limits=dict(resources)),
+            volume_mounts=mounts,
+            startup_probe=k8s.Probe(
+                http_get=http,
+                period_seconds=PROBE_PERIOD_SECONDS,
+                failure_threshold=math.ceil(engine.startup_timeout_seconds / PROBE_PERIOD_SECONDS),
+            ),
+            readiness_probe=k8s.Probe(http_get=http, period_seconds=5, failure_threshold=3),
+            liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
+            security_context=k8s.SecurityContext(allow_privilege_escalation=False),
+        )
+        selector = engine.pod_labels
+        tolerations = [
+            k8s.Toleration(key=t.key, operator=t.operator, effect=t.effect, value=t.value) for t in engine.tolerations
+        ]
+        self.deployment = k8s.KubeDeployment(
+            self,
+            "Deployment",
+            metadata=k8s.ObjectMeta(name=self.name, namespace=ns, labels=engine.pod_labels),
+            spec=k8s.DeploymentSpec(
+                replicas=engine.replicas,
+                selector=k8s.LabelSelector(match_labels=selector),
+                # GPU-bound: replace one pod at a time, never surge (a surge pod waits for a GPU that is not free).
+                strategy=k8s.DeploymentStrategy(
+                    type="RollingUpdate",
+                    rolling_update=k8s.RollingUpdateDeployment(
+                        max_surge=k8s.IntOrString.from_number(0), max_unavailable=k8s.IntOrString.from_number(1)
+                    ),
+                ),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(
+                        labels=engine.pod_labels, annotations={CONFIG_CHECKSUM_ANNOTATION: self.config_checksum}
+                    ),
+                    spec=k8s.PodSpec(
+                        service_account_name=engine.service_account_name,
+                        automount_service_account_token=False,
+                        node_selector={labels.HYPERPOD_INSTANCE_GROUP: engine.instance_group},
+                        tolerations=tolerations,
+                        topology_spread_constraints=[
+                            k8s.TopologySpreadConstraint(
+                                max_skew=1,
+                                topology_key="kubernetes.io/hostname",
+                                when_unsatisfiable="DoNotSchedule",
+                                label_selector=k8s.LabelSelector(match_labels=selector),
+                                match_label_keys=["pod-template-hash"],
+                            )
+                        ],
+                        termination_grace_period_seconds=60,
+                        init_containers=init_containers,
+                        containers=[container],
+                        volumes=volumes,
+                    ),
+                ),
+            ),
+        )
+        self.service = k8s.KubeService(
+            self,
+            "Service",
+            metadata=k8s.ObjectMeta(name=self.name, namespace=ns, labels=engine.pod_labels),
+            spec=k8s.ServiceSpec(
+                type="ClusterIP",
+                selector=selector,
+                ports=[
+                    k8s.ServicePort(
+                        name="http", port=ENGINE_PORT, target_port=k8s.IntOrString.from_string("http"), protocol="TCP"
+                    )
+                ],
+            ),
+        )
+        self.pdb = k8s.KubePodDisruptionBudget(
+            self,
+            "Pdb",
+            metadata=k8s.ObjectMeta(name=self.name, namespace=ns, labels=engine.pod_labels),
+            spec=k8s.PodDisruptionBudgetSpec(
+                max_unavailable=k8s.IntOrString.from_number(1), selector=k8s.LabelSelector(match_labels=selector)
+            ),
+        )

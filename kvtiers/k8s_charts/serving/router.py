@@ -1,0 +1,174 @@
+"""The production-stack router of one endpoint: RBAC for pod discovery, Deployment, ClusterIP (+ internal NLB)."""
+
+from __future__ import annotations
+
+from cdk8s_plus_33 import k8s
+from constructs import Construct
+
+from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts.serving.endpoint import q
+from kvtiers.k8s_charts.serving.props import (
+    ENGINE_PORT,
+    LMCACHE_CONTROLLER_PULL_PORT,
+    LMCACHE_CONTROLLER_REPLY_PORT,
+    ROUTER_PORT,
+    ROUTER_SERVICE_PORT,
+    ServingProps,
+)
+
+ROUTER_RESOURCES = {"cpu": "1", "memory": "2Gi"}
+"""Requests = limits; kvaware loads the model's tokenizer in the router, hence more than the chart's 1000Mi."""
+DISCOVERY_VERBS = ["get", "list", "watch"]
+"""K8sPodIPServiceDiscovery lists/watches pods and reads one pod; it patches pods only for /sleep and /wake_up."""
+NLB_ANNOTATIONS = {
+    # In-tree AWS cloud provider (EKS): an internal Network Load Balancer.
+    "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+    "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+    # AWS Load Balancer Controller, when installed, reads the scheme annotation instead.
+    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+}
+
+
+def router_args(props: ServingProps) -> list[str]:
+    router = props.router
+    args = [
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(ROUTER_PORT),
+        "--service-discovery",
+        "k8s",
+        "--k8s-namespace",
+        router.namespace,
+        "--k8s-service-discovery-type",
+        "pod-ip",
+        "--k8s-port",
+        str(ENGINE_PORT),
+        "--k8s-label-selector",
+        router.label_selector,
+        "--routing-logic",
+        router.routing,
+    ]
+    if router.routing == "session":
+        args += ["--session-key", str(router.session_key)]
+    if router.routing == "kvaware":
+        args += [
+            "--lmcache-controller-port",
+            str(LMCACHE_CONTROLLER_PULL_PORT),
+            "--lmcache-controller-reply-port",
+            str(LMCACHE_CONTROLLER_REPLY_PORT),
+        ]
+    return args
+
+
+class Router(Construct):
+    def __init__(self, scope: Construct, id: str, *, props: ServingProps) -> None:
+        super().__init__(scope, id)
+        router = props.router
+        ns = router.namespace
+        meta_labels = router.pod_labels
+        self.service_account = k8s.KubeServiceAccount(
+            self,
+            "ServiceAccount",
+            metadata=k8s.ObjectMeta(name=router.service_account_name, namespace=ns, labels=meta_labels),
+        )
+        role_name = f"{router.deployment_name}-discovery"
+        self.role = k8s.KubeRole(
+            self,
+            "Role",
+            metadata=k8s.ObjectMeta(name=role_name, namespace=ns, labels=meta_labels),
+            rules=[k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=DISCOVERY_VERBS)],
+        )
+        self.role_binding = k8s.KubeRoleBinding(
+            self,
+            "RoleBinding",
+            metadata=k8s.ObjectMeta(name=role_name, namespace=ns, labels=meta_labels),
+            role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role_name),
+            subjects=[k8s.Subject(kind="ServiceAccount", name=router.service_account_name, namespace=ns)],
+        )
+        env = [k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed)]
+        if router.routing == "kvaware" and router.hf_token_secret:
+            env.append(
+                k8s.EnvVar(
+                    name="HF_TOKEN",
+                    value_from=k8s.EnvVarSource(
+                        secret_key_ref=k8s.SecretKeySelector(name=router.hf_token_secret, key="token")
+                    ),
+                )
+            )
+        ports = [k8s.ContainerPort(name="http", container_port=ROUTER_PORT)]
+        service_ports = [
+            k8s.ServicePort(
+                name="http", port=ROUTER_SERVICE_PORT, target_port=k8s.IntOrString.from_string("http"), protocol="TCP"
+            )
+        ]
+        if router.routing == "kvaware":
+            for name, port in (("lmc-pull", LMCACHE_CONTROLLER_PULL_PORT), ("lmc-reply", LMCACHE_CONTROLLER_REPLY_PORT)):
+                ports.append(k8s.ContainerPort(name=name, container_port=port))
+                service_ports.append(
+                    k8s.ServicePort(name=name, port=port, target_port=k8s.IntOrString.from_string(name), protocol="TCP")
+                )
+        http = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
+        resources = {k: q(v) for k, v in ROUTER_RESOURCES.items()}
+        container = k8s.Container(
+            name="router",
+            image=router.image,
+            args=router_args(props),
+            env=env,
+            ports=ports,
+            resources=k8s.ResourceRequirements(requests=resources, limits=dict(resources)),
+            startup_probe=k8s.Probe(http_get=http, period_seconds=5, failure_threshold=60),
+            readiness_probe=k8s.Probe(http_get=http, period_seconds=5, failure_threshold=3),
+            liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
+            security_context=k8s.SecurityContext(allow_privilege_escalation=False),
+        )
+        hyperpod_key, hyperpod_value = next(iter(labels.HYPERPOD_NODE_SELECTOR.items()))
+        self.deployment = k8s.KubeDeployment(
+            self,
+            "Deployment",
+            metadata=k8s.ObjectMeta(name=router.deployment_name, namespace=ns, labels=meta_labels),
+            spec=k8s.DeploymentSpec(
+                replicas=router.replicas,
+                selector=k8s.LabelSelector(match_labels=meta_labels),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=meta_labels),
+                    spec=k8s.PodSpec(
+                        service_account_name=router.service_account_name,
+                        # Prefer the system node group: keep GPU nodes' memory for engines.
+                        affinity=k8s.Affinity(
+                            node_affinity=k8s.NodeAffinity(
+                                preferred_during_scheduling_ignored_during_execution=[
+                                    k8s.PreferredSchedulingTerm(
+                                        weight=100,
+                                        preference=k8s.NodeSelectorTerm(
+                                            match_expressions=[
+                                                k8s.NodeSelectorRequirement(
+                                                    key=hyperpod_key, operator="NotIn", values=[hyperpod_value]
+                                                )
+                                            ]
+                                        ),
+                                    )
+                                ]
+                            )
+                        ),
+                        containers=[container],
+                    ),
+                ),
+            ),
+        )
+        self.service = k8s.KubeService(
+            self,
+            "Service",
+            metadata=k8s.ObjectMeta(name=router.service_name, namespace=ns, labels=meta_labels),
+            spec=k8s.ServiceSpec(type="ClusterIP", selector=meta_labels, ports=service_ports),
+        )
+        self.load_balancer = None
+        if router.internal_load_balancer:
+            self.load_balancer = k8s.KubeService(
+                self,
+                "InternalNlb",
+                metadata=k8s.ObjectMeta(
+                    name=f"{router.service_name}-nlb", namespace=ns, labels=meta_labels, annotations=NLB_ANNOTATIONS
+                ),
+                spec=k8s.ServiceSpec(type="LoadBalancer", selector=meta_labels, ports=service_ports[:1]),
+            )
