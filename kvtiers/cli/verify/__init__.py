@@ -1,0 +1,1 @@
+"""``kvtiers verify``: small checks, each returning :class:`CheckResult`, run by :mod:`.runner`."""

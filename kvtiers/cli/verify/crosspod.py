@@ -1,0 +1,129 @@
+"""The cross-pod L2 check: one prompt to replica A, then to a replica on another node, read LMCache counters.
+
+A must store the prompt's tokens (``lmcache:num_stored_tokens``) and B must then hit at least as many
+(``lmcache:num_hit_tokens``): B's GPU and DRAM tiers have never seen the prompt, so the hit came from the L2.
+LMCache publishes its counters periodically, so both are polled until they move or ``timeout`` passes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from kubernetes.client import ApiClient, CoreV1Api
+
+from kvtiers.cli import names, prompts
+from kvtiers.cli.verify import metrics, proxy
+from kvtiers.cli.verify.k8s import engine_pods, pod_ready
+from kvtiers.cli.verify.result import CheckResult, failed, passed
+from kvtiers.config.schema import Endpoint, Environment
+
+NAME = "cross-pod L2 hit"
+
+
+class _Pod:
+    def __init__(self, api: ApiClient, namespace: str, name: str) -> None:
+        self.api, self.namespace, self.name = api, namespace, name
+
+    def call(self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 120) -> proxy.ProxyResponse:
+        return proxy.request(self.api, "pods", self.namespace, self.name, names.ENGINE_PORT, path, method, body, timeout)
+
+    def counters(self) -> dict[str, float]:
+        response = self.call("metrics", timeout=15)
+        if not response.ok:
+            raise RuntimeError(f"{self.name} /metrics: HTTP {response.status}")
+        return metrics.parse(response.text)
+
+    def count_tokens(self, model: str) -> Callable[[str], int | None]:
+        def count(prompt: str) -> int | None:
+            response = self.call("tokenize", "POST", {"model": model, "prompt": prompt}, timeout=30)
+            if not response.ok:
+                return None
+            body = response.json()
+            return int(body["count"]) if "count" in body else len(body.get("tokens", []))
+
+        return count
+
+
+def _wait_for(read: Callable[[], float | None], baseline: float, at_least: float, timeout: float, poll: float) -> float:
+    deadline = time.monotonic() + timeout
+    delta = 0.0
+    while True:
+        value = read()
+        delta = (value or 0.0) - baseline
+        if delta >= at_least or time.monotonic() >= deadline:
+            return delta
+        time.sleep(poll)
+
+
+def check_cross_pod(
+    core: CoreV1Api,
+    api: ApiClient,
+    env: Environment,
+    endpoint: Endpoint,
+    timeout: float = 60.0,
+    poll: float = 2.0,
+) -> CheckResult:
+    area = f"cross-pod:{endpoint.name}"
+    ns = env.serving.namespace
+    ready = [p for p in engine_pods(core, env, endpoint) if pod_ready(p)]
+    by_node: dict[str, str] = {}
+    for pod in ready:
+        by_node.setdefault(pod.spec.node_name, pod.metadata.name)
+    if len(by_node) < 2:
+        return failed(
+            area,
+            NAME,
+            f"need Ready engine pods on two nodes, found {len(ready)} on {len(by_node)} node(s)",
+            "replicas >= 2 spread over >= 2 HyperPod nodes (topology spread / anti-affinity of the engine pods)",
+        )
+    first, second = (_Pod(api, ns, name) for name in list(by_node.values())[:2])
+    hint = (
+        "engine logs ('Stored X out of total Y tokens', 'LMCache hit tokens'); the same PYTHONHASHSEED, model name, "
+        "TP size and chunk size on every replica; the L2 claim mounted at the LMCache remote_url path"
+    )
+    try:
+        tag = prompts.nonce()
+        body, _ = prompts.sized_filler(names.CROSS_POD_MIN_TOKENS + 16, first.count_tokens(endpoint.model), tag)
+        prompt = prompts.prefix(tag) + body
+        request = {"model": endpoint.model, "prompt": prompt, "max_tokens": 1, "temperature": 0}
+        a0, b0 = first.counters(), second.counters()
+        if metrics.counter(a0, names.LMCACHE_STORED_TOKENS) is None and metrics.counter(a0, names.LMCACHE_HIT_TOKENS) is None:
+            return failed(
+                area,
+                NAME,
+                f"{first.name} /metrics has no lmcache:* counters",
+                "LMCache not loaded in vLLM (kv-transfer-config LMCacheConnectorV1) or PROMETHEUS_MULTIPROC_DIR unset",
+            )
+        response = first.call("v1/completions", "POST", request)
+        if not response.ok:
+            return failed(area, NAME, f"{first.name} completion: HTTP {response.status}: {response.text[:200]}", hint)
+        tokens = int(response.json().get("usage", {}).get("prompt_tokens", 0))
+        stored = _wait_for(
+            lambda: metrics.counter(first.counters(), names.LMCACHE_STORED_TOKENS),
+            metrics.counter(a0, names.LMCACHE_STORED_TOKENS) or 0.0, 1, timeout, poll,
+        )
+        if stored <= 0:
+            return failed(area, NAME, f"{first.name} stored 0 of {tokens} tokens within {timeout:.0f} s", hint)
+        response = second.call("v1/completions", "POST", request)
+        if not response.ok:
+            return failed(area, NAME, f"{second.name} completion: HTTP {response.status}: {response.text[:200]}", hint)
+        hit = _wait_for(
+            lambda: metrics.counter(second.counters(), names.LMCACHE_HIT_TOKENS),
+            metrics.counter(b0, names.LMCACHE_HIT_TOKENS) or 0.0, stored, timeout, poll,
+        )
+    except (proxy.ProxyError, RuntimeError, ValueError, KeyError) as exc:
+        return failed(area, NAME, str(exc), hint)
+    detail = (
+        f"{tokens}-token prompt: {first.name} ({first_node(by_node, first.name)}) stored {stored:.0f}, "
+        f"{second.name} ({first_node(by_node, second.name)}) hit {hit:.0f}"
+    )
+    if tokens < names.CROSS_POD_MIN_TOKENS:
+        return failed(area, NAME, detail + f"; prompt shorter than {names.CROSS_POD_MIN_TOKENS} tokens", hint)
+    if hit >= stored:
+        return passed(area, NAME, detail + f" ({hit / max(tokens, 1):.0%} of the prompt)")
+    return failed(area, NAME, detail + f" (B read {hit / stored:.0%} of what A stored)", hint)
+
+
+def first_node(by_node: dict[str, str], pod: str) -> str:
+    return next(node for node, name in by_node.items() if name == pod)

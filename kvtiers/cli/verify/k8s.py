@@ -1,0 +1,237 @@
+"""Kubernetes checks: Curvine masters and leader, per-node Curvine pods, the L2 claim, endpoints and routers."""
+
+from __future__ import annotations
+
+from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
+
+from kvtiers.cli import names
+from kvtiers.cli.verify import proxy
+from kvtiers.cli.verify.result import CheckResult, failed, passed
+from kvtiers.config.schema import Endpoint, Environment
+
+
+def pod_ready(pod) -> bool:
+    if pod.metadata.deletion_timestamp is not None or (pod.status.phase != "Running"):
+        return False
+    return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+
+
+def node_ready(node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+
+
+def selector(match_labels: dict[str, str] | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((match_labels or {}).items()))
+
+
+def hyperpod_nodes(core: CoreV1Api, groups: set[str] | None = None) -> list:
+    nodes = core.list_node(label_selector=names.hyperpod_node_selector()).items
+    if groups is None:
+        return nodes
+    return [n for n in nodes if (n.metadata.labels or {}).get(names.HYPERPOD_INSTANCE_GROUP_LABEL) in groups]
+
+
+# ------------------------------------------------------------------------------------------------- nodes
+
+
+def check_gpu_nodes(core: CoreV1Api, env: Environment) -> CheckResult:
+    nodes = hyperpod_nodes(core)
+    expected = sum(g.count for g in env.hyperpod.instance_groups)
+    not_ready = [n.metadata.name for n in nodes if not node_ready(n)]
+    if len(nodes) != expected or not_ready:
+        return failed(
+            "kubernetes",
+            "HyperPod nodes joined",
+            f"{len(nodes) - len(not_ready)} Ready of {len(nodes)} HyperPod nodes, config expects {expected}"
+            + (f"; not Ready: {', '.join(not_ready)}" if not_ready else ""),
+            "kubectl get nodes -l sagemaker.amazonaws.com/compute-type=hyperpod; kubectl describe node <name>",
+        )
+    return passed("kubernetes", "HyperPod nodes joined", f"{len(nodes)}/{expected} Ready")
+
+
+# ------------------------------------------------------------------------------------------------- Curvine
+
+
+def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environment) -> list[CheckResult]:
+    ns, want = env.curvine.namespace, env.curvine.master.replicas
+    sts = apps.read_namespaced_stateful_set(names.CURVINE_MASTER_STATEFULSET, ns)
+    ready = sts.status.ready_replicas or 0
+    hint = f"kubectl -n {ns} get statefulset {names.CURVINE_MASTER_STATEFULSET}; kubectl -n {ns} logs <master pod>"
+    results = []
+    if sts.spec.replicas != want or ready != want:
+        results.append(
+            failed("curvine", "masters Ready", f"{ready} Ready of {sts.spec.replicas} (config: {want})", hint)
+        )
+    else:
+        results.append(passed("curvine", "masters Ready", f"{ready}/{want} Ready"))
+    pods = core.list_namespaced_pod(ns, label_selector=selector(sts.spec.selector.match_labels)).items
+    states, unreachable, overview = {}, [], None
+    for pod in sorted(pods, key=lambda p: p.metadata.name):
+        if not pod_ready(pod):
+            continue
+        try:
+            response = proxy.request(
+                api, "pods", ns, pod.metadata.name, env.curvine.ports.master_web, names.CURVINE_MASTER_OVERVIEW_PATH,
+                timeout=15,
+            )
+            body = response.json() if response.ok else None
+        except (proxy.ProxyError, ValueError):
+            body = None
+        if not isinstance(body, dict) or "master_state" not in body:
+            unreachable.append(pod.metadata.name)
+            continue
+        states[pod.metadata.name] = body["master_state"]
+        if body["master_state"] == names.CURVINE_LEADER_STATE:
+            overview = body
+    leaders = [p for p, s in states.items() if s == names.CURVINE_LEADER_STATE]
+    detail = ", ".join(f"{p}: {s}" for p, s in states.items()) or "no master answered"
+    if unreachable:
+        detail += f"; no /api/overview from {', '.join(unreachable)}"
+    if len(leaders) == 1:
+        results.append(passed("curvine", "master leader", f"leader {leaders[0]} ({detail})"))
+    else:
+        results.append(
+            failed(
+                "curvine",
+                "master leader",
+                f"{len(leaders)} leaders ({detail})",
+                f"Raft journal: master logs in {ns}; the web port {env.curvine.ports.master_web} must serve "
+                "/api/overview (master_state Active on the leader)",
+            )
+        )
+    if overview is not None:
+        live, workers = int(overview.get("live_workers", 0)), env.sizing.curvine_workers
+        if live >= workers:
+            results.append(
+                passed("curvine", "workers registered", f"{live} live, {overview.get('lost_workers', 0)} lost")
+            )
+        else:
+            results.append(
+                failed(
+                    "curvine",
+                    "workers registered",
+                    f"leader sees {live} live worker(s) ({overview.get('lost_workers', 0)} lost), expected {workers}",
+                    f"kubectl -n {ns} logs daemonset/{names.CURVINE_WORKER_DAEMONSET}; worker RPC port reachability",
+                )
+            )
+    return results
+
+
+def check_daemonset_on_nodes(
+    core: CoreV1Api, apps: AppsV1Api, namespace: str, daemonset: str, nodes: list, what: str
+) -> CheckResult:
+    ds = apps.read_namespaced_daemon_set(daemonset, namespace)
+    pods = core.list_namespaced_pod(namespace, label_selector=selector(ds.spec.selector.match_labels)).items
+    ready_on = {p.spec.node_name for p in pods if pod_ready(p)}
+    missing = sorted(n.metadata.name for n in nodes if n.metadata.name not in ready_on)
+    name = f"{what} on every GPU node"
+    if not nodes:
+        return failed("curvine", name, "no HyperPod nodes found", "kubectl get nodes --show-labels")
+    if missing:
+        return failed(
+            "curvine",
+            name,
+            f"no Ready {daemonset} pod on {', '.join(missing)} ({len(nodes) - len(missing)}/{len(nodes)})",
+            f"kubectl -n {namespace} get pods -o wide -l {selector(ds.spec.selector.match_labels)}; "
+            "node taints/tolerations, NVMe hostPath, image pull",
+        )
+    return passed("curvine", name, f"{len(nodes)}/{len(nodes)} nodes")
+
+
+def check_curvine_nodes(core: CoreV1Api, apps: AppsV1Api, env: Environment) -> list[CheckResult]:
+    ns = env.curvine.namespace
+    worker_nodes = hyperpod_nodes(core, {g.name for g in env.curvine_worker_groups})
+    all_nodes = hyperpod_nodes(core)
+    return [
+        check_daemonset_on_nodes(core, apps, ns, names.CURVINE_WORKER_DAEMONSET, worker_nodes, "Curvine worker"),
+        check_daemonset_on_nodes(core, apps, ns, names.CURVINE_CSI_NODE_DAEMONSET, all_nodes, "CSI node"),
+    ]
+
+
+def check_l2_claim(core: CoreV1Api, env: Environment) -> CheckResult:
+    ns, claim = env.serving.namespace, env.serving.l2_claim_name
+    pvc = core.read_namespaced_persistent_volume_claim(claim, ns)
+    phase = pvc.status.phase if pvc.status else None
+    if phase == "Bound":
+        return passed("storage", "L2 claim Bound", f"{ns}/{claim} -> {pvc.spec.volume_name}")
+    return failed(
+        "storage",
+        "L2 claim Bound",
+        f"{ns}/{claim} is {phase}",
+        f"kubectl -n {ns} describe pvc {claim}; Curvine CSI controller logs (master-addrs, fs-path)",
+    )
+
+
+# ------------------------------------------------------------------------------------------------- endpoints
+
+
+def engine_pods(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> list:
+    pods = core.list_namespaced_pod(env.serving.namespace, label_selector=names.engine_selector(endpoint.name)).items
+    return sorted(pods, key=lambda p: p.metadata.name)
+
+
+def check_engines(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> CheckResult:
+    pods = engine_pods(core, env, endpoint)
+    ready = [p for p in pods if pod_ready(p)]
+    area = f"endpoint:{endpoint.name}"
+    if len(ready) == endpoint.replicas and len(pods) == endpoint.replicas:
+        nodes = sorted({p.spec.node_name for p in ready})
+        return passed(area, "engine pods Ready", f"{len(ready)}/{endpoint.replicas} on {', '.join(nodes)}")
+    not_ready = [p.metadata.name for p in pods if not pod_ready(p)]
+    return failed(
+        area,
+        "engine pods Ready",
+        f"{len(ready)} Ready of {len(pods)} pods, config {endpoint.replicas}"
+        + (f"; not Ready: {', '.join(not_ready)}" if not_ready else ""),
+        f"kubectl -n {env.serving.namespace} describe pod -l {names.engine_selector(endpoint.name)} "
+        "(startup probe: weight download, GPU memory, L2 mount)",
+    )
+
+
+def check_router(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environment, endpoint: Endpoint) -> list[CheckResult]:
+    ns, area, router = env.serving.namespace, f"endpoint:{endpoint.name}", names.router_name(endpoint.name)
+    results = []
+    deployment = apps.read_namespaced_deployment(router, ns)
+    available = deployment.status.available_replicas or 0
+    if available >= endpoint.router_replicas:
+        results.append(passed(area, "router available", f"{available}/{endpoint.router_replicas}"))
+    else:
+        results.append(
+            failed(
+                area,
+                "router available",
+                f"{available} available of {endpoint.router_replicas}",
+                f"kubectl -n {ns} describe deployment {router}",
+            )
+        )
+    ready = [p for p in engine_pods(core, env, endpoint) if pod_ready(p)]
+    hint = f"kubectl -n {ns} logs deployment/{router} (service discovery label selector, RBAC to list pods)"
+    try:
+        health = proxy.request(api, "services", ns, router, names.ROUTER_SERVICE_PORT, names.ROUTER_HEALTH_PATH)
+        engines = proxy.request(api, "services", ns, router, names.ROUTER_SERVICE_PORT, names.ROUTER_ENGINES_PATH)
+    except proxy.ProxyError as exc:
+        return results + [failed(area, "router sees engines", str(exc), hint)]
+    if not health.ok:
+        results.append(failed(area, "router healthy", f"/health HTTP {health.status}: {health.text[:200]}", hint))
+    try:
+        cards = engines.json() if engines.ok else None
+    except ValueError:
+        cards = None
+    if not isinstance(cards, list):
+        return results + [
+            failed(area, "router sees engines", f"/engines HTTP {engines.status}: {engines.text[:200]}", hint)
+        ]
+    serving = [c for c in cards if endpoint.model in (c.get("serving_models") or [])]
+    if len(serving) >= max(len(ready), 1) and len(serving) >= endpoint.replicas:
+        results.append(passed(area, "router sees engines", f"{len(serving)} engine(s) serving {endpoint.model}"))
+    else:
+        results.append(
+            failed(
+                area,
+                "router sees engines",
+                f"router lists {len(serving)} engine(s) serving {endpoint.model}, {len(ready)} pod(s) Ready, "
+                f"config {endpoint.replicas}",
+                hint,
+            )
+        )
+    return results

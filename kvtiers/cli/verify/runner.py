@@ -1,0 +1,120 @@
+"""Run the verify checks in order with a progress display, and print the summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kvtiers.cli import output
+from kvtiers.cli.verify import aws, crosspod, k8s
+from kvtiers.cli.verify.result import CheckResult, failed
+from kvtiers.config.schema import Environment
+
+
+class SetupError(Exception):
+    """AWS or kubeconfig credentials could not be loaded."""
+
+
+@dataclass
+class Clients:
+    sagemaker: Any
+    kube: Any
+    """A ``kubernetes.client.ApiClient``."""
+
+
+def real_clients(env: Environment, kube_context: str | None = None, profile: str | None = None) -> Clients:
+    import boto3
+    from botocore.exceptions import BotoCoreError
+    from kubernetes import client, config
+
+    try:
+        sagemaker = boto3.Session(profile_name=profile, region_name=env.region).client("sagemaker")
+    except BotoCoreError as exc:
+        raise SetupError(f"AWS: {exc}") from None
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(context=kube_context, client_configuration=configuration)
+    except (config.ConfigException, FileNotFoundError, OSError) as exc:
+        raise SetupError(
+            f"kubeconfig: {exc} (run: aws eks update-kubeconfig --name {env.eks.cluster_name} --region {env.region})"
+        ) from None
+    return Clients(sagemaker=sagemaker, kube=client.ApiClient(configuration))
+
+
+def _guard(area: str, name: str, fn: Callable[[], list[CheckResult] | CheckResult]) -> list[CheckResult]:
+    """Run one check; an API error becomes a failed check instead of a traceback."""
+    try:
+        result = fn()
+    except Exception as exc:  # noqa: BLE001 - every API failure is reported as a failed check
+        status = getattr(exc, "status", None)
+        reason = getattr(exc, "reason", None) or exc
+        detail = f"HTTP {status}: {reason}" if status else f"{type(exc).__name__}: {reason}"
+        if status == 404:
+            detail += " (not found)"
+        if area == "hyperpod":
+            hint = "AWS credentials and region; sagemaker:DescribeCluster and sagemaker:ListClusterNodes permissions"
+        else:
+            hint = "kubeconfig context and RBAC (get/list on the object); is the workloads stack deployed?"
+        return [failed(area, name, detail, hint)]
+    return result if isinstance(result, list) else [result]
+
+
+def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: float, poll: float):
+    from kubernetes.client import AppsV1Api, CoreV1Api
+
+    core, apps, api = CoreV1Api(clients.kube), AppsV1Api(clients.kube), clients.kube
+    yield "hyperpod", "HyperPod cluster", lambda: aws.check_hyperpod(clients.sagemaker, env.hyperpod)
+    yield "kubernetes", "HyperPod nodes joined", lambda: k8s.check_gpu_nodes(core, env)
+    yield "curvine", "Curvine masters", lambda: k8s.check_curvine_masters(core, apps, api, env)
+    yield "curvine", "Curvine pods per node", lambda: k8s.check_curvine_nodes(core, apps, env)
+    yield "storage", "L2 claim Bound", lambda: k8s.check_l2_claim(core, env)
+    for endpoint in env.serving.endpoints:
+        area = f"endpoint:{endpoint.name}"
+        yield area, "engine pods Ready", lambda e=endpoint: k8s.check_engines(core, env, e)
+        yield area, "router", lambda e=endpoint: k8s.check_router(core, apps, api, env, e)
+    if cross_pod:
+        for endpoint, sized in zip(env.serving.endpoints, env.sizing.endpoints):
+            if sized.l2_enabled:
+                yield (
+                    f"cross-pod:{endpoint.name}",
+                    crosspod.NAME,
+                    lambda e=endpoint: crosspod.check_cross_pod(core, api, env, e, metrics_timeout, poll),
+                )
+
+
+def run(
+    env: Environment,
+    clients: Clients,
+    cross_pod: bool = True,
+    metrics_timeout: float = 60.0,
+    poll: float = 2.0,
+    show_progress: bool = True,
+) -> list[CheckResult]:
+    plan = list(steps(env, clients, cross_pod, metrics_timeout, poll))
+    results: list[CheckResult] = []
+    with output.progress(disable=not show_progress) as (advance, total):
+        total(len(plan))
+        for area, name, fn in plan:
+            advance(f"{area}: {name}")
+            results.extend(_guard(area, name, fn))
+    return results
+
+
+def report(results: list[CheckResult], as_json: bool = False) -> bool:
+    ok = bool(results) and all(r.ok for r in results)
+    if as_json:
+        output.print_json({"ok": ok, "checks": [r.as_dict() for r in results]})
+        return ok
+    from rich.markup import escape
+
+    rows = [[escape(r.area), escape(r.name), "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", escape(r.detail)] for r in results]
+    output.console.print(output.table("kvtiers verify", ["area", "check", "", "detail"], rows))
+    bad = [r for r in results if not r.ok]
+    if bad:
+        output.console.print(f"[red]{len(bad)} check(s) failed:[/red]")
+        for r in bad:
+            output.console.print(f"  - {r.area} / {r.name}: {r.detail}", highlight=False, markup=False)
+            output.console.print(f"    look at: {r.hint}", highlight=False, markup=False)
+    else:
+        output.console.print(f"[green]all {len(results)} checks passed[/green]")
+    return ok

@@ -1,0 +1,197 @@
+"""A tiny Kubernetes API server on 127.0.0.1 for the verify tests.
+
+It serves exactly what ``kvtiers verify`` reads: node and pod lists (equality label selectors), StatefulSets,
+DaemonSets, Deployments, PVCs, and the ``pods|services/<name>:<port>/proxy/<path>`` subresource, whose answers
+come from Python handlers registered per target. The kubernetes client talks to it through a
+``Configuration(host=http://127.0.0.1:<port>)``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+from urllib.parse import parse_qs, urlparse
+
+from kubernetes import client
+
+# handler(method, path, body) -> (status, content type, text)
+ProxyHandler = Callable[[str, str, dict | None], tuple[int, str, str]]
+
+PROXY = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services)/([^/:]+):(\d+)/proxy/?(.*)$")
+
+
+def matches(labels: dict, selector: str | None) -> bool:
+    if not selector:
+        return True
+    for term in selector.split(","):
+        key, _, value = term.partition("=")
+        if labels.get(key) != value:
+            return False
+    return True
+
+
+def status(code: int, message: str) -> dict:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code,
+            "reason": "NotFound" if code == 404 else "Error"}
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.nodes: list[dict] = []
+        self.pods: list[dict] = []
+        self.objects: dict[str, dict] = {}
+        """Path (``/apis/apps/v1/namespaces/<ns>/statefulsets/<name>`` ...) -> object."""
+        self.proxies: dict[tuple[str, str, str, int], ProxyHandler] = {}
+        self.log: list[tuple[str, str]] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def api_client(self) -> client.ApiClient:
+        configuration = client.Configuration(host=self.url)
+        return client.ApiClient(configuration)
+
+    def __enter__(self) -> FakeKube:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # ------------------------------------------------------------------ builders
+
+    def add_node(self, name: str, labels: dict, ready: bool = True) -> None:
+        self.nodes.append({
+            "metadata": {"name": name, "labels": labels},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+        })
+
+    def add_pod(self, namespace: str, name: str, labels: dict, node: str, ready: bool = True) -> dict:
+        pod = {
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "main"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+        }
+        self.pods.append(pod)
+        return pod
+
+    def pod(self, name: str) -> dict:
+        return next(p for p in self.pods if p["metadata"]["name"] == name)
+
+    def put(self, path: str, obj: dict) -> None:
+        self.objects[path] = obj
+
+    def proxy(self, kind: str, namespace: str, name: str, port: int, handler: ProxyHandler) -> None:
+        self.proxies[(kind, namespace, name, port)] = handler
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _route(self, method: str, raw_path: str, body: dict | None) -> tuple[int, str, str]:
+        url = urlparse(raw_path)
+        path, query = url.path, parse_qs(url.query)
+        selector = (query.get("labelSelector") or [None])[0]
+        self.log.append((method, raw_path))
+        proxied = PROXY.match(path)
+        if proxied:
+            ns, kind, name, port, rest = proxied.groups()
+            handler = self.proxies.get((kind, ns, name, int(port)))
+            if handler is None:
+                return 503, "application/json", json.dumps(status(503, f"no endpoints available for {kind} {name}"))
+            return handler(method, "/" + rest, body)
+        if method != "GET":
+            return 405, "application/json", json.dumps(status(405, "method not allowed"))
+        if path == "/api/v1/nodes":
+            items = [n for n in self.nodes if matches(n["metadata"]["labels"], selector)]
+            return 200, "application/json", json.dumps({"kind": "NodeList", "apiVersion": "v1", "items": items})
+        listed = re.match(r"^/api/v1/namespaces/([^/]+)/pods$", path)
+        if listed:
+            ns = listed.group(1)
+            items = [
+                p for p in self.pods
+                if p["metadata"]["namespace"] == ns and matches(p["metadata"]["labels"], selector)
+            ]
+            return 200, "application/json", json.dumps({"kind": "PodList", "apiVersion": "v1", "items": items})
+        if path in self.objects:
+            return 200, "application/json", json.dumps(self.objects[path])
+        return 404, "application/json", json.dumps(status(404, f"{path} not found"))
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _serve(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                code, ctype, text = fake._route(method, self.path, body)
+                data = text.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._serve("GET")
+
+            def do_POST(self) -> None:
+                self._serve("POST")
+
+        return Handler
+
+
+def json_reply(code: int, body) -> tuple[int, str, str]:
+    return code, "application/json", json.dumps(body)
+
+
+class FakeEngine:
+    """vLLM + LMCache behind the pod proxy: /tokenize, /v1/completions and /metrics with lmcache:* counters.
+
+    Engines sharing one ``l2`` set model the Curvine L2: a prompt stored by one is a full hit on another.
+    """
+
+    def __init__(self, model: str, l2: set | None, lmcache: bool = True) -> None:
+        self.model, self.l2, self.lmcache = model, l2, lmcache
+        self.stored = 0
+        self.hit = 0
+        self.local: set[str] = set()
+
+    def __call__(self, method: str, path: str, body: dict | None) -> tuple[int, str, str]:
+        if path == "/tokenize" and method == "POST":
+            return json_reply(200, {"count": len(body["prompt"].split())})
+        if path == "/v1/completions" and method == "POST":
+            if body.get("model") != self.model:
+                return json_reply(404, {"error": {"message": f"model {body.get('model')} does not exist"}})
+            prompt = body["prompt"]
+            n = len(prompt.split())
+            shared = self.l2 if self.l2 is not None else self.local
+            if prompt in shared:
+                self.hit += n
+            else:
+                self.stored += n
+                shared.add(prompt)
+            return json_reply(200, {"choices": [{"text": "x"}], "usage": {"prompt_tokens": n}})
+        if path == "/metrics":
+            lines = ["# HELP vllm:num_requests_running running", "vllm:num_requests_running{model_name=\"m\"} 0"]
+            if self.lmcache:
+                lines += [
+                    "# TYPE lmcache:num_stored_tokens counter",
+                    f'lmcache:num_stored_tokens_total{{model_name="{self.model}",worker_id="0"}} {float(self.stored)}',
+                    f'lmcache:num_stored_tokens_created{{model_name="{self.model}",worker_id="0"}} 1.7e9',
+                    f'lmcache:num_hit_tokens_total{{model_name="{self.model}",worker_id="0"}} {float(self.hit)}',
+                ]
+            return 200, "text/plain; version=0.0.4", "\n".join(lines) + "\n"
+        return json_reply(404, {"detail": "Not Found"})
