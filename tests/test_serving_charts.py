@@ -1,0 +1,346 @@
+"""Self-managed serving charts: every object valid against the Kubernetes 1.33 schemas, and the objects agree
+with each other and with the sizing (L2 path, hash seed, discovery selector, GPUs, memory)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import cdk8s
+import kubernetes_validate
+import pytest
+import yaml
+
+from kvtiers.config.schema import Environment
+from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts.serving import ServingChart, ServingProps, l2_report
+from kvtiers.k8s_charts.serving.props import CONFIG_CHECKSUM_ANNOTATION, LMCACHE_CONFIG_KEY
+from tests.conftest import CONFIG_DIR
+
+DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+SECOND = {
+    "name": "llama-8b",
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "source": {"type": "s3", "bucket": "kvtiers-models", "prefix": "llama/3.1-8b-instruct"},
+    "instance_group": "g6e-serving",
+    "replicas": 2,
+    "tensor_parallel_size": 2,
+    "l1_gib": 20,
+    "l2": "off",
+    "routing": "kvaware",
+    "internal_load_balancer": True,
+}
+ROLE_ARN = "arn:aws:iam::111111111111:role/kvtiers-llama-8b-weights"
+
+
+def two_endpoint_env(**second) -> Environment:
+    raw = copy.deepcopy(DEV)
+    raw["serving"]["endpoints"].append({**SECOND, **second})
+    return Environment.model_validate(raw)
+
+
+@pytest.fixture(scope="module")
+def env() -> Environment:
+    return two_endpoint_env()
+
+
+def render(env: Environment, endpoint: str, **kwargs) -> list[dict]:
+    app = cdk8s.App()
+    return ServingChart(app, endpoint, props=ServingProps.from_environment(env, endpoint, **kwargs)).to_json()
+
+
+@pytest.fixture(scope="module")
+def charts(env) -> dict[str, list[dict]]:
+    return {"qwen2-7b": render(env, "qwen2-7b"), "llama-8b": render(env, "llama-8b", model_role_arn=ROLE_ARN)}
+
+
+def one(objs: list[dict], kind: str, name: str | None = None) -> dict:
+    found = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, [(o["kind"], o["metadata"]["name"]) for o in objs]
+    return found[0]
+
+
+def engine_deployment(objs):
+    return one(objs, "Deployment", next(o["metadata"]["name"] for o in objs if o["metadata"]["name"].endswith("-engine")))
+
+
+def router_deployment(objs):
+    return next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-router"))
+
+
+def vllm(objs) -> dict:
+    return next(c for c in engine_deployment(objs)["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm")
+
+
+def lmcache_yaml(objs) -> dict:
+    return yaml.safe_load(one(objs, "ConfigMap")["data"][LMCACHE_CONFIG_KEY])
+
+
+def flag(args: list[str], name: str) -> str:
+    assert args.count(name) == 1, (name, args)
+    return args[args.index(name) + 1]
+
+
+def env_of(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def selector_matches(selector: str, pod_labels: dict[str, str]) -> bool:
+    pairs = dict(term.split("=", 1) for term in selector.split(","))
+    return all(pod_labels.get(k) == v for k, v in pairs.items())
+
+
+def test_every_object_is_valid_kubernetes_1_33(charts):
+    for objs in charts.values():
+        for obj in objs:
+            kubernetes_validate.validate(obj, "1.33", strict=True)
+
+
+def test_all_objects_in_the_serving_namespace_and_no_namespace_or_claim_created(env, charts):
+    for objs in charts.values():
+        kinds = {o["kind"] for o in objs}
+        assert not kinds & {"Namespace", "PersistentVolumeClaim"}
+        assert {o["metadata"]["namespace"] for o in objs} == {env.serving.namespace}
+
+
+def test_l2_mount_path_matches_remote_url_and_the_claim(env, charts):
+    objs = charts["qwen2-7b"]
+    assert env.sizing.endpoint("qwen2-7b").l2_enabled
+    pod = engine_deployment(objs)["spec"]["template"]["spec"]
+    remote = lmcache_yaml(objs)["remote_url"]
+    assert remote.startswith("fs://localhost:0/")
+    path = remote.removeprefix("fs://localhost:0")
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    mounts = {m["mountPath"].rstrip("/") + "/": m["name"] for m in vllm(objs)["volumeMounts"]}
+    assert path == env.serving.l2_mount_path.rstrip("/") + "/"
+    assert claims[mounts[path]] == env.serving.l2_claim_name
+    assert lmcache_yaml(objs)["remote_serde"] == "naive"
+
+
+def test_l2_off_means_no_remote_and_no_mount(env, charts):
+    objs = charts["llama-8b"]
+    assert not env.sizing.endpoint("llama-8b").l2_enabled
+    assert "remote_url" not in lmcache_yaml(objs)
+    pod = engine_deployment(objs)["spec"]["template"]["spec"]
+    assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    assert env.serving.l2_mount_path not in {m["mountPath"] for m in vllm(objs)["volumeMounts"]}
+
+
+def test_lmcache_is_configured_only_through_the_file(env, charts):
+    for name, objs in charts.items():
+        container = vllm(objs)
+        variables = env_of(container)
+        lmcache_vars = {k for k in variables if k.startswith("LMCACHE_")}
+        extra = {"LMCACHE_LMCACHE_INSTANCE_ID"} if name == "llama-8b" else set()
+        assert lmcache_vars == {"LMCACHE_CONFIG_FILE"} | extra
+        path = variables["LMCACHE_CONFIG_FILE"]["value"]
+        mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+        volume = next(v for v in engine_deployment(objs)["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+        assert volume["configMap"]["name"] == one(objs, "ConfigMap")["metadata"]["name"]
+        assert path.endswith("/" + LMCACHE_CONFIG_KEY)
+        config = lmcache_yaml(objs)
+        sizing = env.sizing.endpoint(name)
+        assert config["chunk_size"] == 256 and config["local_cpu"] is True
+        assert config["max_local_cpu_size"] == sizing.l1_bytes / sizing.gpus_per_replica / 1024**3
+
+
+def test_config_checksum_annotation_follows_the_config(env, charts):
+    import hashlib
+
+    for objs in charts.values():
+        text = one(objs, "ConfigMap")["data"][LMCACHE_CONFIG_KEY]
+        annotations = engine_deployment(objs)["spec"]["template"]["metadata"]["annotations"]
+        assert annotations[CONFIG_CHECKSUM_ANNOTATION] == hashlib.sha256(text.encode()).hexdigest()
+    assert len({engine_deployment(o)["spec"]["template"]["metadata"]["annotations"][CONFIG_CHECKSUM_ANNOTATION]
+                for o in charts.values()}) == 2
+
+
+def test_one_hash_seed_on_every_engine_and_router(env, charts):
+    seeds = set()
+    for objs in charts.values():
+        for deployment in (o for o in objs if o["kind"] == "Deployment"):
+            for container in deployment["spec"]["template"]["spec"]["containers"]:
+                seeds.add(env_of(container)["PYTHONHASHSEED"]["value"])
+    assert seeds == {env.serving.hash_seed}
+
+
+def test_router_selector_matches_only_its_own_engines(charts):
+    pods = {
+        (name, kind): dep["spec"]["template"]["metadata"]["labels"]
+        for name, objs in charts.items()
+        for kind, dep in (("engine", engine_deployment(objs)), ("router", router_deployment(objs)))
+    }
+    for name, objs in charts.items():
+        router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+        selector = flag(router["args"], "--k8s-label-selector")
+        assert selector == f"{labels.ENDPOINT}={name}"
+        matched = {key for key, pod_labels in pods.items() if selector_matches(selector, pod_labels)}
+        assert matched == {(name, "engine")}
+        assert flag(router["args"], "--k8s-namespace") == objs[0]["metadata"]["namespace"]
+        assert flag(router["args"], "--service-discovery") == "k8s"
+
+
+def test_services_and_pdb_select_their_own_pods(charts):
+    for objs in charts.values():
+        engine_labels = engine_deployment(objs)["spec"]["template"]["metadata"]["labels"]
+        router_labels = router_deployment(objs)["spec"]["template"]["metadata"]["labels"]
+        for svc in (o for o in objs if o["kind"] == "Service"):
+            target = engine_labels if svc["metadata"]["name"].endswith("-engine") else router_labels
+            assert svc["spec"]["selector"].items() <= target.items()
+        pdb = one(objs, "PodDisruptionBudget")
+        assert pdb["spec"]["maxUnavailable"] == 1
+        assert pdb["spec"]["selector"]["matchLabels"].items() <= engine_labels.items()
+
+
+def test_gpus_equal_tensor_parallel_size_and_memory_equals_sizing(env, charts):
+    for name, objs in charts.items():
+        container = vllm(objs)
+        sizing = env.sizing.endpoint(name)
+        requests, limits = container["resources"]["requests"], container["resources"]["limits"]
+        tp = int(flag(container["args"], "--tensor-parallel-size"))
+        assert int(requests[labels.GPU_RESOURCE]) == int(limits[labels.GPU_RESOURCE]) == tp == sizing.gpus_per_replica
+        assert requests["memory"] == limits["memory"] == f"{sizing.pod_memory_gib}Gi"
+        endpoint = next(e for e in env.serving.endpoints if e.name == name)
+        assert int(requests["cpu"]) == int(limits["cpu"]) == endpoint.cpu
+        assert flag(container["args"], "--dtype") == endpoint.dtype
+        assert flag(container["args"], "--served-model-name") == endpoint.model
+
+
+def test_every_container_has_requests_and_limits(charts):
+    for objs in charts.values():
+        for deployment in (o for o in objs if o["kind"] == "Deployment"):
+            spec = deployment["spec"]["template"]["spec"]
+            for container in spec["containers"] + spec.get("initContainers", []):
+                assert container["resources"]["requests"] and container["resources"]["limits"], container["name"]
+
+
+def test_engine_placement_shm_probes_and_spread(env, charts):
+    objs = charts["qwen2-7b"]
+    endpoint = env.serving.endpoints[0]
+    pod = engine_deployment(objs)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {labels.HYPERPOD_INSTANCE_GROUP: endpoint.instance_group}
+    assert {"key": labels.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    shm = next(v for v in pod["volumes"] if v["name"] == "shm")
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{endpoint.shm_gib}Gi"}
+    assert {"name": "shm", "mountPath": "/dev/shm"} in vllm(objs)["volumeMounts"]
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "DoNotSchedule"
+    container = vllm(objs)
+    startup = container["startupProbe"]
+    assert startup["httpGet"]["path"] == "/health"
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= endpoint.startup_timeout_seconds
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["path"] == "/health"
+    assert container["ports"][0]["containerPort"] == 8000
+
+
+def test_group_taints_are_tolerated():
+    raw = copy.deepcopy(DEV)
+    raw["hyperpod"]["instance_groups"][0]["taints"] = [{"key": "kvtiers.io/gpu", "value": "serving"}]
+    env = Environment.model_validate(raw)
+    pod = engine_deployment(render(env, "qwen2-7b"))["spec"]["template"]["spec"]
+    assert {"key": "kvtiers.io/gpu", "operator": "Equal", "value": "serving", "effect": "NoSchedule"} in pod["tolerations"]
+
+
+def test_vllm_arguments(charts):
+    args = vllm(charts["qwen2-7b"])["args"]
+    assert args[0] == "Qwen/Qwen2-7B-Instruct"
+    assert json.loads(flag(args, "--kv-transfer-config")) == {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+    assert "--enable-prefix-caching" in args
+    assert flag(args, "--max-model-len") == "16384" and flag(args, "--gpu-memory-utilization") == "0.9"
+
+
+def test_huggingface_source_uses_a_cache_dir_and_the_token_secret():
+    raw = copy.deepcopy(DEV)
+    raw["serving"]["endpoints"][0]["source"] = {"type": "huggingface", "token_secret": "hf-token"}
+    objs = render(Environment.model_validate(raw), "qwen2-7b")
+    variables = env_of(vllm(objs))
+    assert variables["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "token"}
+    assert variables["HF_HOME"]["value"].startswith("/models/")
+    assert "initContainers" not in engine_deployment(objs)["spec"]["template"]["spec"]
+
+
+def test_s3_source_syncs_into_an_empty_dir_and_serves_that_path(charts):
+    objs = charts["llama-8b"]
+    pod = engine_deployment(objs)["spec"]["template"]["spec"]
+    (sync,) = pod["initContainers"]
+    assert sync["command"][:3] == ["aws", "s3", "sync"]
+    assert sync["command"][3] == "s3://kvtiers-models/llama/3.1-8b-instruct"
+    assert sync["command"][4] == "/models/llama-8b"
+    assert vllm(objs)["args"][0] == "/models/llama-8b"
+    assert flag(vllm(objs)["args"], "--served-model-name") == "meta-llama/Llama-3.1-8B-Instruct"
+    models = next(v for v in pod["volumes"] if v["name"] == "models")
+    assert "emptyDir" in models
+    sa = one(objs, "ServiceAccount", "llama-8b-engine")
+    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+    assert sa["metadata"]["annotations"]["kvtiers.io/model-role-arn"] == ROLE_ARN
+
+
+def test_kvaware_wires_engines_to_the_router_controller(env, charts):
+    objs = charts["llama-8b"]
+    config = lmcache_yaml(objs)
+    router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+    pull_port = int(flag(router["args"], "--lmcache-controller-port"))
+    reply_port = int(flag(router["args"], "--lmcache-controller-reply-port"))
+    service = one(objs, "Service", "llama-8b-router")
+    host = f"llama-8b-router.{env.serving.namespace}.svc"
+    assert config["enable_controller"] is True
+    assert config["controller_pull_url"] == f"{host}:{pull_port}"
+    assert config["controller_reply_url"] == f"{host}:{reply_port}"
+    assert {pull_port, reply_port} <= {p["port"] for p in service["spec"]["ports"]}
+    assert len(config["lmcache_worker_ports"]) == int(flag(vllm(objs)["args"], "--tensor-parallel-size"))
+    instance = env_of(vllm(objs))["LMCACHE_LMCACHE_INSTANCE_ID"]
+    assert instance["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert "lmcache_instance_id" not in config
+    assert flag(router["args"], "--routing-logic") == "kvaware"
+    # prefixaware: no controller anywhere
+    qwen = charts["qwen2-7b"]
+    assert "enable_controller" not in lmcache_yaml(qwen)
+    assert "--lmcache-controller-port" not in router_deployment(qwen)["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_session_routing_passes_the_session_key():
+    raw = copy.deepcopy(DEV)
+    raw["serving"]["endpoints"][0].update(routing="session", session_key="x-user-id")
+    router = router_deployment(render(Environment.model_validate(raw), "qwen2-7b"))
+    args = router["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert flag(args, "--routing-logic") == "session" and flag(args, "--session-key") == "x-user-id"
+
+
+def test_router_rbac_is_read_only_on_pods(charts):
+    for name, objs in charts.items():
+        role = one(objs, "Role")
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+        binding = one(objs, "RoleBinding")
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        sa = router_deployment(objs)["spec"]["template"]["spec"]["serviceAccountName"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": role["metadata"]["namespace"]}]
+        assert one(objs, "ServiceAccount", sa)
+
+
+def test_internal_load_balancer_only_when_asked(charts):
+    assert not [o for o in charts["qwen2-7b"] if o["kind"] == "Service" and o["spec"].get("type") == "LoadBalancer"]
+    nlb = next(o for o in charts["llama-8b"] if o["kind"] == "Service" and o["spec"].get("type") == "LoadBalancer")
+    assert nlb["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
+    assert [p["name"] for p in nlb["spec"]["ports"]] == ["http"]
+
+
+def test_constructs_reject_what_they_cannot_build(env):
+    with pytest.raises(ValueError, match="no endpoint named 'nope'"):
+        ServingProps.from_environment(env, "nope")
+    with pytest.raises(ValueError, match="router_replicas 1"):
+        ServingProps.from_environment(two_endpoint_env(router_replicas=2), "llama-8b")
+    operator_env = two_endpoint_env(serving="operator")
+    with pytest.raises(ValueError, match="only 'self_managed'"):
+        ServingProps.from_environment(operator_env, "llama-8b")
+
+
+def test_l2_report(env):
+    assert l2_report(env) == (
+        "qwen2-7b: L2 on (auto: expected prompt 2500 >= threshold 1000 tokens)",
+        "llama-8b: L2 off (l2: off)",
+    )
+
+
+def test_rendering_is_deterministic(env):
+    assert render(env, "llama-8b") == render(env, "llama-8b")
