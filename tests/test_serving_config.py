@@ -1,0 +1,73 @@
+"""Serving settings that cannot be built are rejected when the environment file loads, naming the field."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvtiers.config import ConfigError, load_environment
+from tests.conftest import CONFIG_DIR
+
+DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+
+
+def rejected(tmp_path: Path, change) -> str:
+    raw = copy.deepcopy(DEV)
+    change(raw["serving"]["endpoints"], raw)
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as info:
+        load_environment(path)
+    return str(info.value)
+
+
+def test_unknown_routing_strategy(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(routing="fancy"))
+    assert "serving.endpoints.0.routing" in message
+    assert "'prefixaware', 'kvaware', 'session' or 'roundrobin'" in message and "'fancy'" in message
+
+
+def test_l1_larger_than_the_node_can_give(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(l1_gib=400))
+    assert "g6e-serving" in message and "pods do not fit" in message
+    assert "qwen2-7b" in message and "l1_gib" in message
+
+
+def test_tensor_parallel_larger_than_the_gpus(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(tensor_parallel_size=8))
+    assert "serving.endpoints.0 (qwen2-7b): tensor_parallel_size 8" in message
+    assert "4 GPU(s) of ml.g6e.12xlarge" in message
+
+
+def test_model_not_in_the_table_without_model_sizes(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(model="acme/unknown-13b"))
+    assert "serving.endpoints.0" in message
+    assert "'acme/unknown-13b' is not in the sizing table" in message and "model_sizes" in message
+
+
+def test_model_not_in_the_table_with_model_sizes_loads(tmp_path):
+    raw = copy.deepcopy(DEV)
+    raw["serving"]["endpoints"][0].update(
+        model="acme/unknown-7b", model_sizes={"layers": 28, "kv_heads": 4, "head_dim": 128, "parameters": 7.0e9}
+    )
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert load_environment(path).sizing.endpoint("qwen2-7b").kv_bytes_per_token == 57344
+
+
+def test_duplicate_endpoint_names(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps.append(copy.deepcopy(eps[0])))
+    assert "serving.endpoints: duplicate endpoint names ['qwen2-7b']" in message
+
+
+def test_session_routing_needs_a_session_key(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(routing="session"))
+    assert "serving.endpoints.0" in message and "session_key" in message
+
+
+def test_unknown_endpoint_key(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(l1_size=4))
+    assert "serving.endpoints.0.l1_size: unknown key" in message
