@@ -11,6 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from kvtiers.cli import names
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts import labels
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps, l2_report
@@ -173,11 +174,21 @@ def test_router_selector_matches_only_its_own_engines(charts):
     for name, objs in charts.items():
         router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
         selector = flag(router["args"], "--k8s-label-selector")
-        assert selector == f"{labels.ENDPOINT}={name}"
+        assert selector == names.engine_selector(name)  # the contract kvtiers verify reads
         matched = {key for key, pod_labels in pods.items() if selector_matches(selector, pod_labels)}
         assert matched == {(name, "engine")}
         assert flag(router["args"], "--k8s-namespace") == objs[0]["metadata"]["namespace"]
         assert flag(router["args"], "--service-discovery") == "k8s"
+
+
+def test_labels_and_names_match_what_verify_looks_for(charts):
+    for name, objs in charts.items():
+        router = router_deployment(objs)
+        assert router["metadata"]["name"] == names.router_name(name)
+        assert one(objs, "Service", names.router_name(name))["spec"]["ports"][0]["port"] == names.ROUTER_SERVICE_PORT
+        assert selector_matches(names.router_selector(name), router["spec"]["template"]["metadata"]["labels"])
+        assert selector_matches(names.engine_selector(name), engine_deployment(objs)["spec"]["template"]["metadata"]["labels"])
+        assert vllm(objs)["ports"][0]["containerPort"] == names.ENGINE_PORT
 
 
 def test_services_and_pdb_select_their_own_pods(charts):

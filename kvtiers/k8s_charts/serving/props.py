@@ -34,7 +34,7 @@ LMCACHE_CONFIG_KEY = "lmcache.yaml"
 MODELS_DIR = "/models"
 CONFIG_CHECKSUM_ANNOTATION = "kvtiers.io/lmcache-config-sha256"
 MODEL_ROLE_ANNOTATION = "kvtiers.io/model-role-arn"
-ENGINE_COMPONENT = "serving-engine"
+ENGINE_COMPONENT = "engine"
 ROUTER_COMPONENT = "router"
 
 
@@ -48,13 +48,17 @@ def router_service_account_name(endpoint: str) -> str:
 
 
 def engine_pod_labels(endpoint: str) -> dict[str, str]:
-    """Labels of an endpoint's engine pods; ``labels.ENDPOINT`` is what its router discovers."""
+    """Labels of an endpoint's engine pods; the router discovers them by :func:`engine_selector`."""
     return {**labels.component_labels(endpoint, ENGINE_COMPONENT), labels.ENDPOINT: endpoint}
 
 
 def router_pod_labels(endpoint: str) -> dict[str, str]:
-    # No labels.ENDPOINT here: the router's discovery selector must never match the router's own pods.
-    return {**labels.component_labels(endpoint, ROUTER_COMPONENT), labels.INSTANCE: endpoint}
+    return {**labels.component_labels(endpoint, ROUTER_COMPONENT), labels.ENDPOINT: endpoint}
+
+
+def engine_selector(endpoint: str) -> dict[str, str]:
+    """The router's discovery selector: endpoint *and* component, so it never matches the router's own pods."""
+    return {labels.ENDPOINT: endpoint, labels.COMPONENT: ENGINE_COMPONENT}
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,7 @@ class RouterProps:
     @property
     def engine_selector(self) -> dict[str, str]:
         """What the router discovers: exactly its endpoint's engine pods."""
-        return {labels.ENDPOINT: self.name}
+        return engine_selector(self.name)
 
     @property
     def label_selector(self) -> str:
