@@ -16,6 +16,15 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 
 install: $(VENV)/.installed node_modules/.installed
 
+# LMCache's own config loader, to check the LMCache files the charts write. Its own venv: lmcache's dependencies
+# (torch, ...) are not needed to parse a config and must not disturb the project's pins.
+LMCACHE_VENV := .venv-lmcache
+$(LMCACHE_VENV)/.installed:
+	$(PYTHON) -m venv $(LMCACHE_VENV)
+	$(LMCACHE_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps lmcache==0.5.6
+	$(LMCACHE_VENV)/bin/pip install --quiet --disable-pip-version-check pyyaml==6.0.4 requests==2.34.2
+	touch $@
+
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version.split()[0]}"'
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +42,7 @@ synth: install
 	$(PY) tools/synth_summary.py cdk.out
 
 ## The whole offline test suite (config, templates, cfn-lint, cdk-nag, Kubernetes schemas, CLI).
-test: install
+test: install $(LMCACHE_VENV)/.installed
 	$(PY) -m pytest -n 2 --dist loadfile
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating.

@@ -10,6 +10,7 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from kvtiers.config import ConfigError, load_environment
+from kvtiers.k8s_charts.serving import l2_report
 from kvtiers.stacks.deploy_graph import build_deploy_graph, synthesize
 
 ROOT = Path(__file__).resolve().parent
@@ -27,6 +28,8 @@ def main() -> None:
         sys.exit(1)
     graph = build_deploy_graph(app, environment, hyperpod_chart_dir=HYPERPOD_CHART_DIR)
     synthesize(app, graph)
+    for line in l2_report(environment):
+        print(f"kvtiers: {line}", file=sys.stderr)
 
 
 if __name__ == "__main__":

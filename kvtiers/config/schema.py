@@ -447,6 +447,10 @@ class Endpoint(Strict):
                 f"model {self.model!r} is not in the sizing table ({', '.join(KNOWN_MODELS)}); "
                 "give model_sizes {layers, kv_heads, head_dim, parameters}"
             )
+        if self.routing == "kvaware" and self.router_replicas > 1:
+            raise ValueError(
+                "routing 'kvaware' needs router_replicas: 1 (each engine reports its cache to one router's controller)"
+            )
         if self.routing == "session" and not self.session_key:
             raise ValueError("routing 'session' needs session_key (the header or body field with the session id)")
         assert self.dtype in DTYPE_BYTES

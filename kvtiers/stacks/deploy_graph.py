@@ -9,7 +9,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from kvtiers.config.schema import Environment
-from kvtiers.stacks.nag import acknowledge_platform_findings
+from kvtiers.stacks.nag import acknowledge_platform_findings, acknowledge_workload_findings
 from kvtiers.stacks.network_stack import NetworkStack
 from kvtiers.stacks.platform_stack import PlatformStack
 from kvtiers.stacks.workloads_stack import WorkloadsStack
@@ -46,6 +46,7 @@ def build_deploy_graph(
     workloads = WorkloadsStack(app, f"{env.name}-workloads", environment=env, platform=platform, env=aws_env, tags=tags)
     graph = DeployGraph(network=network, platform=platform, workloads=workloads)
     acknowledge_platform_findings(graph)
+    acknowledge_workload_findings(graph)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return graph

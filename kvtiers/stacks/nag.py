@@ -113,3 +113,14 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
         "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
         "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
     )
+
+
+def acknowledge_workload_findings(graph: DeployGraph) -> None:
+    from kvtiers.constructs.model_access import ModelReadAccess
+
+    for access in (c for c in graph.workloads.node.find_all() if isinstance(c, ModelReadAccess)):
+        acknowledge(
+            access.role,
+            "read-only GetObject on the objects below one model prefix: the weights are many files",
+            f"AwsSolutions-IAM5[Resource::{access.weights_resource}]",
+        )

@@ -1,14 +1,23 @@
-"""``<env>-workloads``: every Kubernetes object (Curvine, serving), each chart one manifest, in explicit order."""
+"""``<env>-workloads``: every Kubernetes object (Curvine, serving), each chart one manifest, in explicit order.
+
+Order: serving namespace -> Curvine masters -> workers -> CSI -> StorageClass + L2 claim -> serving endpoints.
+cdk8s chart dependencies are not carried into CloudFormation, so each step is a ``node.add_dependency`` between
+the manifest resources.
+"""
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import aws_cdk as cdk
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from kvtiers.config.schema import Environment
+from kvtiers.config.schema import Environment, S3ModelSource
+from kvtiers.constructs.model_access import ModelReadAccess, ModelReadAccessProps
 from kvtiers.k8s_charts.namespaces import NamespaceChart
+from kvtiers.k8s_charts.serving import ServingChart, ServingProps, engine_service_account_name
 from kvtiers.stacks.platform_stack import PlatformStack
 
 
@@ -17,16 +26,48 @@ class WorkloadsStack(cdk.Stack):
         self, scope: Construct, id: str, *, environment: Environment, platform: PlatformStack, **kwargs
     ) -> None:
         super().__init__(scope, id, **kwargs)
-        self.config = environment
+        env = environment
+        self.config = env
         self.cluster = platform.eks.cluster
         self.k8s_app = cdk8s.App()
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         self.charts: dict[str, cdk8s.Chart] = {}
         self.serving_namespace = self.add_chart(
-            "ServingNamespace", NamespaceChart(self.k8s_app, "serving-namespace", names=(environment.serving.namespace,))
+            "ServingNamespace", NamespaceChart(self.k8s_app, "serving-namespace", names=(env.serving.namespace,))
         )
+        self.l2_ready: list[Construct] = [self.serving_namespace]
+        self.endpoints: dict[str, eks.KubernetesManifest] = {}
+        for endpoint in env.serving.endpoints:
+            if endpoint.serving == "self_managed":
+                self._self_managed_endpoint(env, endpoint)
 
-    def add_chart(self, name: str, chart: cdk8s.Chart, *, after: list[Construct] = ()) -> eks.KubernetesManifest:
+    def _self_managed_endpoint(self, env: Environment, endpoint) -> None:
+        role_arn = None
+        access = None
+        if isinstance(endpoint.source, S3ModelSource):
+            access = ModelReadAccess(
+                self,
+                f"{_pascal(endpoint.name)}ModelAccess",
+                props=ModelReadAccessProps(
+                    cluster=self.cluster,
+                    namespace=env.serving.namespace,
+                    service_account=engine_service_account_name(endpoint),
+                    bucket=endpoint.source.bucket,
+                    prefix=endpoint.source.prefix,
+                ),
+            )
+            role_arn = access.role.role_arn
+        chart = ServingChart(
+            self.k8s_app,
+            f"serving-{endpoint.name}",
+            props=ServingProps.from_environment(env, endpoint.name, model_role_arn=role_arn),
+        )
+        manifest = self.add_chart(f"Endpoint{_pascal(endpoint.name)}", chart, after=self.l2_ready)
+        if access is not None:
+            manifest.node.add_dependency(access)
+        self.endpoints[endpoint.name] = manifest
+
+    def add_chart(self, name: str, chart: cdk8s.Chart, *, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
         """Deploy ``chart`` as one manifest that CloudFormation applies after everything in ``after``."""
         manifest = eks.KubernetesManifest(self, name, cluster=self.cluster, manifest=chart.to_json(), overwrite=True)
         for dependency in after:
@@ -34,3 +75,7 @@ class WorkloadsStack(cdk.Stack):
         self.manifests[name] = manifest
         self.charts[name] = chart
         return manifest
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("-"))
