@@ -339,7 +339,7 @@ def test_internal_load_balancer_only_when_asked(charts):
 def test_constructs_reject_what_they_cannot_build(env):
     with pytest.raises(ValueError, match="no endpoint named 'nope'"):
         ServingProps.from_environment(env, "nope")
-    with pytest.raises(ValueError, match="router_replicas 1"):
+    with pytest.raises(ValueError, match="needs router_replicas: 1"):
         ServingProps.from_environment(two_endpoint_env(router_replicas=2), "llama-8b")
     operator_env = two_endpoint_env(serving="operator")
     with pytest.raises(ValueError, match="only 'self_managed'"):

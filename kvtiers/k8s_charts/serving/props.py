@@ -218,11 +218,6 @@ class ServingProps:
                 f"serving.endpoints {endpoint_name}: serving is {endpoint.serving!r}; ServingChart builds only "
                 "'self_managed' endpoints"
             )
-        if endpoint.routing == "kvaware" and endpoint.router_replicas > 1:
-            raise ValueError(
-                f"serving.endpoints {endpoint_name}: routing 'kvaware' needs router_replicas 1 (each engine reports "
-                "its cache to one embedded LMCache controller; more router replicas would each see a part)"
-            )
         sizing: EndpointSizing = env.sizing.endpoint(endpoint_name)
         l2 = L2Settings.from_environment(env)
         group = env.hyperpod.group(endpoint.instance_group)
