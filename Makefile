@@ -47,7 +47,7 @@ test: install $(LMCACHE_VENV)/.installed
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating.
 bench-synth: install
-	$(PY) tools/bench_synth.py --runs 5
+	$(PY) tools/bench_synth.py --runs 5 --endpoints
 
 ## Fetch the HyperPod dependency Helm chart at the pinned revision into vendor/ (needs git, helm and the internet).
 hyperpod-chart:

@@ -13,6 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 BARE_APP = """
 import aws_cdk as cdk
@@ -52,19 +54,38 @@ def measure(configs: list[str], runs: int) -> dict[str, list[float]]:
     return times
 
 
+def endpoints_variant(count: int, folder: Path) -> str:
+    """dev.yaml with ``count`` one-replica endpoints on enough nodes (same node count for every variant)."""
+    raw = yaml.safe_load((ROOT / "config/dev.yaml").read_text())
+    raw["hyperpod"]["instance_groups"][0]["count"] = 10
+    template = raw["serving"]["endpoints"][0]
+    raw["serving"]["endpoints"] = [{**template, "name": f"endpoint-{i:02d}", "replicas": 1} for i in range(count)]
+    path = folder / f"dev-{count}-endpoints.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--config", action="append", help="environment file(s); default config/dev.yaml")
+    parser.add_argument("--endpoints", action="store_true", help="also compare 1 against 20 endpoints")
     args = parser.parse_args()
-    configs = args.config or ["config/dev.yaml"]
-    times = measure(configs, args.runs)
+    with tempfile.TemporaryDirectory() as tmp:
+        configs = args.config or ["config/dev.yaml"]
+        if args.endpoints:
+            one, twenty = endpoints_variant(1, Path(tmp)), endpoints_variant(20, Path(tmp))
+            configs = [*configs, one, twenty]
+        times = measure(configs, args.runs)
     bare = statistics.median(times["bare"])
     print(f"bare one-stack app: median {bare:.2f} s over {args.runs} runs")
     for config in configs:
         median = statistics.median(times[config])
         ratios = [t / b for t, b in zip(times[config], times["bare"])]
-        print(f"{config}: median {median:.2f} s, median ratio to bare {statistics.median(ratios):.2f}x")
+        print(f"{Path(config).name}: median {median:.2f} s, median ratio to bare {statistics.median(ratios):.2f}x")
+    if args.endpoints:
+        ratios = [t20 / t1 for t1, t20 in zip(times[one], times[twenty])]
+        print(f"20 endpoints vs 1 endpoint: median ratio {statistics.median(ratios):.2f}x (budget 1.3x)")
 
 
 if __name__ == "__main__":

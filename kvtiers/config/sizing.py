@@ -41,6 +41,7 @@ class EndpointSizing:
     pod_memory_gib: int
     """Pod memory request = limit: the L1 pool + vLLM itself + the memory-backed /dev/shm."""
     pods_per_node: int
+    """Replicas per node when spread evenly over the group's nodes."""
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,10 @@ class NodeBudget:
     reserved_gib: int
     curvine_gib: int
     pods_gib: int
+    """Endpoint pods on the fullest node: its GPUs given to the pods with the most host memory per GPU."""
     gpus: int
     gpus_used: int
+    """GPUs per node the endpoints need, spread evenly over the group's nodes."""
 
     @property
     def free_gib(self) -> float:
@@ -139,6 +142,11 @@ def size_environment(env: Environment) -> EnvironmentSizing:
         shape = group.shape
         on_group = [(e, s) for e, s in zip(env.serving.endpoints, sized) if e.instance_group == group.name]
         tiered = shape.memory_gib * env.hyperpod.tiered_storage.memory_percentage / 100
+        # The scheduler packs pods by GPU. A node is fullest when its GPUs go to the pods that need the most host
+        # memory per GPU, so that is the node the budget checks: if it fits, every GPU-feasible placement fits.
+        gpus_demanded = sum(e.replicas * s.gpus_per_replica for e, s in on_group)
+        gpus_per_node = min(shape.gpus, math.ceil(gpus_demanded / group.count))
+        memory_per_gpu = max((s.pod_memory_gib / s.gpus_per_replica for _, s in on_group), default=0)
         budget = NodeBudget(
             group=group.name,
             instance_type=group.instance_type,
@@ -150,27 +158,28 @@ def size_environment(env: Environment) -> EnvironmentSizing:
             + res.csi_node.memory_gib
             + 2 * res.sidecar.memory_gib
             + (res.worker.memory_gib if group.name in worker_groups else 0),
-            pods_gib=sum(s.pod_memory_gib * s.pods_per_node for _, s in on_group),
+            pods_gib=math.ceil(gpus_per_node * memory_per_gpu),
             gpus=shape.gpus,
-            gpus_used=sum(s.gpus_per_replica * s.pods_per_node for _, s in on_group),
+            gpus_used=gpus_per_node,
         )
-        if budget.gpus_used > budget.gpus:
+        if gpus_demanded > shape.gpus * group.count:
             raise ValueError(
-                f"hyperpod.instance_groups {group.name}: endpoints need {budget.gpus_used} GPUs per node "
-                f"({', '.join(f'{e.name}: {s.pods_per_node} x {s.gpus_per_replica}' for e, s in on_group)}) "
-                f"but {group.instance_type} has {budget.gpus}; add nodes (count) or lower replicas"
+                f"hyperpod.instance_groups {group.name}: endpoints need {gpus_demanded} GPUs "
+                f"({', '.join(f'{e.name}: {e.replicas} x {s.gpus_per_replica}' for e, s in on_group)}) but "
+                f"{group.count} x {group.instance_type} have {shape.gpus * group.count}; add nodes (count) or lower replicas"
             )
         if budget.free_gib < 0:
             detail = ", ".join(
-                f"{e.name}: {s.pods_per_node} pod(s) x {s.pod_memory_gib} GiB "
+                f"{e.name}: {s.pod_memory_gib} GiB per pod of {s.gpus_per_replica} GPU(s) "
                 f"(L1 {e.l1_gib} x {e.tensor_parallel_size} + vLLM {e.vllm_overhead_gib} + shm {e.shm_gib})"
                 for e, s in on_group
             )
             raise ValueError(
                 f"hyperpod.instance_groups {group.name}: pods do not fit the {budget.memory_gib} GiB of "
                 f"{group.instance_type}: tiered storage {budget.tiered_storage_gib:.1f} GiB + reserved "
-                f"{budget.reserved_gib} GiB + Curvine {budget.curvine_gib} GiB + endpoints {budget.pods_gib} GiB "
-                f"({detail}) = {budget.memory_gib - budget.free_gib:.1f} GiB; lower l1_gib or the tiered-storage share"
+                f"{budget.reserved_gib} GiB + Curvine {budget.curvine_gib} GiB + endpoint pods {budget.pods_gib} GiB "
+                f"on {gpus_per_node} GPU(s) ({detail}) = {budget.memory_gib - budget.free_gib:.1f} GiB; "
+                "lower l1_gib or the tiered-storage share"
             )
         nodes.append(budget)
     workers = sum(g.count for g in env.curvine_worker_groups)
