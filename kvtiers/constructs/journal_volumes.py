@@ -50,6 +50,7 @@ class CurvineJournalVolumes(Construct):
         super().__init__(scope, id)
         if props.masters not in (1, 3, 5):
             raise ValueError(f"JournalVolumesProps.masters must be 1, 3 or 5, got {props.masters}")
+        self.availability_zone = props.availability_zone
         self.key = kms.Key(self, "Key", enable_key_rotation=True, description="Curvine master metadata and journal")
         policy = cdk.RemovalPolicy.SNAPSHOT if props.snapshot_on_delete else cdk.RemovalPolicy.DESTROY
         self.volumes: list[MasterVolumes] = []

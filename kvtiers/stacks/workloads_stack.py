@@ -16,6 +16,13 @@ from constructs import Construct
 
 from kvtiers.config.schema import Environment, S3ModelSource
 from kvtiers.constructs.model_access import ModelReadAccess, ModelReadAccessProps
+from kvtiers.k8s_charts.curvine_l2 import (
+    CurvineCsiChart,
+    CurvineMasterChart,
+    CurvineProps,
+    CurvineStorageChart,
+    CurvineWorkerChart,
+)
 from kvtiers.k8s_charts.namespaces import NamespaceChart
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps, engine_service_account_name
 from kvtiers.stacks.platform_stack import PlatformStack
@@ -35,7 +42,25 @@ class WorkloadsStack(cdk.Stack):
         self.serving_namespace = self.add_chart(
             "ServingNamespace", NamespaceChart(self.k8s_app, "serving-namespace", names=(env.serving.namespace,))
         )
-        self.l2_ready: list[Construct] = [self.serving_namespace]
+        volumes = platform.journal_volumes.volumes
+        curvine = CurvineProps.from_environment(
+            env,
+            journal_volume_ids=tuple((v.meta.volume_id, v.journal.volume_id) for v in volumes),
+            availability_zone=platform.journal_volumes.availability_zone,
+        )
+        masters = self.add_chart("CurvineMasters", CurvineMasterChart(self.k8s_app, "curvine-masters", props=curvine))
+        # The static PersistentVolumes need the EBS CSI driver (and the HyperPod nodes it attaches through).
+        masters.node.add_dependency(platform.ebs_csi)
+        workers = self.add_chart(
+            "CurvineWorkers", CurvineWorkerChart(self.k8s_app, "curvine-workers", props=curvine), after=[masters]
+        )
+        csi = self.add_chart("CurvineCsi", CurvineCsiChart(self.k8s_app, "curvine-csi", props=curvine), after=[workers])
+        storage = self.add_chart(
+            "CurvineStorage",
+            CurvineStorageChart(self.k8s_app, "curvine-storage", props=curvine),
+            after=[csi, self.serving_namespace],
+        )
+        self.l2_ready: list[Construct] = [storage]
         self.endpoints: dict[str, eks.KubernetesManifest] = {}
         for endpoint in env.serving.endpoints:
             if endpoint.serving == "self_managed":

@@ -1,0 +1,449 @@
+"""The Curvine L2 as four cdk8s charts, each deployed as one manifest in this order: masters (with the static EBS
+PersistentVolumes and the cluster config), workers (node-local NVMe), CSI driver, StorageClass + L2 claim."""
+
+from __future__ import annotations
+
+import cdk8s
+from constructs import Construct
+
+from kvtiers.k8s_charts.curvine_l2.props import (
+    CONF_PATH,
+    CONFIG_MAP,
+    CSI_CONTROLLER,
+    CSI_NODE,
+    DATA_MOUNT,
+    DRIVER,
+    JOURNAL_MOUNT,
+    MASTER,
+    META_MOUNT,
+    STATIC_CLASS,
+    STORAGE_CLASS,
+    WORKER,
+    CurvineProps,
+)
+from kvtiers.k8s_charts.labels import HYPERPOD_INSTANCE_GROUP, HYPERPOD_NODE_SELECTOR, component_labels
+
+KUBELET = "/var/lib/kubelet"
+PLUGIN_DIR = f"{KUBELET}/plugins/{DRIVER}"
+CSI_SOCKET = "/csi/csi.sock"
+HEALTH_PORT = 9909
+
+
+def api_object(chart: Construct, id: str, api_version: str, kind: str, metadata: dict, body: dict) -> cdk8s.ApiObject:
+    obj = cdk8s.ApiObject(chart, id, api_version=api_version, kind=kind, metadata=cdk8s.ApiObjectMetadata(**metadata))
+    for key, value in body.items():
+        obj.add_json_patch(cdk8s.JsonPatch.add(f"/{key}", value))
+    return obj
+
+
+def _env(name: str, field: str | None = None, value: str | None = None) -> dict:
+    if field:
+        return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field}}}
+    return {"name": name, "value": value}
+
+
+def _in_groups(groups: tuple[str, ...]) -> dict:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": HYPERPOD_INSTANCE_GROUP, "operator": "In", "values": list(groups)}]}
+                ]
+            }
+        }
+    }
+
+
+def _config_volume() -> tuple[dict, dict]:
+    return (
+        {"name": "config", "configMap": {"name": CONFIG_MAP}},
+        {"name": "config", "mountPath": CONF_PATH, "subPath": "curvine-cluster.toml", "readOnly": True},
+    )
+
+
+class CurvineMasterChart(cdk8s.Chart):
+    """Namespace, cluster config, static PersistentVolumes on the CDK journal volumes, masters, PDB."""
+
+    def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        p = props
+        labels = component_labels(MASTER, "master")
+        ns = api_object(self, "namespace", "v1", "Namespace", {"name": p.namespace, "labels": labels}, {})
+        config = api_object(
+            self, "config", "v1", "ConfigMap", {"name": CONFIG_MAP, "namespace": p.namespace},
+            {"data": {"curvine-cluster.toml": p.config_toml}},
+        )
+        config.add_dependency(ns)
+        for i, (meta_id, journal_id) in enumerate(p.journal_volume_ids):
+            for kind, volume_id, size in (("meta", meta_id, p.meta_size_gib), ("journal", journal_id, p.journal_size_gib)):
+                claim = f"{kind}-{MASTER}-{i}"
+                api_object(
+                    self, f"pv-{claim}", "v1", "PersistentVolume", {"name": f"{p.namespace}-{claim}", "labels": labels},
+                    {
+                        "spec": {
+                            "capacity": {"storage": f"{size}Gi"},
+                            "accessModes": ["ReadWriteOnce"],
+                            "persistentVolumeReclaimPolicy": "Retain",
+                            "storageClassName": STATIC_CLASS,
+                            "volumeMode": "Filesystem",
+                            "claimRef": {"namespace": p.namespace, "name": claim},
+                            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": volume_id, "fsType": "ext4"},
+                            "nodeAffinity": {
+                                "required": {
+                                    "nodeSelectorTerms": [
+                                        {"matchExpressions": [
+                                            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [p.availability_zone]}
+                                        ]}
+                                    ]
+                                }
+                            },
+                        }
+                    },
+                )
+        api_object(
+            self, "service", "v1", "Service", {"name": MASTER, "namespace": p.namespace, "labels": labels},
+            {
+                "spec": {
+                    "clusterIP": "None",
+                    "publishNotReadyAddresses": True,  # Raft peers must find each other before they are Ready
+                    "selector": labels,
+                    "ports": [
+                        {"name": "rpc", "port": p.ports["master_rpc"]},
+                        {"name": "journal", "port": p.ports["journal"]},
+                        {"name": "web", "port": p.ports["master_web"]},
+                    ],
+                }
+            },
+        ).add_dependency(ns)
+        volume, mount = _config_volume()
+        rpc = p.ports["master_rpc"]
+        statefulset = api_object(
+            self, "statefulset", "apps/v1", "StatefulSet", {"name": MASTER, "namespace": p.namespace, "labels": labels},
+            {
+                "spec": {
+                    "serviceName": MASTER,
+                    "replicas": p.masters,
+                    "podManagementPolicy": "Parallel",
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels, "annotations": {"kvtiers.io/config-sha256": p.config_checksum}},
+                        "spec": {
+                            "nodeSelector": dict(HYPERPOD_NODE_SELECTOR),
+                            "tolerations": list(p.tolerations),
+                            "affinity": {
+                                "podAntiAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                                        {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+                                    ]
+                                }
+                            },
+                            "containers": [
+                                {
+                                    "name": "master",
+                                    "image": p.images["runtime_image"],
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "args": ["master", "start"],
+                                    "env": [
+                                        _env("POD_NAME", field="metadata.name"),
+                                        _env("CURVINE_MASTER_HOSTNAME", value=f"$(POD_NAME).{MASTER}.{p.namespace}.svc.cluster.local"),
+                                        _env("ORPC_BIND_HOSTNAME", value="0.0.0.0"),
+                                        _env("CURVINE_CONF_FILE", value=CONF_PATH),
+                                    ],
+                                    "ports": [
+                                        {"name": "rpc", "containerPort": rpc},
+                                        {"name": "journal", "containerPort": p.ports["journal"]},
+                                        {"name": "web", "containerPort": p.ports["master_web"]},
+                                    ],
+                                    "startupProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 90},
+                                    "readinessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 5},
+                                    "livenessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 6},
+                                    "resources": p.resources["master"].to_k8s(),
+                                    "volumeMounts": [
+                                        mount,
+                                        {"name": "meta", "mountPath": META_MOUNT},
+                                        {"name": "journal", "mountPath": JOURNAL_MOUNT},
+                                    ],
+                                }
+                            ],
+                            "volumes": [volume],
+                        },
+                    },
+                    "volumeClaimTemplates": [
+                        {
+                            "metadata": {"name": kind},
+                            "spec": {
+                                "accessModes": ["ReadWriteOnce"],
+                                "storageClassName": STATIC_CLASS,
+                                "resources": {"requests": {"storage": f"{size}Gi"}},
+                            },
+                        }
+                        for kind, size in (("meta", p.meta_size_gib), ("journal", p.journal_size_gib))
+                    ],
+                }
+            },
+        )
+        statefulset.add_dependency(config)
+        api_object(
+            self, "pdb", "policy/v1", "PodDisruptionBudget", {"name": MASTER, "namespace": p.namespace},
+            {"spec": {"maxUnavailable": 1 if p.masters > 1 else 0, "selector": {"matchLabels": labels}}},
+        ).add_dependency(ns)
+
+
+class CurvineWorkerChart(cdk8s.Chart):
+    """One worker per node of the worker groups, caching blocks on the node-local NVMe.
+
+    Locality: the master's ``local`` policy writes to the worker whose hostname equals the client's. Workers run on
+    the host network and name themselves by the node IP (``status.hostIP``); the CSI's FUSE clients take the same
+    value, so a FUSE client writes to its own node's NVMe.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        p = props
+        labels = component_labels(WORKER, "worker")
+        volume, mount = _config_volume()
+        rpc = p.ports["worker_rpc"]
+        api_object(
+            self, "daemonset", "apps/v1", "DaemonSet", {"name": WORKER, "namespace": p.namespace, "labels": labels},
+            {
+                "spec": {
+                    "selector": {"matchLabels": labels},
+                    # hostNetwork ports clash during a surge: replace in place, one node at a time.
+                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+                    "template": {
+                        "metadata": {"labels": labels, "annotations": {"kvtiers.io/config-sha256": p.config_checksum}},
+                        "spec": {
+                            "hostNetwork": True,
+                            "dnsPolicy": "ClusterFirstWithHostNet",
+                            "affinity": _in_groups(p.worker_groups),
+                            "tolerations": list(p.tolerations),
+                            "containers": [
+                                {
+                                    "name": "worker",
+                                    "image": p.images["runtime_image"],
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "args": ["worker", "start"],
+                                    "env": [
+                                        _env("NODE_IP", field="status.hostIP"),
+                                        _env("CURVINE_WORKER_HOSTNAME", value="$(NODE_IP)"),
+                                        _env("ORPC_BIND_HOSTNAME", value="0.0.0.0"),
+                                        _env("CURVINE_CONF_FILE", value=CONF_PATH),
+                                    ],
+                                    "ports": [
+                                        {"name": "rpc", "containerPort": rpc},
+                                        {"name": "web", "containerPort": p.ports["worker_web"]},
+                                    ],
+                                    "readinessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 5},
+                                    "livenessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 6},
+                                    "resources": p.resources["worker"].to_k8s(),
+                                    "volumeMounts": [mount, {"name": "data", "mountPath": DATA_MOUNT}],
+                                }
+                            ],
+                            "volumes": [
+                                volume,
+                                {"name": "data", "hostPath": {"path": p.data_dir, "type": "DirectoryOrCreate"}},
+                            ],
+                        },
+                    },
+                }
+            },
+        )
+
+
+def _sidecar(name: str, image: str, args: list[str], props: CurvineProps, mounts: list[dict]) -> dict:
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
+        "resources": props.resources["sidecar"].to_k8s(),
+        "volumeMounts": mounts,
+    }
+
+
+class CurvineCsiChart(cdk8s.Chart):
+    """CSIDriver ``curvine``, controller, node plugin in standalone FUSE mode, least-privilege RBAC."""
+
+    def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        p = props
+        ns = p.namespace
+        api_object(self, "driver", "storage.k8s.io/v1", "CSIDriver", {"name": DRIVER},
+                   {"spec": {"attachRequired": False, "podInfoOnMount": False, "volumeLifecycleModes": ["Persistent"]}})
+        self._rbac(
+            CSI_CONTROLLER,
+            cluster_rules=[
+                {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch", "create", "delete"]},
+                {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch", "update"]},
+                {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch", "create", "update", "patch"]},
+            ],
+            namespace_rules=[
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "watch", "list", "create", "update", "patch"]},
+            ],
+            props=p,
+        )
+        self._rbac(
+            CSI_NODE,
+            cluster_rules=[
+                {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list"]},
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            ],
+            # Standalone mode: the node plugin runs one FUSE pod per node and keeps its state in ConfigMaps.
+            namespace_rules=[
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            ],
+            props=p,
+        )
+        socket_mount = {"name": "socket-dir", "mountPath": "/csi"}
+        plugin_env = [
+            _env("CSI_ENDPOINT", value=f"unix://{CSI_SOCKET}"),
+            _env("NODE_NAME", field="spec.nodeName"),
+            _env("NODE_IP", field="status.hostIP"),
+        ]
+        health = ["--csi-address=" + CSI_SOCKET, f"--health-port={HEALTH_PORT}"]
+        controller_labels = component_labels(CSI_CONTROLLER, "csi-controller")
+        api_object(
+            self, "controller", "apps/v1", "Deployment", {"name": CSI_CONTROLLER, "namespace": ns, "labels": controller_labels},
+            {
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": controller_labels},
+                    "template": {
+                        "metadata": {"labels": controller_labels},
+                        "spec": {
+                            "serviceAccountName": CSI_CONTROLLER,
+                            "nodeSelector": {"kubernetes.io/os": "linux"},
+                            "containers": [
+                                {
+                                    "name": "csi-plugin",
+                                    "image": p.images["csi_image"],
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "command": ["/opt/curvine/csi"],
+                                    "args": ["--endpoint=$(CSI_ENDPOINT)", "--nodeid=$(NODE_NAME)"],
+                                    "env": plugin_env,
+                                    "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
+                                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "healthz"}, "periodSeconds": 10, "failureThreshold": 5},
+                                    "resources": p.resources["csi_controller"].to_k8s(),
+                                    "volumeMounts": [socket_mount],
+                                },
+                                _sidecar("csi-provisioner", p.images["csi_provisioner_image"],
+                                         ["--csi-address=" + CSI_SOCKET, "--leader-election", "--leader-election-namespace=" + ns], p, [socket_mount]),
+                                _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [socket_mount]),
+                            ],
+                            "volumes": [{"name": "socket-dir", "emptyDir": {}}],
+                        },
+                    },
+                }
+            },
+        )
+        node_labels = component_labels(CSI_NODE, "csi-node")
+        plugin_mount = {"name": "plugin-dir", "mountPath": "/csi"}
+        api_object(
+            self, "node", "apps/v1", "DaemonSet", {"name": CSI_NODE, "namespace": ns, "labels": node_labels},
+            {
+                "spec": {
+                    "selector": {"matchLabels": node_labels},
+                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                    "template": {
+                        "metadata": {"labels": node_labels},
+                        "spec": {
+                            "serviceAccountName": CSI_NODE,
+                            "priorityClassName": "system-node-critical",
+                            "hostNetwork": True,
+                            "dnsPolicy": "ClusterFirstWithHostNet",
+                            "affinity": _in_groups(p.hyperpod_groups),
+                            "tolerations": [{"operator": "Exists"}],
+                            "containers": [
+                                {
+                                    "name": "csi-plugin",
+                                    "image": p.images["csi_image"],
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "command": ["/opt/curvine/csi"],
+                                    "args": ["--endpoint=$(CSI_ENDPOINT)", "--nodeid=$(NODE_NAME)"],
+                                    "env": [
+                                        *plugin_env,
+                                        # FUSE runs in its own pod per node, so restarting this pod keeps consumers' mounts.
+                                        _env("MOUNT_MODE", value="standalone"),
+                                        _env("STANDALONE_IMAGE", value=p.images["csi_image"]),
+                                        _env("STANDALONE_SERVICE_ACCOUNT", value=CSI_NODE),
+                                        _env("STANDALONE_CPU_REQUEST", value=p.resources["fuse"].cpu),
+                                        _env("STANDALONE_CPU_LIMIT", value=p.resources["fuse"].cpu),
+                                        _env("STANDALONE_MEMORY_REQUEST", value=f"{p.resources['fuse'].memory_gib}Gi"),
+                                        _env("STANDALONE_MEMORY_LIMIT", value=f"{p.resources['fuse'].memory_gib}Gi"),
+                                        # Locality: the FUSE client names itself like this node's worker.
+                                        _env("CURVINE_CLIENT_HOSTNAME", value="$(NODE_IP)"),
+                                    ],
+                                    "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}},
+                                    "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
+                                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "healthz"}, "periodSeconds": 10, "failureThreshold": 5},
+                                    "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {CSI_SOCKET}"]}}},
+                                    "resources": p.resources["csi_node"].to_k8s(),
+                                    "volumeMounts": [
+                                        plugin_mount,
+                                        {"name": "kubelet-dir", "mountPath": KUBELET, "mountPropagation": "Bidirectional"},
+                                        {"name": "fuse-device", "mountPath": "/dev/fuse"},
+                                    ],
+                                },
+                                _sidecar("node-driver-registrar", p.images["csi_node_driver_registrar_image"],
+                                         ["--csi-address=" + CSI_SOCKET, f"--kubelet-registration-path={PLUGIN_DIR}/csi.sock"],
+                                         p, [plugin_mount, {"name": "registration-dir", "mountPath": "/registration"}]),
+                                _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [plugin_mount]),
+                            ],
+                            "volumes": [
+                                {"name": "plugin-dir", "hostPath": {"path": PLUGIN_DIR, "type": "DirectoryOrCreate"}},
+                                {"name": "kubelet-dir", "hostPath": {"path": KUBELET, "type": "Directory"}},
+                                {"name": "registration-dir", "hostPath": {"path": f"{KUBELET}/plugins_registry", "type": "Directory"}},
+                                {"name": "fuse-device", "hostPath": {"path": "/dev/fuse", "type": "CharDevice"}},
+                            ],
+                        },
+                    },
+                }
+            },
+        )
+
+    def _rbac(self, name: str, *, cluster_rules: list[dict], namespace_rules: list[dict], props: CurvineProps) -> None:
+        ns = props.namespace
+        api_object(self, f"{name}-sa", "v1", "ServiceAccount", {"name": name, "namespace": ns}, {})
+        subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
+        api_object(self, f"{name}-clusterrole", "rbac.authorization.k8s.io/v1", "ClusterRole", {"name": name}, {"rules": cluster_rules})
+        api_object(
+            self, f"{name}-clusterrolebinding", "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", {"name": name},
+            {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}, "subjects": subject},
+        )
+        api_object(self, f"{name}-role", "rbac.authorization.k8s.io/v1", "Role", {"name": name, "namespace": ns}, {"rules": namespace_rules})
+        api_object(
+            self, f"{name}-rolebinding", "rbac.authorization.k8s.io/v1", "RoleBinding", {"name": name, "namespace": ns},
+            {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject},
+        )
+
+
+class CurvineStorageChart(cdk8s.Chart):
+    """The StorageClass serving the Curvine path and the ReadWriteMany L2 claim in the serving namespace."""
+
+    def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        p = props
+        api_object(
+            self, "storageclass", "storage.k8s.io/v1", "StorageClass", {"name": STORAGE_CLASS},
+            {
+                "provisioner": DRIVER,
+                "parameters": {"master-addrs": p.master_addrs, "fs-path": p.fs_path, "path-type": "DirectoryOrCreate"},
+                "reclaimPolicy": "Retain",
+                "volumeBindingMode": "Immediate",
+                "allowVolumeExpansion": True,
+            },
+        )
+        api_object(
+            self, "claim", "v1", "PersistentVolumeClaim", {"name": p.claim_name, "namespace": p.serving_namespace},
+            {
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": STORAGE_CLASS,
+                    "resources": {"requests": {"storage": f"{p.claim_size_gib}Gi"}},
+                }
+            },
+        )
