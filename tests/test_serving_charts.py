@@ -355,3 +355,15 @@ def test_l2_report(env):
 
 def test_rendering_is_deterministic(env):
     assert render(env, "llama-8b") == render(env, "llama-8b")
+
+
+def test_pod_identity_association_names_the_engine_service_account(prod_synth):
+    """The S3 weights role is bound to the service account the engine pods actually run as."""
+    resources = prod_synth.template_json(prod_synth.graph.workloads)["Resources"]
+    associations = {r["Properties"]["ServiceAccount"] for r in resources.values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"}
+    accounts = {
+        o["spec"]["template"]["spec"]["serviceAccountName"]
+        for name, chart in prod_synth.graph.workloads.charts.items() if name.startswith("Endpoint")
+        for o in chart.to_json() if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-engine")
+    }
+    assert associations == accounts == {"llama31-70b-engine", "qwen25-32b-engine"}

@@ -76,7 +76,7 @@ class WorkloadsStack(cdk.Stack):
                 props=ModelReadAccessProps(
                     cluster=self.cluster,
                     namespace=env.serving.namespace,
-                    service_account=engine_service_account_name(endpoint),
+                    service_account=engine_service_account_name(endpoint.name),
                     bucket=endpoint.source.bucket,
                     prefix=endpoint.source.prefix,
                 ),

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""A separate CDK app that reuses kvtiers' constructs from the installed package.
+
+A team adds its own vLLM + LMCache endpoint to a cluster someone else deployed: the EKS cluster and its kubectl
+provider are imported by attributes, the Curvine L2 is imported by the attributes of its claim (name, namespace,
+mount path, hash seed), and the model weights come from the team's own S3 prefix with a prefix-scoped role.
+Nothing here reads a kvtiers environment file.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import cdk8s
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+
+from kvtiers.constructs.model_access import ModelReadAccess, ModelReadAccessProps
+from kvtiers.k8s_charts.l2 import L2Settings
+from kvtiers.k8s_charts.serving import (
+    EngineProps,
+    LMCacheProps,
+    RouterProps,
+    ServingChart,
+    ServingProps,
+    engine_service_account_name,
+)
+from kvtiers.k8s_charts.serving.props import S3Weights
+
+ACCOUNT, REGION = "333333333333", "us-east-1"
+
+
+class TeamEndpointStack(cdk.Stack):
+    def __init__(self, scope, id: str, **kwargs) -> None:
+        super().__init__(scope, id, **kwargs)
+        cluster = eks.Cluster.from_cluster_attributes(
+            self,
+            "SharedCluster",
+            cluster_name="kvtiers-prod",
+            kubectl_provider=eks.KubectlProvider.from_kubectl_provider_attributes(
+                self,
+                "Kubectl",
+                service_token=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:kvtiers-prod-kubectl-provider",
+                role=iam.Role.from_role_arn(self, "KubectlRole", f"arn:aws:iam::{ACCOUNT}:role/kvtiers-prod-kubectl"),
+            ),
+        )
+        # The Curvine L2 that the platform team runs, imported by the attributes of its claim.
+        l2 = L2Settings(claim_name="curvine-l2", namespace="serving", mount_path="/mnt/curvine/l2cache", hash_seed="42")
+        engine = EngineProps(
+            name="team-llama8b",
+            namespace=l2.namespace,
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            weights=S3Weights(bucket="team-models", prefix="llama-3.1-8b-instruct"),
+            image="lmcache/vllm-openai:v0.3.7",
+            model_sync_image="public.ecr.aws/aws-cli/aws-cli:2.31.3",
+            replicas=2,
+            tensor_parallel_size=1,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.9,
+            max_model_len=16384,
+            cpu=8,
+            memory_gib=64,
+            shm_gib=8,
+            instance_group="g6e-mid",
+            tolerations=(),
+            startup_timeout_seconds=1800,
+        )
+        access = ModelReadAccess(
+            self,
+            "Weights",
+            props=ModelReadAccessProps(
+                cluster=cluster,
+                namespace=l2.namespace,
+                service_account=engine_service_account_name(engine.name),
+                bucket="team-models",
+                prefix="llama-3.1-8b-instruct",
+            ),
+        )
+        props = ServingProps(
+            engine=engine,
+            router=RouterProps(
+                name=engine.name,
+                namespace=l2.namespace,
+                image="lmcache/lmstack-router:0.1.12",
+                replicas=1,
+                routing="prefixaware",
+                session_key=None,
+                internal_load_balancer=False,
+                hf_token_secret=None,
+            ),
+            lmcache=LMCacheProps(chunk_size=l2.chunk_size, max_local_cpu_size_gib=32, remote_url=l2.remote_url, remote_serde=l2.serde),
+            l2=l2,
+            l2_enabled=True,
+            l2_reason="team endpoint: long shared prompts",
+        )
+        chart = ServingChart(cdk8s.App(), "team-llama8b", props=props)
+        manifest = eks.KubernetesManifest(self, "Endpoint", cluster=cluster, manifest=chart.to_json(), overwrite=True)
+        manifest.node.add_dependency(access)
+
+
+app = cdk.App()
+TeamEndpointStack(app, "team-endpoint", env=cdk.Environment(account=ACCOUNT, region=REGION))
+app.synth()

@@ -1,0 +1,64 @@
+"""The construct library as other teams use it: built and installed as a package into a fresh virtual
+environment, its example app synthesizes from the installed copy (not from this source tree)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.synth import ROOT
+
+EXAMPLE = ROOT / "examples" / "reuse_app" / "app.py"
+
+
+@pytest.fixture(scope="module")
+def installed_venv(tmp_path_factory) -> Path:
+    venv = tmp_path_factory.mktemp("consumer") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = Path(subprocess.check_output(
+        [str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+    ).strip())
+    # kvtiers itself is built into a wheel and installed; its pinned dependencies are reused from the project
+    # venv (a .pth line adds the directory but runs none of its .pth files, so the editable kvtiers stays out).
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
+         "--target", str(site), str(ROOT)],
+        check=True, timeout=300,
+    )
+    (site / "project_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv
+
+
+def test_installed_package_has_the_public_constructs_and_data(installed_venv, tmp_path):
+    probe = (
+        "import kvtiers, kvtiers.constructs as c, kvtiers.k8s_charts.serving as s, kvtiers.k8s_charts.curvine_l2 as l2;"
+        "from kvtiers.constructs.hyperpod_cluster import LIFECYCLE_DIR;"
+        "print(kvtiers.__file__); print((LIFECYCLE_DIR / 'on_create.sh').is_file())"
+    )
+    out = subprocess.check_output([str(installed_venv / "bin/python"), "-c", probe], cwd=tmp_path, text=True)
+    path, has_script = out.split()
+    assert str(installed_venv) in path and str(ROOT) not in path
+    assert has_script == "True"
+
+
+def test_example_app_synthesizes_from_the_installed_package(installed_venv, tmp_path):
+    shutil.copy(EXAMPLE, tmp_path / "app.py")
+    env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run([str(installed_venv / "bin/python"), "app.py"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    template = json.loads((tmp_path / "out" / "team-endpoint.template.json").read_text())
+    manifests = [r for r in template["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
+    assert len(manifests) == 1
+    body = json.dumps(manifests[0]["Properties"]["Manifest"])
+    assert "team-llama8b-engine" in body and "fs://localhost:0/mnt/curvine/l2cache/" in body
+    roles = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"]
+    assert roles and roles[0]["Properties"]["ServiceAccount"] == "team-llama8b-engine"
