@@ -42,7 +42,14 @@ synth: install
 	$(PY) tools/synth_summary.py cdk.out
 
 ## The whole offline test suite (config, templates, cfn-lint, cdk-nag, Kubernetes schemas, CLI).
-test: install $(LMCACHE_VENV)/.installed
+# The HyperPod Inference Operator's spec models (pydantic) from the sagemaker-hyperpod SDK, to validate the
+# InferenceEndpointConfig objects. Installed without dependencies into its own folder: the SDK pins many packages.
+HYPERPOD_SDK := .venv-hyperpod-sdk
+$(HYPERPOD_SDK)/.installed: $(VENV)/.installed
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(HYPERPOD_SDK) sagemaker-hyperpod==3.12.0
+	touch $@
+
+test: install $(LMCACHE_VENV)/.installed $(HYPERPOD_SDK)/.installed
 	$(PY) -m pytest -n 2 --dist loadfile
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating.

@@ -15,6 +15,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from kvtiers.config.schema import Environment, S3ModelSource
+from kvtiers.constructs.hyperpod_inference import InferenceOperator, InferenceOperatorProps
 from kvtiers.constructs.model_access import ModelReadAccess, ModelReadAccessProps
 from kvtiers.k8s_charts.curvine_l2 import (
     CurvineCsiChart,
@@ -23,6 +24,7 @@ from kvtiers.k8s_charts.curvine_l2 import (
     CurvineStorageChart,
     CurvineWorkerChart,
 )
+from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, InferenceEndpointConfigChart, OperatorEndpointProps
 from kvtiers.k8s_charts.namespaces import NamespaceChart
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps, engine_service_account_name
 from kvtiers.stacks.platform_stack import PlatformStack
@@ -62,9 +64,53 @@ class WorkloadsStack(cdk.Stack):
         )
         self.l2_ready: list[Construct] = [storage]
         self.endpoints: dict[str, eks.KubernetesManifest] = {}
+        operator_endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
+        self.inference_operator = None
+        if operator_endpoints:
+            self._operator_endpoints(env, platform, operator_endpoints)
         for endpoint in env.serving.endpoints:
             if endpoint.serving == "self_managed":
                 self._self_managed_endpoint(env, endpoint)
+
+    def _operator_endpoints(self, env: Environment, platform: PlatformStack, endpoints) -> None:
+        versions = env.inference_operator.addons
+        self.operator_model_buckets = tuple(
+            sorted({e.source.bucket for e in endpoints if isinstance(e.source, S3ModelSource)})
+        )
+        self.inference_operator = InferenceOperator(
+            self,
+            "InferenceOperator",
+            props=InferenceOperatorProps(
+                cluster=self.cluster,
+                hyperpod_cluster_arn=platform.hyperpod.cluster_arn,
+                environment_name=env.name,
+                operator_version=versions.inference_operator,
+                cert_manager_version=versions.cert_manager,
+                s3_csi_version=versions.s3_csi_driver,
+                fsx_csi_version=versions.fsx_csi_driver,
+                metrics_server_version=versions.metrics_server,
+                kyverno_chart_version=env.inference_operator.kyverno_chart_version,
+                model_buckets=self.operator_model_buckets,
+            ),
+        )
+        for endpoint in endpoints:
+            props = OperatorEndpointProps.from_environment(env, endpoint.name)
+            pascal = _pascal(endpoint.name)
+            after: list[Construct] = [self.inference_operator.kyverno, *self.l2_ready]
+            if props.l2_enabled and props.l2_backend == "curvine":
+                policy = self.add_chart(
+                    f"L2Policy{pascal}", CurvineL2PolicyChart(self.k8s_app, f"l2-policy-{endpoint.name}", props=props), after=after
+                )
+                after = [policy]
+            self.endpoints[endpoint.name] = self.add_chart(
+                f"OperatorEndpoint{pascal}",
+                InferenceEndpointConfigChart(self.k8s_app, f"operator-{endpoint.name}", props=props),
+                after=after,
+            )
+            cdk.Annotations.of(self.endpoints[endpoint.name]).add_info(
+                f"{endpoint.name}: InferenceEndpointConfig {props.object_name}; a change to its immutable fields "
+                "(intelligentRoutingSpec.enabled, worker environment) changes this name and replaces the endpoint"
+            )
 
     def _self_managed_endpoint(self, env: Environment, endpoint) -> None:
         role_arn = None
