@@ -99,8 +99,11 @@ def test_policy_selects_only_the_endpoints_pods_and_sets_the_shared_l2_values(pr
 
 
 def test_addons_are_pinned_configured_and_ordered(prod_synth, prod):
-    resources = prod_synth.template_json(prod_synth.graph.workloads)["Resources"]
-    addons = {r["Properties"]["AddonName"]: (k, r) for k, r in resources.items() if r["Type"] == "AWS::EKS::Addon"}
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    operator_addons = ("cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver", "metrics-server",
+                       "amazon-sagemaker-hyperpod-inference")
+    addons = {r["Properties"]["AddonName"]: (k, r) for k, r in resources.items()
+              if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] in operator_addons}
     versions = prod.inference_operator.addons
     assert {n: r["Properties"]["AddonVersion"] for n, (_, r) in addons.items()} == {
         "cert-manager": versions.cert_manager,
@@ -117,12 +120,17 @@ def test_addons_are_pinned_configured_and_ordered(prod_synth, prod):
         assert key in keys
     role = next(r for r in resources.values() if r["Type"] == "AWS::IAM::Role" and str(r["Properties"].get("RoleName", "")).startswith("SageMakerHyperPodInference"))
     assert any("AmazonSageMakerHyperPodInferenceAccess" in json.dumps(a) for a in role["Properties"]["ManagedPolicyArns"])
-    # endpoints after the policy, the policy after Kyverno, Kyverno after the operator
-    policy = next(k for k in resources if k.startswith("L2PolicyQwen27bChat"))
-    endpoint = next(k for k in resources if k.startswith("OperatorEndpointQwen27bChat"))
-    assert policy in resources[endpoint]["DependsOn"]
+    # the operator after the HyperPod cluster, Kyverno after the operator (platform stack); the policy before the
+    # endpoint (workloads stack, which deploys after the platform stack)
+    hyperpod = next(k for k, r in resources.items() if r["Type"] == "AWS::SageMaker::Cluster")
+    assert hyperpod in operator["DependsOn"]
     kyverno = next(k for k, r in resources.items() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "kyverno")
-    assert kyverno in resources[policy]["DependsOn"] and operator_id in resources[kyverno]["DependsOn"]
+    assert operator_id in resources[kyverno]["DependsOn"]
+    workloads = prod_synth.template_json(prod_synth.graph.workloads)["Resources"]
+    policy = next(k for k in workloads if k.startswith("L2PolicyQwen27bChat"))
+    endpoint = next(k for k in workloads if k.startswith("OperatorEndpointQwen27bChat"))
+    assert policy in workloads[endpoint]["DependsOn"]
+    assert prod_synth.graph.platform in prod_synth.graph.workloads.dependencies
 
 
 def test_operator_with_tieredstorage_backend_needs_tiered_storage(tmp_path):

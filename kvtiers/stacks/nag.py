@@ -124,7 +124,7 @@ def acknowledge_workload_findings(graph: DeployGraph) -> None:
             "read-only GetObject on the objects below one model prefix: the weights are many files",
             f"AwsSolutions-IAM5[Resource::{access.weights_resource}]",
         )
-    operator = graph.workloads.inference_operator
+    operator = graph.platform.inference_operator
     if operator is not None:
         acknowledge(operator.tls_bucket, "holds only the operator's generated TLS certificates; versioned, TLS-only",
                     "AwsSolutions-S1")
@@ -134,11 +134,11 @@ def acknowledge_workload_findings(graph: DeployGraph) -> None:
             "come from grant_read_write on the operator's own TLS certificate bucket",
             managed_policy("AmazonSageMakerHyperPodInferenceAccess"),
             *(f"AwsSolutions-IAM5[Action::s3:{a}*]" for a in ("Abort", "DeleteObject", "GetBucket", "GetObject", "List")),
-            f"AwsSolutions-IAM5[Resource::<{graph.workloads.get_logical_id(operator.tls_bucket.node.default_child)}.Arn>/*]",
+            f"AwsSolutions-IAM5[Resource::<{graph.platform.get_logical_id(operator.tls_bucket.node.default_child)}.Arn>/*]",
         )
         acknowledge(operator.keda_role, "CloudWatch metric reads have no resource-level scope", "AwsSolutions-IAM5[Resource::*]")
         acknowledge(
             operator.s3_csi_role,
             "read-only GetObject in the model buckets the environment names (Mountpoint mounts whole buckets)",
-            *(f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{b}/*]" for b in graph.workloads.operator_model_buckets),
+            *(f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{b}/*]" for b in graph.platform.operator_model_buckets),
         )

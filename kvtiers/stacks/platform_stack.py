@@ -12,7 +12,7 @@ from pathlib import Path
 import aws_cdk as cdk
 from constructs import Construct
 
-from kvtiers.config.schema import Environment
+from kvtiers.config.schema import Environment, S3ModelSource
 from kvtiers.constructs.eks_cluster import CoreAddonVersions, EksCluster, EksClusterProps, SystemNodegroupProps, pod_identity_role
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, HyperPodClusterProps, InstanceGroupProps, TaintProps
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies, HyperPodDependenciesProps
@@ -22,6 +22,7 @@ from kvtiers.constructs.journal_volumes import (
     CurvineJournalVolumes,
     JournalVolumesProps,
 )
+from kvtiers.constructs.hyperpod_inference import InferenceOperator, InferenceOperatorProps
 from kvtiers.constructs.network import HyperPodNetwork
 from aws_cdk import aws_iam as iam
 
@@ -128,3 +129,29 @@ class PlatformStack(cdk.Stack):
         )
         # The driver's node pods run on HyperPod nodes, and it attaches through the HyperPod cluster's API.
         self.ebs_csi.node.add_dependency(self.hyperpod.cluster)
+
+        self.inference_operator: InferenceOperator | None = None
+        endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
+        if endpoints:
+            versions = env.inference_operator.addons
+            self.operator_model_buckets = tuple(
+                sorted({e.source.bucket for e in endpoints if isinstance(e.source, S3ModelSource)})
+            )
+            self.inference_operator = InferenceOperator(
+                self,
+                "InferenceOperator",
+                props=InferenceOperatorProps(
+                    cluster=cluster,
+                    hyperpod_cluster_arn=self.hyperpod.cluster_arn,
+                    environment_name=env.name,
+                    operator_version=versions.inference_operator,
+                    cert_manager_version=versions.cert_manager,
+                    s3_csi_version=versions.s3_csi_driver,
+                    fsx_csi_version=versions.fsx_csi_driver,
+                    metrics_server_version=versions.metrics_server,
+                    kyverno_chart_version=env.inference_operator.kyverno_chart_version,
+                    model_buckets=self.operator_model_buckets,
+                ),
+            )
+            # The operator reads the HyperPod cluster (hyperpodClusterArn): it comes after the cluster.
+            self.inference_operator.node.add_dependency(self.hyperpod.cluster)

@@ -15,7 +15,6 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from kvtiers.config.schema import Environment, S3ModelSource
-from kvtiers.constructs.hyperpod_inference import InferenceOperator, InferenceOperatorProps
 from kvtiers.constructs.model_access import ModelReadAccess, ModelReadAccessProps
 from kvtiers.k8s_charts.curvine_l2 import (
     CurvineCsiChart,
@@ -65,7 +64,7 @@ class WorkloadsStack(cdk.Stack):
         self.l2_ready: list[Construct] = [storage]
         self.endpoints: dict[str, eks.KubernetesManifest] = {}
         operator_endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
-        self.inference_operator = None
+        self.inference_operator = platform.inference_operator
         if operator_endpoints:
             self._operator_endpoints(env, platform, operator_endpoints)
         for endpoint in env.serving.endpoints:
@@ -73,26 +72,7 @@ class WorkloadsStack(cdk.Stack):
                 self._self_managed_endpoint(env, endpoint)
 
     def _operator_endpoints(self, env: Environment, platform: PlatformStack, endpoints) -> None:
-        versions = env.inference_operator.addons
-        self.operator_model_buckets = tuple(
-            sorted({e.source.bucket for e in endpoints if isinstance(e.source, S3ModelSource)})
-        )
-        self.inference_operator = InferenceOperator(
-            self,
-            "InferenceOperator",
-            props=InferenceOperatorProps(
-                cluster=self.cluster,
-                hyperpod_cluster_arn=platform.hyperpod.cluster_arn,
-                environment_name=env.name,
-                operator_version=versions.inference_operator,
-                cert_manager_version=versions.cert_manager,
-                s3_csi_version=versions.s3_csi_driver,
-                fsx_csi_version=versions.fsx_csi_driver,
-                metrics_server_version=versions.metrics_server,
-                kyverno_chart_version=env.inference_operator.kyverno_chart_version,
-                model_buckets=self.operator_model_buckets,
-            ),
-        )
+        self.inference_operator = platform.inference_operator
         for endpoint in endpoints:
             props = OperatorEndpointProps.from_environment(env, endpoint.name)
             pascal = _pascal(endpoint.name)
