@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import cdk8s
@@ -184,10 +184,7 @@ def build_spec(p: InferenceEndpointConfigProps) -> dict[str, Any]:
         "intelligentRoutingSpec": {"enabled": True, "routingStrategy": p.routing},
         "loadBalancer": {"healthCheckPath": "/health"},
         "metrics": {"enabled": True, "modelMetrics": {"path": "/metrics", "port": MODEL_PORT}},
-        # Our own label on the worker pods, for the Curvine admission policy (see curvine_policy).
-        "kubernetes": {},
     }
-    spec.pop("kubernetes")
     if p.tls_output_s3_uri:
         spec["tlsConfig"] = {"tlsCertificateOutputS3Uri": p.tls_output_s3_uri}
     if p.min_replicas is not None or p.max_replicas is not None:
