@@ -61,6 +61,27 @@ def _config_volume() -> tuple[dict, dict]:
     )
 
 
+def _server_container(service: str, props: CurvineProps, *, hostname_env: list[dict], ports: dict[str, int],
+                      rpc: int, mounts: list[dict], startup: bool) -> dict:
+    """A ``curvine-server`` container (master or worker): config file, bind address, TCP probes on the RPC port."""
+    container = {
+        "name": service,
+        "image": props.images["runtime_image"],
+        "imagePullPolicy": "IfNotPresent",
+        "args": [service, "start"],
+        "env": [*hostname_env, _env("ORPC_BIND_HOSTNAME", value="0.0.0.0"), _env("CURVINE_CONF_FILE", value=CONF_PATH)],
+        "ports": [{"name": name, "containerPort": port} for name, port in ports.items()],
+        "readinessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 6},
+        "resources": props.resources[service].to_k8s(),
+        "volumeMounts": mounts,
+    }
+    if startup:
+        # A master replays its journal before it listens: give it up to 15 minutes.
+        container["startupProbe"] = {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 90}
+    return container
+
+
 class CurvineMasterChart(cdk8s.Chart):
     """Namespace, cluster config, static PersistentVolumes on the CDK journal volumes, masters, PDB."""
 
@@ -138,32 +159,22 @@ class CurvineMasterChart(cdk8s.Chart):
                                 }
                             },
                             "containers": [
-                                {
-                                    "name": "master",
-                                    "image": p.images["runtime_image"],
-                                    "imagePullPolicy": "IfNotPresent",
-                                    "args": ["master", "start"],
-                                    "env": [
+                                _server_container(
+                                    "master",
+                                    p,
+                                    hostname_env=[
                                         _env("POD_NAME", field="metadata.name"),
                                         _env("CURVINE_MASTER_HOSTNAME", value=f"$(POD_NAME).{MASTER}.{p.namespace}.svc.cluster.local"),
-                                        _env("ORPC_BIND_HOSTNAME", value="0.0.0.0"),
-                                        _env("CURVINE_CONF_FILE", value=CONF_PATH),
                                     ],
-                                    "ports": [
-                                        {"name": "rpc", "containerPort": rpc},
-                                        {"name": "journal", "containerPort": p.ports["journal"]},
-                                        {"name": "web", "containerPort": p.ports["master_web"]},
-                                    ],
-                                    "startupProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 90},
-                                    "readinessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 5},
-                                    "livenessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 6},
-                                    "resources": p.resources["master"].to_k8s(),
-                                    "volumeMounts": [
+                                    ports={"rpc": rpc, "journal": p.ports["journal"], "web": p.ports["master_web"]},
+                                    rpc=rpc,
+                                    mounts=[
                                         mount,
                                         {"name": "meta", "mountPath": META_MOUNT},
                                         {"name": "journal", "mountPath": JOURNAL_MOUNT},
                                     ],
-                                }
+                                    startup=True,
+                                )
                             ],
                             "volumes": [volume],
                         },
@@ -218,26 +229,18 @@ class CurvineWorkerChart(cdk8s.Chart):
                             "affinity": _in_groups(p.worker_groups),
                             "tolerations": list(p.tolerations),
                             "containers": [
-                                {
-                                    "name": "worker",
-                                    "image": p.images["runtime_image"],
-                                    "imagePullPolicy": "IfNotPresent",
-                                    "args": ["worker", "start"],
-                                    "env": [
+                                _server_container(
+                                    "worker",
+                                    p,
+                                    hostname_env=[
                                         _env("NODE_IP", field="status.hostIP"),
                                         _env("CURVINE_WORKER_HOSTNAME", value="$(NODE_IP)"),
-                                        _env("ORPC_BIND_HOSTNAME", value="0.0.0.0"),
-                                        _env("CURVINE_CONF_FILE", value=CONF_PATH),
                                     ],
-                                    "ports": [
-                                        {"name": "rpc", "containerPort": rpc},
-                                        {"name": "web", "containerPort": p.ports["worker_web"]},
-                                    ],
-                                    "readinessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 5},
-                                    "livenessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 6},
-                                    "resources": p.resources["worker"].to_k8s(),
-                                    "volumeMounts": [mount, {"name": "data", "mountPath": DATA_MOUNT}],
-                                }
+                                    ports={"rpc": rpc, "web": p.ports["worker_web"]},
+                                    rpc=rpc,
+                                    mounts=[mount, {"name": "data", "mountPath": DATA_MOUNT}],
+                                    startup=False,
+                                )
                             ],
                             "volumes": [
                                 volume,
