@@ -43,10 +43,10 @@ def write_k8s_yaml(stacks: list[WorkloadsStack], outdir: Path) -> list[Path]:
     shutil.rmtree(root, ignore_errors=True)
     written = []
     for stack in stacks:
-        for chart_name, chart in stack.charts.items():
+        for chart_name, chart_objects in stack.chart_objects.items():
             folder = root / stack.stack_name / chart_name
             folder.mkdir(parents=True, exist_ok=True)
-            for obj in chart.to_json():
+            for obj in chart_objects:
                 path = folder / _file_name(obj)
                 if path in written:
                     raise ValueError(f"two objects of chart {chart_name} map to {path.name}")

@@ -40,6 +40,8 @@ class WorkloadsStack(cdk.Stack):
         self.k8s_app = cdk8s.App()
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         self.charts: dict[str, cdk8s.Chart] = {}
+        self.chart_objects: dict[str, list[dict]] = {}
+        """Each chart's objects as rendered once for its manifest (reused for the per-object YAML)."""
         self.serving_namespace = self.add_chart(
             "ServingNamespace", NamespaceChart(self.k8s_app, "serving-namespace", names=(env.serving.namespace,))
         )
@@ -120,11 +122,13 @@ class WorkloadsStack(cdk.Stack):
 
     def add_chart(self, name: str, chart: cdk8s.Chart, *, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
         """Deploy ``chart`` as one manifest that CloudFormation applies after everything in ``after``."""
-        manifest = eks.KubernetesManifest(self, name, cluster=self.cluster, manifest=chart.to_json(), overwrite=True)
+        objects = chart.to_json()
+        manifest = eks.KubernetesManifest(self, name, cluster=self.cluster, manifest=objects, overwrite=True)
         for dependency in after:
             manifest.node.add_dependency(dependency)
         self.manifests[name] = manifest
         self.charts[name] = chart
+        self.chart_objects[name] = objects
         return manifest
 
 
