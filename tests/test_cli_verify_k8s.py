@@ -1,0 +1,183 @@
+"""Kubernetes and cross-pod checks against a local fake API server (127.0.0.1), each failure path included."""
+
+from __future__ import annotations
+
+from kubernetes.client import AppsV1Api, CoreV1Api
+import pytest
+
+from kvtiers.cli import names
+from kvtiers.cli.verify import crosspod, k8s, runner
+from tests.fakes.cluster import build_healthy
+from tests.fakes.kube_server import FakeEngine, FakeKube, json_reply
+
+FAST = {"metrics_timeout": 0.3, "poll": 0.05}
+
+
+@pytest.fixture
+def world(dev_env):
+    with FakeKube() as kube:
+        handles = build_healthy(kube, dev_env)
+        api = kube.api_client()
+        yield kube, handles, api, CoreV1Api(api), AppsV1Api(api)
+
+
+def by_name(results):
+    return {r.name: r for r in results}
+
+
+def kube_checks(env, api):
+    results = runner.run(env, runner.Clients(sagemaker=None, kube=api), show_progress=False, **FAST)
+    return by_name(r for r in results if r.area != "hyperpod")
+
+
+def test_healthy_cluster_passes_every_kubernetes_check(world, dev_env):
+    kube, handles, api, core, apps = world
+    results = kube_checks(dev_env, api)
+    assert all(r.ok for r in results.values()), [r for r in results.values() if not r.ok]
+    assert set(results) >= {
+        "HyperPod nodes joined", "masters Ready", "master leader", "workers registered",
+        "Curvine worker on every GPU node", "CSI node on every GPU node", "L2 claim Bound", "engine pods Ready",
+        "router available", "router sees engines", crosspod.NAME,
+    }
+    cross = results[crosspod.NAME]
+    assert "stored 1941" in cross.detail and "hit 1941" in cross.detail and "100%" in cross.detail
+    # the check went through the API server's proxy subresource, not pod IPs
+    assert any("/pods/qwen2-7b-engine-1:8000/proxy/v1/completions" in path for _, path in kube.log)
+    assert any("/services/qwen2-7b-router:80/proxy/engines" in path for _, path in kube.log)
+
+
+def test_node_not_ready(world, dev_env):
+    kube, handles, api, core, apps = world
+    kube.nodes[1]["status"]["conditions"][0]["status"] = "False"
+    check = k8s.check_gpu_nodes(core, dev_env)
+    assert not check.ok and "not Ready: hyperpod-i-g6e-serving-1" in check.detail and check.hint
+
+
+def test_masters_not_ready(world, dev_env):
+    kube, handles, api, core, apps = world
+    kube.objects[f"/apis/apps/v1/namespaces/curvine/statefulsets/{names.CURVINE_MASTER_STATEFULSET}"]["status"][
+        "readyReplicas"] = 0
+    check = by_name(k8s.check_curvine_masters(core, apps, api, dev_env))["masters Ready"]
+    assert not check.ok and "0 Ready of 1" in check.detail
+
+
+def test_no_leader(world, dev_env):
+    kube, handles, api, core, apps = world
+    handles["overview"]["curvine-master-0"]["master_state"] = "Standby"
+    results = by_name(k8s.check_curvine_masters(core, apps, api, dev_env))
+    assert not results["master leader"].ok and "0 leaders" in results["master leader"].detail
+    assert "/api/overview" in results["master leader"].hint
+
+
+def test_master_web_unreachable(world, dev_env):
+    kube, handles, api, core, apps = world
+    del kube.proxies[("pods", "curvine", "curvine-master-0", dev_env.curvine.ports.master_web)]
+    check = by_name(k8s.check_curvine_masters(core, apps, api, dev_env))["master leader"]
+    assert not check.ok and "no /api/overview from curvine-master-0" in check.detail
+
+
+def test_workers_not_registered(world, dev_env):
+    kube, handles, api, core, apps = world
+    handles["overview"]["curvine-master-0"].update(live_workers=1, lost_workers=1)
+    check = by_name(k8s.check_curvine_masters(core, apps, api, dev_env))["workers registered"]
+    assert not check.ok and "1 live worker(s) (1 lost), expected 2" in check.detail
+
+
+def test_worker_missing_on_a_node(world, dev_env):
+    kube, handles, api, core, apps = world
+    kube.pods.remove(kube.pod(f"{names.CURVINE_WORKER_DAEMONSET}-1"))
+    kube.pod(f"{names.CURVINE_CSI_NODE_DAEMONSET}-0")["status"]["conditions"][0]["status"] = "False"
+    results = by_name(k8s.check_curvine_nodes(core, apps, dev_env))
+    worker, csi = results["Curvine worker on every GPU node"], results["CSI node on every GPU node"]
+    assert not worker.ok and "hyperpod-i-g6e-serving-1" in worker.detail and "(1/2)" in worker.detail
+    assert not csi.ok and "hyperpod-i-g6e-serving-0" in csi.detail
+
+
+def test_l2_claim_pending(world, dev_env):
+    kube, handles, api, core, apps = world
+    kube.objects["/api/v1/namespaces/serving/persistentvolumeclaims/curvine-l2"]["status"]["phase"] = "Pending"
+    check = k8s.check_l2_claim(core, dev_env)
+    assert not check.ok and "is Pending" in check.detail and "describe pvc" in check.hint
+
+
+def test_missing_objects_become_failed_checks(world, dev_env):
+    kube, handles, api, core, apps = world
+    del kube.objects["/api/v1/namespaces/serving/persistentvolumeclaims/curvine-l2"]
+    del kube.objects["/apis/apps/v1/namespaces/serving/deployments/qwen2-7b-router"]
+    results = kube_checks(dev_env, api)
+    assert not results["L2 claim Bound"].ok and "HTTP 404" in results["L2 claim Bound"].detail
+    assert not results["router"].ok and "HTTP 404" in results["router"].detail
+
+
+def test_engine_not_ready(world, dev_env):
+    kube, handles, api, core, apps = world
+    kube.pod("qwen2-7b-engine-1")["status"]["conditions"][0]["status"] = "False"
+    endpoint = dev_env.serving.endpoints[0]
+    check = k8s.check_engines(core, dev_env, endpoint)
+    assert not check.ok and "1 Ready of 2" in check.detail and "not Ready: qwen2-7b-engine-1" in check.detail
+
+
+def test_router_sees_too_few_engines(world, dev_env):
+    kube, handles, api, core, apps = world
+    handles["routers"]["qwen2-7b"]["engines"].pop()
+    handles["routers"]["qwen2-7b"]["health"] = 503
+    kube.objects["/apis/apps/v1/namespaces/serving/deployments/qwen2-7b-router"]["status"]["availableReplicas"] = 0
+    results = by_name(k8s.check_router(core, apps, api, dev_env, dev_env.serving.endpoints[0]))
+    assert not results["router available"].ok
+    assert not results["router healthy"].ok and "HTTP 503" in results["router healthy"].detail
+    assert not results["router sees engines"].ok and "lists 1 engine(s)" in results["router sees engines"].detail
+
+
+def test_router_service_without_endpoints(world, dev_env):
+    kube, handles, api, core, apps = world
+    del kube.proxies[("services", "serving", "qwen2-7b-router", 80)]
+    results = by_name(k8s.check_router(core, apps, api, dev_env, dev_env.serving.endpoints[0]))
+    assert not results["router sees engines"].ok and "/engines HTTP 503" in results["router sees engines"].detail
+
+
+def cross(world, dev_env):
+    kube, handles, api, core, apps = world
+    return crosspod.check_cross_pod(core, api, dev_env, dev_env.serving.endpoints[0], timeout=0.3, poll=0.05)
+
+
+def test_cross_pod_needs_two_nodes(world, dev_env):
+    world[0].pod("qwen2-7b-engine-1")["spec"]["nodeName"] = "hyperpod-i-g6e-serving-0"
+    check = cross(world, dev_env)
+    assert not check.ok and "on 1 node(s)" in check.detail
+
+
+def test_cross_pod_without_shared_l2(world, dev_env):
+    kube, handles, api, core, apps = world
+    for engine in handles["engines"].values():
+        engine.l2 = None  # each engine keeps its own cache: B never hits what A stored
+    check = cross(world, dev_env)
+    assert not check.ok and "hit 0" in check.detail and "PYTHONHASHSEED" in check.hint
+
+
+def test_cross_pod_without_lmcache_metrics(world, dev_env):
+    kube, handles, api, core, apps = world
+    for engine in handles["engines"].values():
+        engine.lmcache = False
+    check = cross(world, dev_env)
+    assert not check.ok and "no lmcache:* counters" in check.detail
+
+
+def test_cross_pod_store_never_happens(world, dev_env):
+    kube, handles, api, core, apps = world
+    original = handles["engines"]["qwen2-7b-engine-0"]
+
+    def no_store(method, path, body):
+        if path == "/v1/completions":
+            return json_reply(200, {"choices": [{"text": "x"}], "usage": {"prompt_tokens": 1941}})
+        return original(method, path, body)
+
+    kube.proxy("pods", "serving", "qwen2-7b-engine-0", names.ENGINE_PORT, no_store)
+    check = cross(world, dev_env)
+    assert not check.ok and "stored 0 of 1941 tokens" in check.detail
+
+
+def test_cross_pod_completion_error(world, dev_env):
+    kube, handles, api, core, apps = world
+    kube.proxy("pods", "serving", "qwen2-7b-engine-0", names.ENGINE_PORT, FakeEngine("other/model", set()))
+    check = cross(world, dev_env)
+    assert not check.ok and "HTTP 404" in check.detail
