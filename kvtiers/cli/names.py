@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts.curvine_l2.props import CSI_NODE, MASTER, WORKER
 
-# Curvine (namespace: ``env.curvine.namespace``)
-CURVINE_MASTER_STATEFULSET = "curvine-master"
-CURVINE_WORKER_DAEMONSET = "curvine-worker"
-CURVINE_CSI_NODE_DAEMONSET = "curvine-csi-node"
+# Curvine (namespace: ``env.curvine.namespace``): the names the Curvine charts give their workloads.
+CURVINE_MASTER_STATEFULSET = MASTER
+CURVINE_WORKER_DAEMONSET = WORKER
+CURVINE_CSI_NODE_DAEMONSET = CSI_NODE
 CURVINE_MASTER_OVERVIEW_PATH = "api/overview"
 """Curvine master web route (curvine-master/src/master/router_handler.rs); ``master_state`` is ``Active`` on the
 Raft leader, ``Standby`` on followers (master_monitor.rs ``journal_state``)."""
