@@ -49,8 +49,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+MOVING_TAG = "latest"
+
+
 def _check_image(value: str) -> str:
-    if value.endswith(":latest") or ":latest@" in value:
+    tag = value.split("@")[0].rsplit("/", 1)[-1].partition(":")[2]
+    if tag == MOVING_TAG:
         raise ValueError(f"image {value!r} uses the moving tag 'latest'; pin a version tag or digest")
     if not re.match(PINNED_IMAGE, value):
         raise ValueError(f"image {value!r} has no tag; give 'repository:tag' or 'repository@sha256:<digest>'")
