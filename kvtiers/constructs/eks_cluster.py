@@ -6,9 +6,9 @@ Kubernetes version.
 from __future__ import annotations
 
 import importlib
-import json
 from dataclasses import dataclass, field
 
+import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
@@ -107,8 +107,8 @@ class EksCluster(Construct):
             bootstrap_self_managed_addons=False,
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer(self, props.kubernetes_version)),
         )
-        self.addons = {
-            name: self._addon(name, version)
+        self.addons: dict[str, eks_l1.CfnAddon] = {
+            name: pinned_addon(self, _pascal(name), cluster=self.cluster, name=name, version=version)
             for name, version in (
                 ("vpc-cni", props.addons.vpc_cni),
                 ("kube-proxy", props.addons.kube_proxy),
@@ -141,19 +141,6 @@ class EksCluster(Construct):
             # CoreDNS needs a node to become ACTIVE; without this the add-on waits on a cluster with no nodes.
             self.addons["coredns"].node.add_dependency(self.system_nodegroup)
 
-    def _addon(self, name: str, version: str) -> eks.Addon:
-        addon = eks.Addon(
-            self,
-            "".join(part.capitalize() for part in name.split("-")),
-            cluster=self.cluster,
-            addon_name=name,
-            addon_version=version,
-            preserve_on_delete=False,
-        )
-        cfn: eks_l1.CfnAddon = addon.node.default_child  # type: ignore[assignment]
-        cfn.add_property_override("ResolveConflicts", "OVERWRITE")
-        return addon
-
     def add_addon(
         self,
         name: str,
@@ -162,21 +149,57 @@ class EksCluster(Construct):
         role: iam.IRole | None = None,
         service_account: str | None = None,
         configuration_values: dict | None = None,
-    ) -> eks.Addon:
-        """A pinned EKS add-on, optionally with an EKS Pod Identity role for its service account."""
-        addon = self._addon(name, version)
-        cfn: eks_l1.CfnAddon = addon.node.default_child  # type: ignore[assignment]
-        if role is not None:
-            if service_account is None:
-                raise ValueError(f"add-on {name}: a role needs the service account it is for")
-            cfn.add_property_override(
-                "PodIdentityAssociations", [{"RoleArn": role.role_arn, "ServiceAccount": service_account}]
-            )
-        if configuration_values is not None:
-            cfn.add_property_override("ConfigurationValues", json.dumps(configuration_values, sort_keys=True))
+    ) -> eks_l1.CfnAddon:
+        """A pinned EKS add-on installed after the Pod Identity agent (its role, if any, is handed out by it)."""
+        addon = pinned_addon(
+            self,
+            _pascal(name),
+            cluster=self.cluster,
+            name=name,
+            version=version,
+            role=role,
+            service_account=service_account,
+            configuration_values=configuration_values,
+        )
         addon.node.add_dependency(self.addons["eks-pod-identity-agent"])
         self.addons[name] = addon
         return addon
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("-"))
+
+
+def pinned_addon(
+    scope: Construct,
+    id: str,
+    *,
+    cluster: eks.ICluster,
+    name: str,
+    version: str,
+    role: iam.IRole | None = None,
+    service_account: str | None = None,
+    configuration_values: dict | None = None,
+) -> eks_l1.CfnAddon:
+    """An EKS add-on at an exact version, overwriting self-managed copies, removed with the stack, optionally with
+    an EKS Pod Identity role for its service account and configuration values (tokens allowed)."""
+    if (role is None) != (service_account is None):
+        raise ValueError(f"add-on {name}: give both a role and the service account it is for, or neither")
+    return eks_l1.CfnAddon(
+        scope,
+        id,
+        cluster_name=cluster.cluster_name,
+        addon_name=name,
+        addon_version=version,
+        resolve_conflicts="OVERWRITE",
+        preserve_on_delete=False,
+        configuration_values=cdk.Stack.of(scope).to_json_string(configuration_values) if configuration_values else None,
+        pod_identity_associations=[
+            eks_l1.CfnAddon.PodIdentityAssociationProperty(role_arn=role.role_arn, service_account=service_account)
+        ]
+        if role is not None
+        else None,
+    )
 
 
 def pod_identity_role(scope: Construct, id: str, description: str) -> iam.Role:

@@ -17,7 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from kvtiers.constructs.eks_cluster import pod_identity_role
+from kvtiers.constructs.eks_cluster import pinned_addon, pod_identity_role
 
 OPERATOR_ADDON = "amazon-sagemaker-hyperpod-inference"
 OPERATOR_NAMESPACE = "hyperpod-inference-system"
@@ -111,11 +111,6 @@ class InferenceOperator(Construct):
         self.kyverno.node.add_dependency(self.operator_addon)
 
     def _addon(self, id: str, name: str, version: str, *, pod_identity=None, configuration: dict | None = None) -> eks_l1.CfnAddon:
-        addon = eks_l1.CfnAddon(
-            self, id, cluster_name=self._cluster.cluster_name, addon_name=name, addon_version=version,
-            resolve_conflicts="OVERWRITE",
-            configuration_values=cdk.Stack.of(self).to_json_string(configuration) if configuration else None,
-            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                role_arn=pod_identity[0].role_arn, service_account=pod_identity[1])] if pod_identity else None,
-        )
-        return addon
+        role, service_account = pod_identity or (None, None)
+        return pinned_addon(self, id, cluster=self._cluster, name=name, version=version, role=role,
+                            service_account=service_account, configuration_values=configuration)
