@@ -8,10 +8,11 @@ come from Python handlers registered per target. The kubernetes client talks to 
 
 from __future__ import annotations
 
+from tests.fakes.loopback import LoopbackServer
+
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable
 from urllib.parse import parse_qs, urlparse
 
@@ -38,7 +39,7 @@ def status(code: int, message: str) -> dict:
             "reason": "NotFound" if code == 404 else "Error"}
 
 
-class FakeKube:
+class FakeKube(LoopbackServer):
     def __init__(self) -> None:
         self.nodes: list[dict] = []
         self.pods: list[dict] = []
@@ -46,25 +47,11 @@ class FakeKube:
         """Path (``/apis/apps/v1/namespaces/<ns>/statefulsets/<name>`` ...) -> object."""
         self.proxies: dict[tuple[str, str, str, int], ProxyHandler] = {}
         self.log: list[tuple[str, str]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._serve()
 
     def api_client(self) -> client.ApiClient:
         configuration = client.Configuration(host=self.url)
         return client.ApiClient(configuration)
-
-    def __enter__(self) -> FakeKube:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     # ------------------------------------------------------------------ builders
 

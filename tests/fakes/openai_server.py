@@ -8,11 +8,13 @@ can share one ``seen`` store (a cross-replica L2).
 
 from __future__ import annotations
 
+from tests.fakes.loopback import LoopbackServer
+
 import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 
 class PrefixStore:
@@ -33,7 +35,7 @@ class PrefixStore:
             self.prompts.append(tokens)
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackServer):
     def __init__(
         self,
         base_s: float = 0.01,
@@ -49,24 +51,10 @@ class FakeOpenAI:
         self.tokenize, self.stream, self.status, self.reply = tokenize, stream, status, reply
         self.connections = 0
         self.requests: list[dict] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._serve()
 
     def expected_ttft(self, tokens: int, cached: int = 0) -> float:
         return self.base_s + self.per_token_s * (tokens - cached)
-
-    def __enter__(self) -> FakeOpenAI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     def _handler(self):
         fake = self
