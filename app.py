@@ -10,6 +10,7 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from kvtiers.config import ConfigError, load_environment
+from kvtiers.config.report import tiered_storage_report
 from kvtiers.k8s_charts.serving import l2_report
 from kvtiers.stacks.deploy_graph import build_deploy_graph, synthesize
 
@@ -28,7 +29,7 @@ def main() -> None:
         sys.exit(1)
     graph = build_deploy_graph(app, environment, hyperpod_chart_dir=HYPERPOD_CHART_DIR)
     synthesize(app, graph)
-    for line in l2_report(environment):
+    for line in (*l2_report(environment), *tiered_storage_report(environment)):
         print(f"kvtiers: {line}", file=sys.stderr)
 
 

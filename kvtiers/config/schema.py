@@ -13,6 +13,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from kvtiers.aws_limits import gp3_problem
 from kvtiers.config.instance_types import G6E_INSTANCE_TYPES
 from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS
 
@@ -177,10 +178,12 @@ class Eks(Strict):
     """EKS cluster name."""
     kubernetes_version: Literal["1.30", "1.31", "1.32", "1.33"] = "1.33"
     """Among the versions HyperPod supports; the kubectl layer package must match (``lambda-layer-kubectl-vNN``)."""
-    endpoint_access: Literal["public_and_private", "private"] = "public_and_private"
-    """Public and private by default so that ``kvtiers verify`` works from a laptop; ``private`` for production."""
+    endpoint_access: Literal["public_and_private", "private"] = "private"
+    """``private`` by default: the Kubernetes API is reachable only from inside the VPC (CDK's kubectl handler runs
+    there). ``public_and_private`` also opens it to ``public_access_cidrs``, which must then be given."""
     public_access_cidrs: tuple[str, ...] = ()
-    """Restrict the public endpoint to these CIDRs. Default: none given, so it is open (EKS default)."""
+    """CIDRs allowed to reach the public endpoint; required with ``public_and_private`` (an explicit
+    ``0.0.0.0/0`` is accepted, but never implied). Default: none."""
     admin_role_arns: tuple[Annotated[str, Field(pattern=IAM_ROLE_ARN)], ...] = ()
     """IAM roles that get cluster-admin access entries. Default: none (only the kubectl handler role)."""
     control_plane_logging: tuple[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"], ...] = (
@@ -191,6 +194,27 @@ class Eks(Strict):
     addons: EksAddonVersions = EksAddonVersions()
     """Pinned versions of the managed core add-ons and the EBS CSI driver."""
     system_nodegroup: SystemNodegroup = SystemNodegroup()
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for cidr in value:
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as '203.0.113.0/24'") from None
+        return value
+
+    @model_validator(mode="after")
+    def _public_endpoint_is_explicit(self) -> Eks:
+        if self.endpoint_access == "public_and_private" and not self.public_access_cidrs:
+            raise ValueError(
+                "endpoint_access 'public_and_private' needs public_access_cidrs (the networks allowed to reach the "
+                "public Kubernetes API); use endpoint_access 'private' to keep the API inside the VPC"
+            )
+        if self.endpoint_access == "private" and self.public_access_cidrs:
+            raise ValueError("public_access_cidrs is set but endpoint_access is 'private' (no public endpoint)")
+        return self
 
 
 # --------------------------------------------------------------------------------------------------- HyperPod
@@ -216,6 +240,20 @@ class InstanceGroup(Strict):
     )
     labels: dict[str, str] = {}
     taints: tuple[Taint, ...] = ()
+    """Custom node taints. AWS does not allow them on a group with deep health checks, so a group with taints
+    needs ``deep_health_checks: []``."""
+
+    @model_validator(mode="after")
+    def _taints_without_deep_health_checks(self) -> InstanceGroup:
+        # "Getting started with Amazon EKS support in SageMaker HyperPod": custom taints cannot be added to nodes in
+        # instance groups that have deep health checks on (HyperPod taints those nodes itself while checking).
+        if self.taints and self.deep_health_checks:
+            raise ValueError(
+                f"instance group {self.name!r}: custom taints cannot be combined with deep health checks "
+                f"{list(self.deep_health_checks)} (AWS HyperPod EKS prerequisites); remove the taints or set "
+                "deep_health_checks: []"
+            )
+        return self
 
     @property
     def shape(self):
@@ -224,8 +262,12 @@ class InstanceGroup(Strict):
 
 class TieredStorage(Strict):
     enabled: bool = True
+    """On by default, as in the source design. HyperPod reserves the memory on every node whether or not an endpoint
+    uses it; only ``serving: operator`` endpoints with ``inference_operator.l2_backend: tieredstorage`` do, and synth
+    says so when none does."""
     memory_percentage: int = Field(default=20, ge=0, le=100)
-    """Share of each node's memory HyperPod reserves for tiered storage (the source design used 20 %)."""
+    """Share of each node's memory HyperPod reserves for tiered storage (the source design used 20 %). 0 to 100,
+    the range of ``InstanceMemoryAllocationPercentage`` in the SageMaker API reference."""
 
 
 class DependencyChart(Strict):
@@ -297,6 +339,14 @@ class CurvineMaster(Strict):
     volume_throughput_mibps: int = Field(default=125, ge=125, le=1000)
     snapshot_on_delete: bool = True
     """Removal policy: snapshot the journal volumes when the stack deletes them (default), else destroy."""
+
+    @model_validator(mode="after")
+    def _gp3_limits(self) -> CurvineMaster:
+        for name in ("meta_volume_gib", "journal_volume_gib"):
+            problem = gp3_problem(size_gib=getattr(self, name), iops=self.volume_iops, throughput_mibps=self.volume_throughput_mibps)
+            if problem:
+                raise ValueError(f"volume_iops/{name}: {problem}")
+        return self
 
     @field_validator("replicas", mode="before")
     @classmethod
@@ -585,6 +635,14 @@ class Environment(Strict):
     def sizing(self):
         """Derived memory, GPU and cache-capacity facts, computed once during validation."""
         return self._sizing
+
+    @property
+    def tiered_storage_unused(self) -> bool:
+        """HyperPod reserves tiered-storage memory that no endpoint reads (only the operator's backend uses it)."""
+        uses = self.inference_operator.l2_backend == "tieredstorage" and any(
+            e.serving == "operator" for e in self.serving.endpoints
+        )
+        return self.hyperpod.tiered_storage.enabled and not uses
 
     @property
     def curvine_worker_groups(self) -> tuple[InstanceGroup, ...]:

@@ -53,10 +53,11 @@ class EksClusterProps:
     """Default: a CloudFormation-generated name."""
     kubernetes_version: str = "1.33"
     """Default: 1.33, the newest version HyperPod documents."""
-    endpoint_access: str = "public_and_private"
-    """``public_and_private`` (default, lets operators reach the API) or ``private``."""
+    endpoint_access: str = "private"
+    """``private`` (default: the API is reachable only inside the VPC) or ``public_and_private``."""
     public_access_cidrs: tuple[str, ...] = ()
-    """Default: none given, so the public endpoint is open (EKS default); set it for production."""
+    """Networks allowed to reach the public endpoint; required with ``public_and_private`` so that a public API is
+    never open to the internet by omission. Default: none."""
     admin_role_arns: tuple[str, ...] = ()
     """IAM roles given cluster-admin access entries. Default: none."""
     logging: tuple[str, ...] = ("api", "audit", "authenticator")
@@ -85,11 +86,13 @@ class EksCluster(Construct):
     def __init__(self, scope: Construct, id: str, *, props: EksClusterProps) -> None:
         super().__init__(scope, id)
         self.secrets_key = kms.Key(self, "SecretsKey", enable_key_rotation=True, description="EKS secrets envelope key")
+        if props.endpoint_access not in ("private", "public_and_private"):
+            raise ValueError(f"EksCluster: endpoint_access must be 'private' or 'public_and_private', got {props.endpoint_access!r}")
         access = eks.EndpointAccess.PRIVATE
         if props.endpoint_access == "public_and_private":
-            access = eks.EndpointAccess.PUBLIC_AND_PRIVATE
-            if props.public_access_cidrs:
-                access = access.only_from(*props.public_access_cidrs)
+            if not props.public_access_cidrs:
+                raise ValueError("EksCluster: endpoint_access 'public_and_private' needs public_access_cidrs")
+            access = eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*props.public_access_cidrs)
         self.cluster = eks.Cluster(
             self,
             "Cluster",

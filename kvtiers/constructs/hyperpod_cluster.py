@@ -113,11 +113,15 @@ class HyperPodCluster(Construct):
                 resources=["*"],
             )
         )
+        for statement in vpc_cni_statements(subnet=props.subnet, security_group=props.security_group):
+            self.execution_role.add_to_policy(statement)
         self.execution_role.add_to_policy(
             iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[props.eks_cluster.cluster_arn])
         )
+        # Reading the lifecycle scripts decrypts with the key (granted by grant_read). HyperPod itself creates the
+        # node-volume grants with the execution role ("Customer managed AWS KMS key encryption for SageMaker
+        # HyperPod": kms:CreateGrant and kms:DescribeKey); nodes never encrypt with the key themselves.
         self.lifecycle_bucket.grant_read(self.execution_role)
-        self.key.grant_encrypt_decrypt(self.execution_role)
         self.key.grant(self.execution_role, "kms:CreateGrant", "kms:DescribeKey")
 
         tiered = sagemaker.CfnCluster.TieredStorageConfigProperty(
@@ -174,3 +178,52 @@ class HyperPodCluster(Construct):
     @property
     def cluster_arn(self) -> str:
         return self.cluster.attr_cluster_arn
+
+
+def vpc_cni_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -> list[iam.PolicyStatement]:
+    """What the VPC CNI on HyperPod nodes needs to give pods VPC addresses.
+
+    On HyperPod the CNI runs with the instance group's execution role (there is no node role), so these go on that
+    role. The actions are those of ``AmazonEKS_CNI_Policy`` (IPv4 only); like the reference templates
+    (aws/sagemaker-hyperpod-cluster-setup ``eks/cloudformation/sagemaker-iam-role-template.yaml``,
+    awsome-distributed-training ``terraform-modules/.../sagemaker_iam_role/main.tf``) the mutating ones are scoped to
+    this account and region, the HyperPod subnet and the node security group instead of ``*``.
+    """
+    stack = cdk.Stack.of(subnet)
+
+    def ec2_arn(resource: str) -> str:
+        return stack.format_arn(service="ec2", resource=resource, resource_name="*" if resource in ("instance", "network-interface") else None)
+
+    here = [ec2_arn("instance"), ec2_arn("network-interface")]
+    return [
+        iam.PolicyStatement(
+            sid="CniEnis",
+            actions=[
+                "ec2:AssignPrivateIpAddresses",
+                "ec2:AttachNetworkInterface",
+                "ec2:CreateNetworkInterface",
+                "ec2:DeleteNetworkInterface",
+                "ec2:DetachNetworkInterface",
+                "ec2:ModifyNetworkInterfaceAttribute",
+                "ec2:UnassignPrivateIpAddresses",
+            ],
+            resources=[
+                *here,
+                stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id),
+                stack.format_arn(service="ec2", resource="security-group", resource_name=security_group.security_group_id),
+            ],
+        ),
+        # Describe calls support no resource-level scope.
+        iam.PolicyStatement(
+            sid="CniDescribe",
+            actions=[
+                "ec2:DescribeInstances",
+                "ec2:DescribeInstanceTypes",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeTags",
+            ],
+            resources=["*"],
+        ),
+        iam.PolicyStatement(sid="CniEniTags", actions=["ec2:CreateTags"], resources=[ec2_arn("network-interface")]),
+    ]

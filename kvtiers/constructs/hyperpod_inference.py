@@ -73,7 +73,8 @@ class InferenceOperator(Construct):
             self, "KedaRole",
             assumed_by=iam.OpenIdConnectPrincipal(provider).with_conditions(
                 {"StringEquals": cdk.CfnJson(self, "KedaSubject", value={
-                    f"{issuer}:sub": f"system:serviceaccount:{OPERATOR_NAMESPACE}:{KEDA_SERVICE_ACCOUNT}"
+                    f"{issuer}:sub": f"system:serviceaccount:{OPERATOR_NAMESPACE}:{KEDA_SERVICE_ACCOUNT}",
+                    f"{issuer}:aud": "sts.amazonaws.com",
                 })}
             ),
         )

@@ -16,6 +16,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from kvtiers.aws_limits import gp3_problem
+
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 EBS_CSI_MANAGED_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
 
@@ -50,6 +52,10 @@ class CurvineJournalVolumes(Construct):
         super().__init__(scope, id)
         if props.masters not in (1, 3, 5):
             raise ValueError(f"JournalVolumesProps.masters must be 1, 3 or 5, got {props.masters}")
+        for field_name, size in (("meta_size_gib", props.meta_size_gib), ("journal_size_gib", props.journal_size_gib)):
+            problem = gp3_problem(size_gib=size, iops=props.iops, throughput_mibps=props.throughput_mibps)
+            if problem:
+                raise ValueError(f"CurvineJournalVolumes: JournalVolumesProps.{field_name}: {problem}")
         self.availability_zone = props.availability_zone
         self.key = kms.Key(self, "Key", enable_key_rotation=True, description="Curvine master metadata and journal")
         policy = cdk.RemovalPolicy.SNAPSHOT if props.snapshot_on_delete else cdk.RemovalPolicy.DESTROY
@@ -89,5 +95,24 @@ class CurvineJournalVolumes(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(sid="DescribeCluster", actions=["eks:DescribeCluster"], resources=[eks_cluster_arn])
         )
-        self.key.grant_encrypt_decrypt(role)
-        self.key.grant(role, "kms:CreateGrant", "kms:DescribeKey")
+        for statement in ebs_csi_key_statements(self.key.key_arn):
+            role.add_to_principal_policy(statement)
+
+
+def ebs_csi_key_statements(key_arn: str) -> list[iam.PolicyStatement]:
+    """Exactly the KMS permissions the EKS user guide lists for the EBS CSI driver with a customer managed key
+    ("Store Kubernetes volumes with Amazon EBS", step "KMS_Key_For_Encryption_On_EBS"): grant management only for
+    grants that EC2 creates for the volume, plus the data-key operations EC2 performs on the driver's behalf."""
+    return [
+        iam.PolicyStatement(
+            sid="EbsKeyGrants",
+            actions=["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"],
+            resources=[key_arn],
+            conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
+        ),
+        iam.PolicyStatement(
+            sid="EbsKeyUse",
+            actions=["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
+            resources=[key_arn],
+        ),
+    ]

@@ -80,8 +80,14 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
         "AwsSolutions-IAM5[Action::s3:GetObject*]",
         "AwsSolutions-IAM5[Action::s3:List*]",
         "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/*]",
-        "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-        "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+    )
+    acknowledge(
+        hyperpod.execution_role,
+        "the VPC CNI creates, attaches and tags ENIs whose IDs exist only at run time, on HyperPod nodes whose "
+        "instance IDs are assigned by HyperPod; scoped to this account and region (and the subnet and security group "
+        "for the actions that take them), as the HyperPod reference templates do",
+        *(f"AwsSolutions-IAM5[Resource::arn:aws:ec2:{platform.region}:{platform.account}:{kind}/*]"
+          for kind in ("instance", "network-interface")),
     )
     acknowledge(
         hyperpod.lifecycle_bucket,

@@ -1,0 +1,19 @@
+"""Synth-time notes about the environment that are not errors, from facts the schema and sizing already derived."""
+
+from __future__ import annotations
+
+from kvtiers.config.schema import Environment
+
+
+def tiered_storage_report(env: Environment) -> tuple[str, ...]:
+    """One line per node group when HyperPod's tiered-storage reservation is on but nothing reads it."""
+    if not env.tiered_storage_unused:
+        return ()
+    percentage = env.hyperpod.tiered_storage.memory_percentage
+    return tuple(
+        f"hyperpod tiered storage reserves {percentage} % of memory ({node.tiered_storage_gib:.1f} GiB of "
+        f"{node.memory_gib} GiB on each {node.instance_type} of group {node.group}) but no endpoint uses it (only "
+        "serving: operator with inference_operator.l2_backend: tieredstorage does); set "
+        "hyperpod.tiered_storage.enabled: false to give it to the pods"
+        for node in env.sizing.nodes
+    )

@@ -1,0 +1,201 @@
+"""HyperPod-on-EKS prerequisites that schema checks cannot see (issue: a first `cdk deploy` that works).
+
+Each test names the AWS page or reference template that decided it; docs/aws-prerequisites.md maps each
+requirement to the test that guards it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvtiers.aws_limits import gp3_problem
+from tests.test_config import rejected
+
+
+def role_statements(template: dict, role_prefix: str) -> list[dict]:
+    """Every statement of every inline policy attached to the role whose logical id starts with ``role_prefix``."""
+    resources = template["Resources"]
+    role = next(k for k, r in resources.items() if r["Type"] == "AWS::IAM::Role" and k.startswith(role_prefix))
+    statements = []
+    for resource in resources.values():
+        if resource["Type"] != "AWS::IAM::Policy":
+            continue
+        if {"Ref": role} in resource["Properties"]["Roles"]:
+            statements.extend(resource["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def actions_of(statement: dict) -> set[str]:
+    actions = statement["Action"]
+    return {actions} if isinstance(actions, str) else set(actions)
+
+
+# --------------------------------------------------------------------------------------------------- least privilege
+
+
+def test_ebs_csi_key_rights_are_exactly_the_documented_list(dev_synth):
+    # EKS user guide, "Store Kubernetes volumes with Amazon EBS" (KMS key for encryption on EBS).
+    kms = [s for s in role_statements(dev_synth.template_json(dev_synth.graph.platform), "EbsCsiRole")
+           if any(a.startswith("kms:") for a in actions_of(s))]
+    by_actions = {frozenset(actions_of(s)): s for s in kms}
+    assert set(by_actions) == {
+        frozenset({"kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"}),
+        frozenset({"kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"}),
+    }
+    grants = by_actions[frozenset({"kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"})]
+    assert grants["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+
+
+def test_execution_role_gets_no_encrypt_rights(dev_synth):
+    statements = role_statements(dev_synth.template_json(dev_synth.graph.platform), "HyperPodExecutionRole")
+    kms_actions = set().union(*(actions_of(s) for s in statements if any(a.startswith("kms:") for a in actions_of(s))))
+    assert kms_actions == {"kms:CreateGrant", "kms:DescribeKey", "kms:Decrypt"}
+
+
+def test_keda_role_trust_checks_audience_and_subject(prod_synth):
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    keda = next(r for k, r in resources.items() if r["Type"] == "AWS::IAM::Role" and "KedaRole" in k)
+    condition = keda["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Condition"]["StringEquals"]
+    subject = resources[condition["Fn::GetAtt"][0]]
+    keys = subject["Properties"]["Value"]["Fn::Join"][1]
+    text = "".join(k if isinstance(k, str) else "" for k in keys)
+    assert ':sub":"system:serviceaccount:hyperpod-inference-system:keda-operator"' in text
+    assert ':aud":"sts.amazonaws.com"' in text
+
+
+@pytest.mark.parametrize(
+    "size, iops, throughput, ok",
+    [(20, 3000, 125, True), (1, 3000, 125, True), (20, 10000, 125, True), (20, 10001, 125, False),
+     (100, 16000, 1000, True), (100, 3000, 751, False)],
+)
+def test_gp3_limits(size, iops, throughput, ok):
+    assert (gp3_problem(size_gib=size, iops=iops, throughput_mibps=throughput) is None) is ok
+
+
+def test_gp3_iops_above_500_per_gib_is_rejected(tmp_path):
+    message = rejected(tmp_path, lambda raw: raw["curvine"].update(master={"replicas": 1, "meta_volume_gib": 10, "volume_iops": 6000}))
+    assert "curvine.master: " in message and "500 IOPS per GiB" in message and "meta_volume_gib" in message
+
+
+def test_journal_volume_construct_checks_gp3_limits():
+    import aws_cdk as cdk
+
+    from kvtiers.constructs.journal_volumes import CurvineJournalVolumes, JournalVolumesProps
+
+    with pytest.raises(ValueError, match="JournalVolumesProps.meta_size_gib: .*500 IOPS per GiB"):
+        CurvineJournalVolumes(cdk.Stack(), "J", props=JournalVolumesProps(availability_zone="us-east-1a", masters=1,
+                                                                          meta_size_gib=4, iops=4000))
+
+
+def test_public_endpoint_needs_explicit_cidrs(tmp_path):
+    message = rejected(tmp_path, lambda raw: raw["eks"].update(endpoint_access="public_and_private"))
+    assert "eks: endpoint_access 'public_and_private' needs public_access_cidrs" in message
+
+
+def test_public_access_cidrs_must_be_cidrs(tmp_path):
+    message = rejected(tmp_path, lambda raw: raw["eks"].update(endpoint_access="public_and_private",
+                                                               public_access_cidrs=["office"]))
+    assert "eks.public_access_cidrs: 'office' is not an IPv4 CIDR" in message
+
+
+def test_endpoint_is_private_by_default(dev_synth):
+    cluster = next(r for r in dev_synth.template_json(dev_synth.graph.platform)["Resources"].values()
+                   if r["Type"] == "AWS::EKS::Cluster")
+    vpc_config = cluster["Properties"]["ResourcesVpcConfig"]
+    assert vpc_config["EndpointPublicAccess"] is False and vpc_config["EndpointPrivateAccess"] is True
+
+
+def test_public_endpoint_is_limited_to_the_given_cidrs(tmp_path):
+    from tests.synth import synth
+    from tests.test_config import write_variant
+
+    path = write_variant(tmp_path, lambda raw: raw["eks"].update(endpoint_access="public_and_private",
+                                                                 public_access_cidrs=["203.0.113.0/24"]))
+    out = synth(path, tmp_path / "out")
+    cluster = next(r for r in out.template_json(out.graph.platform)["Resources"].values() if r["Type"] == "AWS::EKS::Cluster")
+    assert cluster["Properties"]["ResourcesVpcConfig"]["PublicAccessCidrs"] == ["203.0.113.0/24"]
+
+
+# --------------------------------------------------------------------------------------------------- 1: pod IPs
+
+
+CNI_ACTIONS = {
+    # AmazonEKS_CNI_Policy's IPv4 actions, as both reference templates give them to the execution role.
+    "ec2:AssignPrivateIpAddresses", "ec2:AttachNetworkInterface", "ec2:CreateNetworkInterface",
+    "ec2:DeleteNetworkInterface", "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute",
+    "ec2:UnassignPrivateIpAddresses", "ec2:DescribeInstances", "ec2:DescribeInstanceTypes",
+    "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DescribeTags", "ec2:CreateTags",
+}
+
+
+def test_execution_role_can_give_pods_ip_addresses(dev_synth):
+    statements = role_statements(dev_synth.template_json(dev_synth.graph.platform), "HyperPodExecutionRole")
+    granted = set().union(*(actions_of(s) for s in statements))
+    assert CNI_ACTIONS <= granted
+    tags = next(s for s in statements if actions_of(s) == {"ec2:CreateTags"})
+    assert "network-interface/*" in str(tags["Resource"])
+    mutating = next(s for s in statements if "ec2:CreateNetworkInterface" in actions_of(s))
+    assert "*" != mutating["Resource"] and "subnet/" in str(mutating["Resource"]) and "security-group/" in str(mutating["Resource"])
+
+
+# --------------------------------------------------------------------------------------------------- 5: taints and DHC
+
+
+def test_custom_taints_with_deep_health_checks_are_rejected(tmp_path):
+    def taint(raw):
+        raw["hyperpod"]["instance_groups"][0]["taints"] = [{"key": "team", "value": "a", "effect": "NoSchedule"}]
+
+    message = rejected(tmp_path, taint)
+    assert "hyperpod.instance_groups.0: " in message and "'g6e-serving'" in message
+    assert "deep_health_checks: []" in message
+
+
+def test_custom_taints_without_deep_health_checks_are_accepted(tmp_path):
+    from kvtiers.config import load_environment
+    from tests.test_config import write_variant
+
+    def taint(raw):
+        group = raw["hyperpod"]["instance_groups"][0]
+        group.update(taints=[{"key": "team", "value": "a"}], deep_health_checks=[])
+
+    env = load_environment(write_variant(tmp_path, taint))
+    assert env.hyperpod.instance_groups[0].taints[0].key == "team"
+
+
+# --------------------------------------------------------------------------------------------------- 7: tiered storage
+
+
+def test_unused_tiered_storage_is_reported(dev_env):
+    from kvtiers.config.report import tiered_storage_report
+
+    (line,) = tiered_storage_report(dev_env)
+    assert "reserves 20 % of memory (76.8 GiB of 384 GiB on each ml.g6e.12xlarge" in line and "no endpoint uses it" in line
+
+
+def test_tiered_storage_used_by_the_operator_backend_is_not_reported(tmp_path):
+    from kvtiers.config import load_environment
+    from kvtiers.config.report import tiered_storage_report
+    from tests.test_config import write_variant
+
+    def operator_tiered(raw):
+        raw["serving"]["endpoints"][0]["serving"] = "operator"
+        raw["inference_operator"] = {"l2_backend": "tieredstorage"}
+
+    assert tiered_storage_report(load_environment(write_variant(tmp_path, operator_tiered))) == ()
+
+
+@pytest.mark.parametrize("percentage, in_range", [(0, True), (100, True), (101, False), (-1, False)])
+def test_tiered_storage_percentage_bounds_are_the_api_range(tmp_path, percentage, in_range):
+    from kvtiers.config import ConfigError, load_environment
+    from tests.test_config import write_variant
+
+    def change(raw):
+        raw["hyperpod"]["tiered_storage"]["memory_percentage"] = percentage
+
+    try:
+        load_environment(write_variant(tmp_path, change))
+        message = ""
+    except ConfigError as error:
+        message = str(error)
+    # 100 % is a valid API value; the node budget then rejects it on its own terms.
+    assert ("hyperpod.tiered_storage.memory_percentage" in message) is not in_range
