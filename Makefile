@@ -5,14 +5,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
 CONFIG ?= config/dev.yaml
-HYPERPOD_CLI_REPO := https://github.com/aws/sagemaker-hyperpod-cli
-HYPERPOD_CLI_REV := $(shell sed -n 's/^ *revision: *"\{0,1\}\([0-9a-f]\{40\}\).*/\1/p' $(CONFIG) | head -1)
-HYPERPOD_CLI_REV_DEFAULT := 011ca9279b96f8d1f2bc8d3fe16b226fd1bbc84d
+HYPERPOD_CLI_REPO ?= https://github.com/aws/sagemaker-hyperpod-cli
+# The revision the environment file pins, else the schema's default (one source: the schema).
+REV_IN_CONFIG = $(shell sed -n 's/^ *revision: *"\{0,1\}\([0-9a-f]\{40\}\).*/\1/p' $(CONFIG) | head -1)
+REV_DEFAULT = $(shell sed -n 's/.*revision: str = Field.default="\([0-9a-f]\{40\}\)".*/\1/p' kvtiers/config/schema.py)
+HYPERPOD_CLI_REV ?= $(or $(REV_IN_CONFIG),$(REV_DEFAULT))
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: synth test install bench-synth hyperpod-chart clean lint-templates
+.PHONY: synth test install bench-synth hyperpod-chart hyperpod-chart-checkout clean lint-templates
 
 install: $(VENV)/.installed node_modules/.installed
 
@@ -37,8 +39,11 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 ## Synthesize one environment (CONFIG=config/<env>.yaml) into cdk.out and print its stacks and resources.
+# Without a vendored HyperPod chart, `make synth` is an offline review synth: it says so, and the platform template
+# carries a rule that refuses deployment. `cdk deploy` itself never takes this mode implicitly.
+REVIEW ?= $(if $(wildcard $(HYPERPOD_CLI_DIR)/helm_chart/HyperPodHelmChart/Chart.yaml),false,true)
 synth: install
-	$(CDK) synth --lookups=false --no-notices -q -c config=$(CONFIG) -o cdk.out
+	$(CDK) synth --lookups=false --no-notices -q -c config=$(CONFIG) -c kvtiers:review=$(REVIEW) -o cdk.out
 	$(PY) tools/synth_summary.py cdk.out
 
 ## The whole offline test suite (config, templates, cfn-lint, cdk-nag, Kubernetes schemas, CLI).
@@ -56,12 +61,23 @@ test: install $(LMCACHE_VENV)/.installed $(HYPERPOD_SDK)/.installed
 bench-synth: install
 	$(PY) tools/bench_synth.py --runs 5 --endpoints
 
-## Fetch the HyperPod dependency Helm chart at the pinned revision into vendor/ (needs git, helm and the internet).
-hyperpod-chart:
-	rm -rf vendor/sagemaker-hyperpod-cli
-	git clone --quiet --filter=blob:none $(HYPERPOD_CLI_REPO) vendor/sagemaker-hyperpod-cli
-	git -C vendor/sagemaker-hyperpod-cli checkout --quiet $(or $(HYPERPOD_CLI_REV),$(HYPERPOD_CLI_REV_DEFAULT))
-	helm dependency update vendor/sagemaker-hyperpod-cli/helm_chart/HyperPodHelmChart
+## Fetch the HyperPod dependency Helm chart at the pinned revision into vendor/ and resolve its subcharts with
+## the kubectl layer's Helm (needs git and the internet). Synth checks the checkout is at the pinned revision.
+HYPERPOD_CLI_DIR ?= vendor/sagemaker-hyperpod-cli
+HELM := $(VENV)/bin/helm
+$(HELM): $(VENV)/.installed
+	$(PY) tools/layer_helm.py $@
+
+hyperpod-chart: $(HELM) hyperpod-chart-checkout
+	$(HELM) dependency update $(HYPERPOD_CLI_DIR)/helm_chart/HyperPodHelmChart
+
+hyperpod-chart-checkout:
+	rm -rf $(HYPERPOD_CLI_DIR)
+	git clone --quiet --filter=blob:none $(HYPERPOD_CLI_REPO) $(HYPERPOD_CLI_DIR)
+	@git -C $(HYPERPOD_CLI_DIR) cat-file -e "$(HYPERPOD_CLI_REV)^{commit}" 2>/dev/null || { \
+	  echo "error: commit $(HYPERPOD_CLI_REV) does not exist in $(HYPERPOD_CLI_REPO); set hyperpod.dependency_chart.revision in $(CONFIG) to a full commit id of that repository" >&2; \
+	  rm -rf $(HYPERPOD_CLI_DIR); exit 1; }
+	git -C $(HYPERPOD_CLI_DIR) checkout --quiet --detach $(HYPERPOD_CLI_REV)
 
 clean:
 	rm -rf cdk.out $(VENV) node_modules .pytest_cache

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """CDK entry point. The only module that reads the environment: the CDK context key ``config`` picks the
-environment file (default ``config/dev.yaml``) and the ``vendor/`` folder supplies the HyperPod chart if fetched."""
+environment file (default ``config/dev.yaml``), ``vendor/`` supplies the HyperPod dependency chart if fetched,
+``-c kvtiers:review=true`` allows an offline review synth without it, and ``-c kvtiers:stage=eks`` is the first
+stage of a deploy whose chart is installed by hand (``dependency_chart.source: external``)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ from kvtiers.config import ConfigError, load_environment
 from kvtiers.config.report import tiered_storage_report
 from kvtiers.k8s_charts.serving import l2_report
 from kvtiers.stacks.deploy_graph import build_deploy_graph, synthesize
+from kvtiers.stacks.hyperpod_chart import DeployGraphError, vendored_chart
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = "config/dev.yaml"
-HYPERPOD_CHART_DIR = ROOT / "vendor" / "sagemaker-hyperpod-cli" / "helm_chart" / "HyperPodHelmChart"
+HYPERPOD_CHECKOUT = ROOT / "vendor" / "sagemaker-hyperpod-cli"
 
 
 def main() -> None:
@@ -27,7 +30,18 @@ def main() -> None:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
-    graph = build_deploy_graph(app, environment, hyperpod_chart_dir=HYPERPOD_CHART_DIR)
+    review = str(app.node.try_get_context("kvtiers:review")).lower() == "true"
+    stage = app.node.try_get_context("kvtiers:stage") or "all"
+    try:
+        if stage not in ("all", "eks"):
+            raise DeployGraphError(f"-c kvtiers:stage={stage}: use 'eks' (first stage of an external-chart deploy) or 'all'")
+        chart_dir = vendored_chart(HYPERPOD_CHECKOUT, environment.hyperpod.dependency_chart.revision)
+        graph = build_deploy_graph(app, environment, hyperpod_chart_dir=chart_dir, review=review, eks_only=stage == "eks")
+    except DeployGraphError as error:
+        print(f"error: {config_path}: {error}", file=sys.stderr)
+        sys.exit(1)
+    if review:
+        print("kvtiers: offline review synth (-c kvtiers:review=true): for reading and CI, not for deploying", file=sys.stderr)
     synthesize(app, graph)
     for line in (*l2_report(environment), *tiered_storage_report(environment)):
         print(f"kvtiers: {line}", file=sys.stderr)

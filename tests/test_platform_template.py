@@ -71,7 +71,7 @@ def test_eks_cluster_version_logging_access_and_no_auto_mode(dev_synth):
             "AccessConfig": {"AuthenticationMode": "API"},
             "BootstrapSelfManagedAddons": False,
             "Logging": {"ClusterLogging": {"EnabledTypes": [{"Type": "api"}, {"Type": "audit"}, {"Type": "authenticator"}]}},
-            "ResourcesVpcConfig": Match.object_like({"EndpointPrivateAccess": True, "EndpointPublicAccess": True}),
+            "ResourcesVpcConfig": Match.object_like({"EndpointPrivateAccess": True, "EndpointPublicAccess": False}),
             "EncryptionConfig": [Match.object_like({"Resources": ["secrets"]})],
         },
     )
@@ -164,11 +164,12 @@ def test_hyperpod_cluster_properties(dev_synth):
     )
 
 
-def test_prod_groups_carry_labels_and_taints(prod_synth):
+def test_prod_groups_carry_labels_and_deep_health_checks_without_taints(prod_synth):
     cluster = props_of(prod_synth.template_json(prod_synth.graph.platform), "AWS::SageMaker::Cluster")[0]
     large = next(g for g in cluster["InstanceGroups"] if g["InstanceGroupName"] == "g6e-large")
     assert large["InstanceType"] == "ml.g6e.48xlarge" and large["InstanceCount"] == 2
-    assert large["KubernetesConfig"]["Taints"] == [{"Key": "kvtiers.io/gpu", "Value": "true", "Effect": "NoSchedule"}]
+    assert large["KubernetesConfig"] == {"Labels": {"kvtiers.io/role": "serving"}}
+    assert large["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
     assert large["InstanceStorageConfigs"][0]["EbsVolumeConfig"]["VolumeSizeInGB"] == 1000
 
 
@@ -222,9 +223,3 @@ def test_lifecycle_script_is_the_projects_own(dev_synth):
     cluster = props_of(dev_synth.template_json(dev_synth.graph.platform), "AWS::SageMaker::Cluster")[0]
     uri = json.dumps(cluster["InstanceGroups"][0]["LifeCycleConfig"]["SourceS3Uri"])
     assert "s3://" in uri and "/lifecycle" in uri
-
-
-def test_dependency_chart_missing_is_reported_not_deployed(dev_synth):
-    platform = dev_synth.graph.platform
-    assert platform.hyperpod_dependencies.chart is None
-    dev_synth.template(platform).resource_count_is("Custom::AWSCDK-EKS-HelmChart", 0)

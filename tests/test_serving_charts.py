@@ -247,7 +247,7 @@ def test_engine_placement_shm_probes_and_spread(env, charts):
 
 def test_group_taints_are_tolerated():
     raw = copy.deepcopy(DEV)
-    raw["hyperpod"]["instance_groups"][0]["taints"] = [{"key": "kvtiers.io/gpu", "value": "serving"}]
+    raw["hyperpod"]["instance_groups"][0].update(taints=[{"key": "kvtiers.io/gpu", "value": "serving"}], deep_health_checks=[])
     env = Environment.model_validate(raw)
     pod = engine_deployment(render(env, "qwen2-7b"))["spec"]["template"]["spec"]
     assert {"key": "kvtiers.io/gpu", "operator": "Equal", "value": "serving", "effect": "NoSchedule"} in pod["tolerations"]

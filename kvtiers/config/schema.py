@@ -274,11 +274,12 @@ class DependencyChart(Strict):
     """The HyperPod dependency Helm chart (aws/sagemaker-hyperpod-cli ``helm_chart/HyperPodHelmChart``)."""
 
     source: Literal["asset", "external"] = "asset"
-    """``asset``: ``make hyperpod-chart`` fetched it into ``vendor/`` and the stack deploys it before the cluster;
-    if the folder is missing synth still works and the stack records it as installed externally (with a warning).
-    ``external``: you installed it yourself before ``cdk deploy``."""
-    revision: str = Field(default="011ca9279b96f8d1f2bc8d3fe16b226fd1bbc84d", pattern=r"^[0-9a-f]{40}$")
-    """Git commit of aws/sagemaker-hyperpod-cli that ``make hyperpod-chart`` checks out."""
+    """``asset`` (default): ``make hyperpod-chart`` fetches it into ``vendor/`` and the platform stack deploys it
+    before the HyperPod cluster; without it synth stops (except an offline review synth, which is undeployable).
+    ``external``: you install it yourself between the two deploy stages the README describes."""
+    revision: str = Field(default="011ca927123e02b35a399935bbb3ab1905fe33c7", pattern=r"^[0-9a-f]{40}$")
+    """Commit of aws/sagemaker-hyperpod-cli that ``make hyperpod-chart`` checks out and verifies (the tip of main on
+    2026-06-22, after the chart's last change on 2026-06-19)."""
 
 
 class HyperPod(Strict):
@@ -299,6 +300,18 @@ class HyperPod(Strict):
 
     def group(self, name: str) -> InstanceGroup:
         return next(g for g in self.instance_groups if g.name == name)
+
+    @property
+    def taint_tolerations(self) -> tuple[dict, ...]:
+        """One Kubernetes toleration per distinct custom taint of any group, for node agents that must run on every
+        HyperPod node (device plugins)."""
+        taints = sorted({(t.key, t.value, t.effect) for g in self.instance_groups for t in g.taints})
+        return tuple(
+            {"key": key, "operator": "Equal", "value": value, "effect": effect}
+            if value
+            else {"key": key, "operator": "Exists", "effect": effect}
+            for key, value, effect in taints
+        )
 
 
 # --------------------------------------------------------------------------------------------------- Curvine

@@ -1,9 +1,10 @@
-"""The HyperPod dependency Helm chart (health-monitoring agent, device plugins, deep health checks, ...).
+"""The HyperPod dependency Helm chart (health-monitoring agent, device plugins, deep-health-check RBAC, ...).
 
-HyperPod requires it on the EKS cluster *before* the HyperPod cluster is created. It is published only inside the
-aws/sagemaker-hyperpod-cli git repository, so ``make hyperpod-chart`` fetches it at a pinned revision into
-``vendor/`` and this construct deploys that folder as a chart asset. Without the folder the construct deploys
-nothing and says so (a synth warning): the environment then relies on a chart installed outside CDK.
+HyperPod requires it on the EKS cluster *before* the HyperPod cluster is created: without the health-monitoring
+agent there is no automatic node recovery, without the NVIDIA device plugin no node offers ``nvidia.com/gpu``. It
+is published only inside the aws/sagemaker-hyperpod-cli git repository (with subcharts from external Helm
+repositories), so ``make hyperpod-chart`` fetches it at a pinned commit into ``vendor/`` and this construct deploys
+that folder as a chart asset.
 """
 
 from __future__ import annotations
@@ -18,30 +19,59 @@ from constructs import Construct
 
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"
+CHART_PATH = Path("helm_chart") / "HyperPodHelmChart"
+"""Where the chart lives in aws/sagemaker-hyperpod-cli."""
+
+HEALTH_TAINT = {
+    "key": "sagemaker.amazonaws.com/node-health-status",
+    "operator": "Equal",
+    "value": "Unschedulable",
+    "effect": "NoSchedule",
+}
+DEVICE_PLUGIN_TOLERATIONS: dict[str, tuple[dict, ...]] = {
+    # The parent chart's own values at the pinned commit (``helm_chart/HyperPodHelmChart/values.yaml``). Helm
+    # replaces lists, so extra tolerations are appended to these, never given alone.
+    "nvidia-device-plugin": ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, HEALTH_TAINT),
+    "aws-efa-k8s-device-plugin": (
+        {"key": "CriticalAddonsOnly", "operator": "Exists"},
+        {"key": "aws.amazon.com/efa", "operator": "Exists", "effect": "NoSchedule"},
+        HEALTH_TAINT,
+    ),
+}
+"""Subcharts whose DaemonSets must run on every GPU node and read ``<subchart>.tolerations`` (the NVIDIA chart
+v0.16.1 ``templates/daemonset-device-plugin.yml``; aws/eks-charts ``aws-efa-k8s-device-plugin`` v0.5.20
+``templates/daemonset.yaml``). The health-monitoring agent tolerates every taint in its own template."""
 
 
 @dataclass(frozen=True)
 class HyperPodDependenciesProps:
     cluster: eks.ICluster
     region: str
-    chart_dir: Path | None = None
-    """Local copy of ``helm_chart/HyperPodHelmChart`` with its ``charts/`` vendored. Default: none, so the chart is
-    treated as installed outside CDK."""
+    chart_dir: Path
+    """Local copy of ``helm_chart/HyperPodHelmChart`` with its ``charts/`` resolved (``helm dependency update``)."""
+    tolerations: tuple[dict, ...] = ()
+    """Kubernetes tolerations for the custom taints of the HyperPod groups; the device plugins get them on top of
+    their defaults so that tainted GPU nodes still offer ``nvidia.com/gpu``. Default: none (no custom taints)."""
+
+
+def chart_values(region: str, tolerations: tuple[dict, ...]) -> dict:
+    """Values for the dependency chart: the region for the health-monitoring agent's image, and every custom taint
+    tolerated by the device plugins."""
+    # Subchart values are keyed by the subchart name, not the enable flag (sagemaker-hyperpod-cli#289).
+    values: dict = {"health-monitoring-agent": {"region": region}, "global": {"region": region}}
+    if tolerations:
+        for subchart, defaults in DEVICE_PLUGIN_TOLERATIONS.items():
+            values[subchart] = {"tolerations": [*defaults, *tolerations]}
+    return values
 
 
 class HyperPodDependencies(Construct):
-    """Deploys the chart when ``chart_dir`` exists. ``chart`` is the ``HelmChart`` or ``None``."""
+    """Deploys the vendored chart; ``chart`` is the ``HelmChart`` the HyperPod cluster must depend on."""
 
     def __init__(self, scope: Construct, id: str, *, props: HyperPodDependenciesProps) -> None:
         super().__init__(scope, id)
-        self.chart: eks.HelmChart | None = None
-        if props.chart_dir is None or not (props.chart_dir / "Chart.yaml").is_file():
-            cdk.Annotations.of(self).add_warning_v2(
-                "kvtiers:hyperpod-chart-external",
-                "HyperPod dependency chart not vendored (run `make hyperpod-chart`); the stack assumes it is "
-                "installed on the EKS cluster before the HyperPod cluster is created.",
-            )
-            return
+        if not (props.chart_dir / "Chart.yaml").is_file():
+            raise ValueError(f"HyperPodDependencies: chart_dir {props.chart_dir} has no Chart.yaml")
         asset = s3_assets.Asset(self, "ChartAsset", path=str(props.chart_dir))
         self.chart = eks.HelmChart(
             self,
@@ -54,10 +84,5 @@ class HyperPodDependencies(Construct):
             atomic=True,
             wait=False,
             timeout=cdk.Duration.minutes(10),
-            # Subchart values are keyed by the subchart name, not the enable flag (sagemaker-hyperpod-cli#289).
-            values={"health-monitoring-agent": {"region": props.region}, "global": {"region": props.region}},
+            values=chart_values(props.region, props.tolerations),
         )
-
-    @property
-    def installed_by_cdk(self) -> bool:
-        return self.chart is not None

@@ -9,6 +9,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from kvtiers.config.schema import Environment
+from kvtiers.stacks.hyperpod_chart import DeployGraphError, plan_hyperpod_chart
 from kvtiers.stacks.nag import acknowledge_platform_findings, acknowledge_workload_findings
 from kvtiers.stacks.network_stack import NetworkStack
 from kvtiers.stacks.platform_stack import PlatformStack
@@ -19,18 +20,33 @@ from kvtiers.stacks.workloads_stack import WorkloadsStack
 class DeployGraph:
     network: NetworkStack
     platform: PlatformStack
-    workloads: WorkloadsStack
+    workloads: WorkloadsStack | None
+    """``None`` in the first stage of an external-chart deploy."""
 
     @property
     def stacks(self) -> tuple[cdk.Stack, ...]:
-        return (self.network, self.platform, self.workloads)
+        return tuple(s for s in (self.network, self.platform, self.workloads) if s is not None)
 
 
 def build_deploy_graph(
-    app: cdk.App, environment: Environment, *, hyperpod_chart_dir: Path | None = None, nag: bool = True
+    app: cdk.App,
+    environment: Environment,
+    *,
+    hyperpod_chart_dir: Path | None = None,
+    review: bool = False,
+    eks_only: bool = False,
+    nag: bool = True,
 ) -> DeployGraph:
-    """Add the environment's stacks to ``app``. With ``nag``, cdk-nag AwsSolutions checks run at synth."""
+    """Add the environment's stacks to ``app``. With ``nag``, cdk-nag AwsSolutions checks run at synth.
+
+    ``hyperpod_chart_dir`` is the vendored dependency chart; ``review`` allows an offline synth without it (the
+    platform template then refuses to deploy); ``eks_only`` is the first stage of a deploy with
+    ``dependency_chart.source: external`` (network and EKS only). Raises :class:`DeployGraphError`.
+    """
     env = environment
+    chart = plan_hyperpod_chart(env, hyperpod_chart_dir, review=review)
+    if eks_only and env.hyperpod.dependency_chart.source != "external":
+        raise DeployGraphError("kvtiers:stage=eks is the first stage of hyperpod.dependency_chart.source: external only")
     aws_env = cdk.Environment(account=env.account, region=env.region)
     tags = {"kvtiers:environment": env.name, **env.tags}
     network = NetworkStack(app, f"{env.name}-network", environment=env, env=aws_env, tags=tags)
@@ -39,14 +55,18 @@ def build_deploy_graph(
         f"{env.name}-platform",
         environment=env,
         network=network.network,
-        hyperpod_chart_dir=hyperpod_chart_dir,
+        hyperpod_chart=chart,
+        eks_only=eks_only,
         env=aws_env,
         tags=tags,
     )
-    workloads = WorkloadsStack(app, f"{env.name}-workloads", environment=env, platform=platform, env=aws_env, tags=tags)
+    workloads = None
+    if not eks_only:
+        workloads = WorkloadsStack(app, f"{env.name}-workloads", environment=env, platform=platform, env=aws_env, tags=tags)
     graph = DeployGraph(network=network, platform=platform, workloads=workloads)
     acknowledge_platform_findings(graph)
-    acknowledge_workload_findings(graph)
+    if workloads is not None:
+        acknowledge_workload_findings(graph)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return graph
@@ -57,5 +77,5 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
 
     outdir = Path(app.synth().directory)
-    write_k8s_yaml([graph.workloads], outdir)
+    write_k8s_yaml([s for s in (graph.workloads,) if s is not None], outdir)
     return outdir

@@ -65,7 +65,19 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
             managed_policy("AmazonEKS_CNI_Policy"),
             managed_policy("AmazonEC2ContainerRegistryReadOnly"),
         )
+    if platform.hyperpod_dependencies is not None:
+        acknowledge(
+            kubectl,
+            CDK_PROVIDED + "; the read grant lets the Helm handler fetch the vendored HyperPod dependency chart from "
+            "the CDK asset bucket (aws_eks_v2.HelmChart with chart_asset)",
+            "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+            "AwsSolutions-IAM5[Action::s3:GetObject*]",
+            "AwsSolutions-IAM5[Action::s3:List*]",
+            f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-{platform.account}-{platform.region}/*]",
+        )
     hyperpod = platform.hyperpod
+    if hyperpod is None:
+        return
     acknowledge(
         hyperpod.execution_role,
         "AmazonSageMakerClusterInstanceRolePolicy is required by HyperPod for instance-group roles",

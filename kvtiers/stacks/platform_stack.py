@@ -7,8 +7,6 @@ from this stack into a later one.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import aws_cdk as cdk
 from constructs import Construct
 
@@ -16,6 +14,7 @@ from kvtiers.config.schema import Environment, S3ModelSource
 from kvtiers.constructs.eks_cluster import CoreAddonVersions, EksCluster, EksClusterProps, SystemNodegroupProps, pod_identity_role
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, HyperPodClusterProps, InstanceGroupProps, TaintProps
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies, HyperPodDependenciesProps
+from kvtiers.stacks.hyperpod_chart import HyperPodChartPlan
 from kvtiers.constructs.journal_volumes import (
     EBS_CSI_MANAGED_POLICY,
     EBS_CSI_SERVICE_ACCOUNT,
@@ -27,6 +26,9 @@ from kvtiers.constructs.network import HyperPodNetwork
 from aws_cdk import aws_iam as iam
 
 
+REVIEW_ONLY_STACK_NAME = "kvtiers-offline-review-synth-is-not-deployable"
+
+
 class PlatformStack(cdk.Stack):
     def __init__(
         self,
@@ -35,7 +37,8 @@ class PlatformStack(cdk.Stack):
         *,
         environment: Environment,
         network: HyperPodNetwork,
-        hyperpod_chart_dir: Path | None,
+        hyperpod_chart: HyperPodChartPlan,
+        eks_only: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -69,10 +72,28 @@ class PlatformStack(cdk.Stack):
             ),
         )
         cluster = self.eks.cluster
-        chart_dir = hyperpod_chart_dir if env.hyperpod.dependency_chart.source == "asset" else None
-        self.hyperpod_dependencies = HyperPodDependencies(
-            self, "HyperPodDependencies", props=HyperPodDependenciesProps(cluster=cluster, region=env.region, chart_dir=chart_dir)
-        )
+        self.hyperpod_dependencies: HyperPodDependencies | None = None
+        self.hyperpod: HyperPodCluster | None = None
+        self.inference_operator: InferenceOperator | None = None
+        if eks_only:
+            # First stage of a deploy with an externally installed dependency chart: the chart goes in between.
+            return
+        if hyperpod_chart.chart_dir is not None:
+            self.hyperpod_dependencies = HyperPodDependencies(
+                self,
+                "HyperPodDependencies",
+                props=HyperPodDependenciesProps(
+                    cluster=cluster,
+                    region=env.region,
+                    chart_dir=hyperpod_chart.chart_dir,
+                    tolerations=env.hyperpod.taint_tolerations,
+                ),
+            )
+        if hyperpod_chart.review_only:
+            self._refuse_deploy(
+                "offline review synth without the HyperPod dependency chart; run `make hyperpod-chart` and synthesize "
+                "again to deploy"
+            )
         self.hyperpod = HyperPodCluster(
             self,
             "HyperPod",
@@ -102,7 +123,7 @@ class PlatformStack(cdk.Stack):
         # HyperPod joins its nodes to the cluster: the networking add-ons and the dependency chart come first.
         for name in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent"):
             self.hyperpod.cluster.node.add_dependency(self.eks.addons[name])
-        if self.hyperpod_dependencies.chart is not None:
+        if self.hyperpod_dependencies is not None:
             self.hyperpod.cluster.node.add_dependency(self.hyperpod_dependencies.chart)
 
         master = env.curvine.master
@@ -130,7 +151,6 @@ class PlatformStack(cdk.Stack):
         # The driver's node pods run on HyperPod nodes, and it attaches through the HyperPod cluster's API.
         self.ebs_csi.node.add_dependency(self.hyperpod.cluster)
 
-        self.inference_operator: InferenceOperator | None = None
         endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
         if endpoints:
             versions = env.inference_operator.addons
@@ -155,3 +175,17 @@ class PlatformStack(cdk.Stack):
             )
             # The operator reads the HyperPod cluster (hyperpodClusterArn): it comes after the cluster.
             self.inference_operator.node.add_dependency(self.hyperpod.cluster)
+
+    def _refuse_deploy(self, reason: str) -> None:
+        """Make the template undeployable: CloudFormation evaluates rules before it changes anything, and no stack
+        can carry the name the rule asks for (it is not this stack's)."""
+        cdk.CfnRule(
+            self,
+            "ReviewOnly",
+            assertions=[
+                cdk.CfnRuleAssertion(
+                    assert_=cdk.Fn.condition_equals(cdk.Aws.STACK_NAME, REVIEW_ONLY_STACK_NAME), assert_description=reason
+                )
+            ],
+        )
+        cdk.Annotations.of(self).add_warning_v2("kvtiers:review-only", reason)

