@@ -14,7 +14,9 @@ from kvtiers.config.schema import Environment, S3ModelSource
 from kvtiers.constructs.eks_cluster import CoreAddonVersions, EksCluster, EksClusterProps, SystemNodegroupProps, pod_identity_role
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, HyperPodClusterProps, InstanceGroupProps, TaintProps
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies, HyperPodDependenciesProps
+from kvtiers.constructs.node_traffic import NodeTraffic, NodeTrafficProps
 from kvtiers.stacks.hyperpod_chart import HyperPodChartPlan
+from kvtiers.stacks.node_traffic_rules import node_traffic_rules
 from kvtiers.constructs.journal_volumes import (
     EBS_CSI_MANAGED_POLICY,
     EBS_CSI_SERVICE_ACCOUNT,
@@ -72,6 +74,19 @@ class PlatformStack(cdk.Stack):
             ),
         )
         cluster = self.eks.cluster
+        self.node_traffic: NodeTraffic | None = None
+        if self.eks.system_nodegroup is not None:
+            to_hyperpod, to_system = node_traffic_rules(env)
+            self.node_traffic = NodeTraffic(
+                self,
+                "NodeTraffic",
+                props=NodeTrafficProps(
+                    hyperpod_security_group=network.security_group,
+                    system_security_group_id=cluster.cluster_security_group_id,
+                    system_to_hyperpod=to_hyperpod,
+                    hyperpod_to_system=to_system,
+                ),
+            )
         self.hyperpod_dependencies: HyperPodDependencies | None = None
         self.hyperpod: HyperPodCluster | None = None
         self.inference_operator: InferenceOperator | None = None
