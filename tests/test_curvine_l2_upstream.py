@@ -210,3 +210,13 @@ def test_port_table_covers_every_port_and_says_where_it_listens(rendered):
         assert entry.network == ("host" if spec.get("hostNetwork") else "pod"), entry
         assert entry.reached_by, entry
 
+
+def test_master_count_is_announced_at_synth_as_fixed_at_install(dev_synth):
+    """Raft membership comes from ``journal_addrs`` at install (journal_conf.rs); synth cannot see the deployed count,
+    so every synth says it (upstream helm refuses the change: validateMasterReplicasOnUpgrade in curvine-runtime)."""
+    from aws_cdk.assertions import Annotations, Match
+
+    infos = Annotations.from_stack(dev_synth.graph.workloads).find_info(
+        "*", Match.string_like_regexp("Curvine master count 1 is fixed at install")
+    )
+    assert len(infos) == 1 and "docs/curvine-contract.md" in str(infos[0].entry.data)

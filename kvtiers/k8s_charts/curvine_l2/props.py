@@ -184,6 +184,15 @@ class CurvineProps:
         """The node plugin's own budget plus its FUSE processes' (embedded mode runs them in its container)."""
         return self.resources["csi_node"] + self.resources["fuse"]
 
+    @property
+    def master_count_note(self) -> str:
+        """Said at every synth: nothing at synth time can see the deployed master count (see the contract)."""
+        return (
+            f"Curvine master count {self.masters} is fixed at install: Raft membership (journal_addrs) is not "
+            "changed in place, so a different curvine.master.replicas on a deployed environment breaks the journal "
+            "group; deploy a new environment instead (docs/curvine-contract.md, master count)"
+        )
+
     def master_host(self, ordinal: int) -> str:
         return f"{MASTER}-{ordinal}.{MASTER}.{self.namespace}.svc.cluster.local"
 
