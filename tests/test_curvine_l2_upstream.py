@@ -174,6 +174,7 @@ def test_servers_run_the_binary_directly_with_signals_and_stdout_logs(rendered):
         c = container(workload, service)
         assert c["command"] == [SERVER_BINARY]
         assert c["args"] == ["--service", service, "--conf", CONF_PATH]
+        assert _env(c)["ORPC_BIND_HOSTNAME"]["value"] == "0.0.0.0"
         assert workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 30
         assert "log_dir" not in config.get("log", {}) or config["log"]["log_dir"] == "stdout"
 
