@@ -73,7 +73,7 @@ def port_table(ports: dict[str, int]) -> tuple[CurvinePort, ...]:
                      "CSI controller (pod network: curvine-cli, validate-config)", "other masters")),
         CurvinePort("journal", ports["journal"], "journal", "pod", ("other masters (Raft)",)),
         CurvinePort("master_web", ports["master_web"], "master", "pod",
-                    ("kvtiers verify through the API server's service proxy", "metrics scraper")),
+                    ("kvtiers verify through the API server's pod proxy (control plane)", "metrics scraper")),
         CurvinePort("worker_rpc", ports["worker_rpc"], "worker", "host",
                     ("FUSE clients on every HyperPod node (host network)", "master (pod network)",
                      "other workers")),
