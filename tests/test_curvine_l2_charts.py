@@ -141,29 +141,14 @@ def test_claim_and_storage_class_agree_on_the_curvine_path(rendered):
     ]
 
 
-def test_fuse_clients_and_workers_share_the_node_level_hostname(rendered):
-    """The master's local policy writes to the worker whose hostname equals the client's: both are the node IP."""
-    _, _, charts = rendered
-    worker, node = objects(charts, "DaemonSet")
-    assert worker["spec"]["template"]["spec"]["hostNetwork"] is True
-
-    def hostname_source(c: dict, var: str) -> str:
-        env = {e["name"]: e for e in c["env"]}
-        assert env[var]["value"] == "$(NODE_IP)"
-        return env["NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"]
-
-    assert hostname_source(container(worker, "worker"), "CURVINE_WORKER_HOSTNAME") == "status.hostIP"
-    assert hostname_source(container(node, "csi-plugin"), "CURVINE_CLIENT_HOSTNAME") == "status.hostIP"
-
-
-def test_csi_node_is_privileged_bidirectional_and_standalone(rendered):
+def test_csi_node_is_privileged_bidirectional_and_embedded(rendered):
     _, _, charts = rendered
     node = objects(charts, "DaemonSet")[1]
     plugin = container(node, "csi-plugin")
     assert plugin["securityContext"]["privileged"] is True
     kubelet = next(m for m in plugin["volumeMounts"] if m["mountPath"] == "/var/lib/kubelet")
     assert kubelet["mountPropagation"] == "Bidirectional"
-    assert {"name": "MOUNT_MODE", "value": "standalone"} in plugin["env"]
+    assert {"name": "MOUNT_MODE", "value": "embedded"} in plugin["env"]
     driver = objects(charts, "CSIDriver")[0]
     assert driver["spec"]["attachRequired"] is False
 

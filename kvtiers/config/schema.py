@@ -352,6 +352,9 @@ class CurvineMaster(Strict):
     volume_throughput_mibps: int = Field(default=125, ge=125, le=1000)
     snapshot_on_delete: bool = True
     """Removal policy: snapshot the journal volumes when the stack deletes them (default), else destroy."""
+    audit_log: bool = False
+    """Master audit log (Curvine's default is on): one log line per file operation, i.e. per LMCache chunk stored or
+    looked up. Off by default: the RPC is unauthenticated, so the log names only the client host it trusts anyway."""
 
     @model_validator(mode="after")
     def _gp3_limits(self) -> CurvineMaster:
@@ -411,7 +414,8 @@ class CurvineResources(Strict):
     worker: PodSize = PodSize(cpu="4", memory_gib=8)
     """Counted against each GPU node's memory budget."""
     fuse: PodSize = PodSize(cpu="2", memory_gib=4)
-    """The standalone FUSE pod per node; counted against each GPU node's memory budget."""
+    """The FUSE processes of a node (embedded in the CSI node plugin container, which gets this plus ``csi_node``);
+    counted against each GPU node's memory budget."""
     csi_node: PodSize = PodSize(cpu="500m", memory_gib=1)
     csi_controller: PodSize = PodSize(cpu="500m", memory_gib=1)
     sidecar: PodSize = PodSize(cpu="100m", memory_gib=1)

@@ -54,6 +54,7 @@ class WorkloadsStack(cdk.Stack):
         masters = self.add_chart("CurvineMasters", CurvineMasterChart(self.k8s_app, "curvine-masters", props=curvine))
         # The static PersistentVolumes need the EBS CSI driver (and the HyperPod nodes it attaches through).
         masters.node.add_dependency(platform.ebs_csi)
+        cdk.Annotations.of(masters).add_info(curvine.master_count_note)
         workers = self.add_chart(
             "CurvineWorkers", CurvineWorkerChart(self.k8s_app, "curvine-workers", props=curvine), after=[masters]
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvtiers.cli import names
 from kvtiers.config.schema import Environment
-from tests.fakes.kube_server import FakeEngine, FakeKube, json_reply
+from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply
 
 
 def build_healthy(kube: FakeKube, env: Environment) -> dict:
@@ -31,7 +31,7 @@ def build_healthy(kube: FakeKube, env: Environment) -> dict:
             "status": {"replicas": replicas, "readyReplicas": replicas},
         },
     )
-    overview = {}
+    overview, masters = {}, {}
     for i in range(replicas):
         pod = f"{names.CURVINE_MASTER_STATEFULSET}-{i}"
         kube.add_pod(cv, pod, master_labels, "system-1")
@@ -41,11 +41,11 @@ def build_healthy(kube: FakeKube, env: Environment) -> dict:
             "live_workers": env.sizing.curvine_workers,
             "lost_workers": 0,
         }
-        kube.proxy(
-            "pods", cv, pod, env.curvine.ports.master_web,
-            lambda m, path, b, pod=pod: json_reply(200, overview[pod]) if path == "/api/overview"
-            else json_reply(404, {}),
-        )
+        masters[pod] = FakeCurvineMaster(overview[pod])
+        kube.proxy("pods", cv, pod, env.curvine.ports.master_web, masters[pod])
+    leader = masters[f"{names.CURVINE_MASTER_STATEFULSET}-0"]
+    # How the fake master places a stored chunk: "local" (the writer's node IP) or a fixed worker hostname.
+    placement = {"worker": "local"}
     for ds, component in ((names.CURVINE_WORKER_DAEMONSET, "worker"), (names.CURVINE_CSI_NODE_DAEMONSET, "csi-node")):
         labels = {"app.kubernetes.io/name": "curvine", "app.kubernetes.io/component": component}
         kube.put(
@@ -71,7 +71,13 @@ def build_healthy(kube: FakeKube, env: Environment) -> dict:
         for i in range(endpoint.replicas):
             pod = f"{endpoint.name}-engine-{i}"
             kube.add_pod(sv, pod, engine_labels, nodes[i % len(nodes)])
-            engine = FakeEngine(endpoint.model, l2)
+            host = kube.node_ip(nodes[i % len(nodes)])
+
+            def store(prompt: str, host=host, name=endpoint.name) -> None:
+                worker = host if placement["worker"] == "local" else placement["worker"]
+                leader.write(f"{env.curvine.fs_path}/pvc-1234/{name}/{abs(hash(prompt))}.pt", [worker, worker])
+
+            engine = FakeEngine(endpoint.model, l2, on_store=store)
             engines[pod] = engine
             kube.proxy("pods", sv, pod, names.ENGINE_PORT, engine)
             pods.append(pod)
@@ -94,4 +100,5 @@ def build_healthy(kube: FakeKube, env: Environment) -> dict:
             return json_reply(404, {})
 
         kube.proxy("services", sv, router, names.ROUTER_SERVICE_PORT, route)
-    return {"nodes": nodes, "overview": overview, "engines": engines, "routers": routers, "l2": l2}
+    return {"nodes": nodes, "overview": overview, "engines": engines, "routers": routers, "l2": l2,
+            "curvine": leader, "placement": placement}

@@ -12,6 +12,7 @@ from tests.fakes.loopback import LoopbackServer
 
 import json
 import re
+import time
 from http.server import BaseHTTPRequestHandler
 from typing import Callable
 from urllib.parse import parse_qs, urlparse
@@ -58,14 +59,20 @@ class FakeKube(LoopbackServer):
     def add_node(self, name: str, labels: dict, ready: bool = True) -> None:
         self.nodes.append({
             "metadata": {"name": name, "labels": labels},
-            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                       "addresses": [{"type": "InternalIP", "address": f"10.0.0.{len(self.nodes) + 1}"}]},
         })
+
+    def node_ip(self, name: str) -> str | None:
+        node = next((n for n in self.nodes if n["metadata"]["name"] == name), None)
+        return node["status"]["addresses"][0]["address"] if node else None
 
     def add_pod(self, namespace: str, name: str, labels: dict, node: str, ready: bool = True) -> dict:
         pod = {
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "spec": {"nodeName": node, "containers": [{"name": "main"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                       "hostIP": self.node_ip(node)},
         }
         self.pods.append(pod)
         return pod
@@ -92,7 +99,7 @@ class FakeKube(LoopbackServer):
             handler = self.proxies.get((kind, ns, name, int(port)))
             if handler is None:
                 return 503, "application/json", json.dumps(status(503, f"no endpoints available for {kind} {name}"))
-            return handler(method, "/" + rest, body)
+            return handler(method, "/" + rest + (f"?{url.query}" if url.query else ""), body)
         if method != "GET":
             return 405, "application/json", json.dumps(status(405, "method not allowed"))
         if path == "/api/v1/nodes":
@@ -144,14 +151,51 @@ def json_reply(code: int, body) -> tuple[int, str, str]:
     return code, "application/json", json.dumps(body)
 
 
+class FakeCurvineMaster:
+    """The Curvine master's web API (``/api/overview``, ``/api/browse``, ``/api/block_locations``) over a flat set of
+    files, each with the hostnames of the workers holding its blocks, as v0.4.1's router_handler.rs serves them."""
+
+    def __init__(self, overview: dict) -> None:
+        self.overview = overview
+        self.files: dict[str, list[str]] = {}
+        self.mtime_ms = 0
+
+    def write(self, path: str, block_hosts: list[str]) -> None:
+        self.files[path] = block_hosts
+
+    def _children(self, directory: str) -> list[dict]:
+        prefix = directory.rstrip("/") + "/"
+        names = {p[len(prefix):].split("/", 1)[0] for p in self.files if p.startswith(prefix)}
+        out = []
+        for name in sorted(names):
+            path = prefix + name
+            is_dir = path not in self.files
+            out.append({"path": path, "name": name, "is_dir": is_dir, "mtime": self.mtime_ms or int(time.time() * 1000)})
+        return out
+
+    def __call__(self, method: str, path: str, body: dict | None) -> tuple[int, str, str]:
+        url = urlparse(path)
+        target = (parse_qs(url.query).get("path") or [""])[0]
+        if url.path == "/api/overview":
+            return json_reply(200, self.overview)
+        if url.path == "/api/browse":
+            return json_reply(200, self._children(target))
+        if url.path == "/api/block_locations" and target in self.files:
+            locs = [{"block": {"id": i}, "locs": [{"worker_id": 1, "hostname": h, "ip_addr": h, "rpc_port": 8997,
+                                                   "web_port": 9001}], "has_spdk": False}
+                    for i, h in enumerate(self.files[target])]
+            return json_reply(200, {"status": {"path": target, "is_dir": False}, "block_locs": locs})
+        return json_reply(404, {})
+
+
 class FakeEngine:
     """vLLM + LMCache behind the pod proxy: /tokenize, /v1/completions and /metrics with lmcache:* counters.
 
     Engines sharing one ``l2`` set model the Curvine L2: a prompt stored by one is a full hit on another.
     """
 
-    def __init__(self, model: str, l2: set | None, lmcache: bool = True) -> None:
-        self.model, self.l2, self.lmcache = model, l2, lmcache
+    def __init__(self, model: str, l2: set | None, lmcache: bool = True, on_store: Callable[[str], None] | None = None) -> None:
+        self.model, self.l2, self.lmcache, self.on_store = model, l2, lmcache, on_store
         self.stored = 0
         self.hit = 0
         self.local: set[str] = set()
@@ -170,6 +214,8 @@ class FakeEngine:
             else:
                 self.stored += n
                 shared.add(prompt)
+                if self.on_store is not None:
+                    self.on_store(prompt)
             return json_reply(200, {"choices": [{"text": "x"}], "usage": {"prompt_tokens": n}})
         if path == "/metrics":
             lines = ["# HELP vllm:num_requests_running running", "vllm:num_requests_running{model_name=\"m\"} 0"]

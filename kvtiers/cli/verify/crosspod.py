@@ -45,6 +45,18 @@ class _Pod:
         return count
 
 
+def ready_by_node(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> tuple[list, dict[str, str]]:
+    """Ready engine pods, and the first of them on each node (node name -> pod name, in listing order).
+
+    The first entry is the replica the cross-pod check writes through (A), the second the one that reads (B).
+    """
+    ready = [p for p in engine_pods(core, env, endpoint) if pod_ready(p)]
+    by_node: dict[str, str] = {}
+    for pod in ready:
+        by_node.setdefault(pod.spec.node_name, pod.metadata.name)
+    return ready, by_node
+
+
 def _wait_for(read: Callable[[], float | None], baseline: float, at_least: float, timeout: float, poll: float) -> float:
     deadline = time.monotonic() + timeout
     delta = 0.0
@@ -66,10 +78,7 @@ def check_cross_pod(
 ) -> CheckResult:
     area = f"cross-pod:{endpoint.name}"
     ns = env.serving.namespace
-    ready = [p for p in engine_pods(core, env, endpoint) if pod_ready(p)]
-    by_node: dict[str, str] = {}
-    for pod in ready:
-        by_node.setdefault(pod.spec.node_name, pod.metadata.name)
+    ready, by_node = ready_by_node(core, env, endpoint)
     if len(by_node) < 2:
         return failed(
             area,

@@ -52,6 +52,31 @@ def check_gpu_nodes(core: CoreV1Api, env: Environment) -> CheckResult:
 # ------------------------------------------------------------------------------------------------- Curvine
 
 
+def master_overviews(
+    core: CoreV1Api, api: ApiClient, env: Environment, match_labels: dict[str, str]
+) -> tuple[dict[str, dict], list[str]]:
+    """``/api/overview`` of every Ready master pod (by name), and the Ready pods that did not answer."""
+    ns = env.curvine.namespace
+    bodies: dict[str, dict] = {}
+    unreachable: list[str] = []
+    for pod in sorted(core.list_namespaced_pod(ns, label_selector=selector(match_labels)).items, key=lambda p: p.metadata.name):
+        if not pod_ready(pod):
+            continue
+        try:
+            response = proxy.request(
+                api, "pods", ns, pod.metadata.name, env.curvine.ports.master_web, names.CURVINE_MASTER_OVERVIEW_PATH,
+                timeout=15,
+            )
+            body = response.json() if response.ok else None
+        except (proxy.ProxyError, ValueError):
+            body = None
+        if isinstance(body, dict) and "master_state" in body:
+            bodies[pod.metadata.name] = body
+        else:
+            unreachable.append(pod.metadata.name)
+    return bodies, unreachable
+
+
 def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environment) -> list[CheckResult]:
     ns, want = env.curvine.namespace, env.curvine.master.replicas
     sts = apps.read_namespaced_stateful_set(names.CURVINE_MASTER_STATEFULSET, ns)
@@ -64,25 +89,9 @@ def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env:
         )
     else:
         results.append(passed("curvine", "masters Ready", f"{ready}/{want} Ready"))
-    pods = core.list_namespaced_pod(ns, label_selector=selector(sts.spec.selector.match_labels)).items
-    states, unreachable, overview = {}, [], None
-    for pod in sorted(pods, key=lambda p: p.metadata.name):
-        if not pod_ready(pod):
-            continue
-        try:
-            response = proxy.request(
-                api, "pods", ns, pod.metadata.name, env.curvine.ports.master_web, names.CURVINE_MASTER_OVERVIEW_PATH,
-                timeout=15,
-            )
-            body = response.json() if response.ok else None
-        except (proxy.ProxyError, ValueError):
-            body = None
-        if not isinstance(body, dict) or "master_state" not in body:
-            unreachable.append(pod.metadata.name)
-            continue
-        states[pod.metadata.name] = body["master_state"]
-        if body["master_state"] == names.CURVINE_LEADER_STATE:
-            overview = body
+    bodies, unreachable = master_overviews(core, api, env, sts.spec.selector.match_labels)
+    states = {pod: body["master_state"] for pod, body in bodies.items()}
+    overview = next((b for b in bodies.values() if b["master_state"] == names.CURVINE_LEADER_STATE), None)
     leaders = [p for p, s in states.items() if s == names.CURVINE_LEADER_STATE]
     detail = ", ".join(f"{p}: {s}" for p, s in states.items()) or "no master answered"
     if unreachable:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from kvtiers.cli import output
-from kvtiers.cli.verify import aws, crosspod, k8s
+from kvtiers.cli.verify import aws, crosspod, k8s, placement
 from kvtiers.cli.verify.result import CheckResult, failed
 from kvtiers.config.schema import Environment
 
@@ -73,12 +74,19 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
         yield area, "engine pods Ready", lambda e=endpoint: k8s.check_engines(core, env, e)
         yield area, "router", lambda e=endpoint: k8s.check_router(core, apps, api, env, e)
     if cross_pod:
+        started: dict[str, float] = {}
+
+        def cross(e) -> CheckResult:
+            started[e.name] = time.time()
+            return crosspod.check_cross_pod(core, api, env, e, metrics_timeout, poll)
+
         for endpoint, sized in zip(env.serving.endpoints, env.sizing.endpoints):
             if sized.l2_enabled:
-                yield (
-                    f"cross-pod:{endpoint.name}",
-                    crosspod.NAME,
-                    lambda e=endpoint: crosspod.check_cross_pod(core, api, env, e, metrics_timeout, poll),
+                area = f"cross-pod:{endpoint.name}"
+                yield area, crosspod.NAME, lambda e=endpoint: cross(e)
+                # Which worker holds the blocks the cross-pod check just wrote (node-local placement).
+                yield area, placement.NAME, lambda e=endpoint: placement.check_l2_placement(
+                    core, apps, api, env, e, started[e.name]
                 )
 
 

@@ -10,12 +10,19 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     CONF_PATH,
     CONFIG_MAP,
     CSI_CONTROLLER,
+    CSI_HOME,
     CSI_NODE,
     DATA_MOUNT,
     DRIVER,
+    FUSE_CONF_PATH,
+    GRACE_SECONDS,
     JOURNAL_MOUNT,
     MASTER,
     META_MOUNT,
+    MOUNT_MODE,
+    PROVISIONER_TIMEOUT_S,
+    SERVER_BINARY,
+    SERVER_HOME,
     STATIC_CLASS,
     STORAGE_CLASS,
     WORKER,
@@ -54,22 +61,30 @@ def _in_groups(groups: tuple[str, ...]) -> dict:
     }
 
 
-def _config_volume() -> tuple[dict, dict]:
+def _config_volume(path: str = CONF_PATH) -> tuple[dict, dict]:
+    """The cluster ConfigMap as a volume and its mount as the single file ``path``."""
     return (
         {"name": "config", "configMap": {"name": CONFIG_MAP}},
-        {"name": "config", "mountPath": CONF_PATH, "subPath": "curvine-cluster.toml", "readOnly": True},
+        {"name": "config", "mountPath": path, "subPath": "curvine-cluster.toml", "readOnly": True},
     )
 
 
 def _server_container(service: str, props: CurvineProps, *, hostname_env: list[dict], ports: dict[str, int],
                       rpc: int, mounts: list[dict], startup: bool) -> dict:
-    """A ``curvine-server`` container (master or worker): config file, bind address, TCP probes on the RPC port."""
+    """A ``curvine-server`` container (master or worker): config file, bind address, TCP probes on the RPC port.
+
+    The server binary is the container's command, not the image's entrypoint script: the script keeps bash as PID 1
+    without a signal handler and tees the log into an unrotated file, so SIGTERM never reached the server. The
+    binary handles SIGTERM itself (graceful shutdown) and logs to stdout.
+    """
     container = {
         "name": service,
         "image": props.images["runtime_image"],
         "imagePullPolicy": "IfNotPresent",
-        "args": [service, "start"],
-        "env": [*hostname_env, _env("ORPC_BIND_HOSTNAME", value="0.0.0.0"), _env("CURVINE_CONF_FILE", value=CONF_PATH)],
+        "command": [SERVER_BINARY],
+        "args": ["--service", service, "--conf", CONF_PATH],
+        "workingDir": SERVER_HOME,
+        "env": [*hostname_env, _env("ORPC_BIND_HOSTNAME", value="0.0.0.0")],
         "ports": [{"name": name, "containerPort": port} for name, port in ports.items()],
         "readinessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 6},
@@ -149,6 +164,7 @@ class CurvineMasterChart(cdk8s.Chart):
                     "template": {
                         "metadata": {"labels": labels, "annotations": {"kvtiers.io/config-sha256": p.config_checksum}},
                         "spec": {
+                            "terminationGracePeriodSeconds": GRACE_SECONDS["master"],
                             "nodeSelector": dict(HYPERPOD_NODE_SELECTOR),
                             "tolerations": list(p.tolerations),
                             "affinity": {
@@ -194,10 +210,13 @@ class CurvineMasterChart(cdk8s.Chart):
             },
         )
         statefulset.add_dependency(config)
-        api_object(
-            self, "pdb", "policy/v1", "PodDisruptionBudget", {"name": MASTER, "namespace": p.namespace},
-            {"spec": {"maxUnavailable": 1 if p.masters > 1 else 0, "selector": {"matchLabels": labels}}},
-        ).add_dependency(ns)
+        if p.masters > 1:
+            # A quorum survives one voluntary disruption. A single master gets no budget: maxUnavailable 0 would
+            # block every drain of its node, and the L2 is a cache (serving falls back to prefill meanwhile).
+            api_object(
+                self, "pdb", "policy/v1", "PodDisruptionBudget", {"name": MASTER, "namespace": p.namespace},
+                {"spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}},
+            ).add_dependency(ns)
 
 
 class CurvineWorkerChart(cdk8s.Chart):
@@ -205,7 +224,7 @@ class CurvineWorkerChart(cdk8s.Chart):
 
     Locality: the master's ``local`` policy writes to the worker whose hostname equals the client's. Workers run on
     the host network and name themselves by the node IP (``status.hostIP``); the CSI's FUSE clients take the same
-    value, so a FUSE client writes to its own node's NVMe.
+    value, so a FUSE client writes to its own node's NVMe (through the worker's RPC: short-circuit is off).
     """
 
     def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
@@ -226,6 +245,7 @@ class CurvineWorkerChart(cdk8s.Chart):
                         "spec": {
                             "hostNetwork": True,
                             "dnsPolicy": "ClusterFirstWithHostNet",
+                            "terminationGracePeriodSeconds": GRACE_SECONDS["worker"],
                             "affinity": _in_groups(p.worker_groups),
                             "tolerations": list(p.tolerations),
                             "containers": [
@@ -265,7 +285,13 @@ def _sidecar(name: str, image: str, args: list[str], props: CurvineProps, mounts
 
 
 class CurvineCsiChart(cdk8s.Chart):
-    """CSIDriver ``curvine``, controller, node plugin in standalone FUSE mode, least-privilege RBAC."""
+    """CSIDriver ``curvine``, controller, node plugin in embedded FUSE mode, least-privilege RBAC.
+
+    Embedded, not standalone: v0.4.1's standalone FUSE pod gets no environment and the image's bundled config, so
+    its client hostname is ``localhost`` and no write is node-local. The price: the FUSE processes live in the node
+    plugin container, and a restart of that pod breaks the mounts of the serving pods on its node (README, FUSE
+    restart runbook).
+    """
 
     def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
@@ -276,8 +302,10 @@ class CurvineCsiChart(cdk8s.Chart):
         self._rbac(
             CSI_CONTROLLER,
             cluster_rules=[
-                {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch", "create", "delete"]},
+                {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
                 {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch", "update"]},
+                # The driver advertises PUBLISH_UNPUBLISH_VOLUME: csi-provisioner v5 waits for this informer to sync.
+                {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch", "create", "update", "patch"]},
@@ -289,15 +317,11 @@ class CurvineCsiChart(cdk8s.Chart):
         )
         self._rbac(
             CSI_NODE,
-            cluster_rules=[
-                {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list"]},
-                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
-                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-            ],
-            # Standalone mode: the node plugin runs one FUSE pod per node and keeps its state in ConfigMaps.
+            # Embedded mode touches no cluster-scoped object (no PV watcher, that is standalone's).
+            cluster_rules=[],
+            # Embedded mode keeps its mount state in one Secret per node (curvine-csi-mount-<node>).
             namespace_rules=[
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
-                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "update", "delete"]},
             ],
             props=p,
         )
@@ -306,8 +330,13 @@ class CurvineCsiChart(cdk8s.Chart):
             _env("CSI_ENDPOINT", value=f"unix://{CSI_SOCKET}"),
             _env("NODE_NAME", field="spec.nodeName"),
             _env("NODE_IP", field="status.hostIP"),
+            # Without it the driver keeps its state in the namespace "curvine", whatever ours is.
+            _env("KUBERNETES_NAMESPACE", field="metadata.namespace"),
+            # Embedded: the controller never mounts; the default (standalone) exits without a FUSE service account.
+            _env("MOUNT_MODE", value=MOUNT_MODE),
         ]
         health = ["--csi-address=" + CSI_SOCKET, f"--health-port={HEALTH_PORT}"]
+        config_volume, config_mount = _config_volume(FUSE_CONF_PATH)
         controller_labels = component_labels(CSI_CONTROLLER, "csi-controller")
         api_object(
             self, "controller", "apps/v1", "Deployment", {"name": CSI_CONTROLLER, "namespace": ns, "labels": controller_labels},
@@ -327,17 +356,20 @@ class CurvineCsiChart(cdk8s.Chart):
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": ["/opt/curvine/csi"],
                                     "args": ["--endpoint=$(CSI_ENDPOINT)", "--nodeid=$(NODE_NAME)"],
+                                    "workingDir": CSI_HOME,
                                     "env": plugin_env,
                                     "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
                                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": "healthz"}, "periodSeconds": 10, "failureThreshold": 5},
                                     "resources": p.resources["csi_controller"].to_k8s(),
-                                    "volumeMounts": [socket_mount],
+                                    # CreateVolume runs `curvine-fuse validate-config` against this file.
+                                    "volumeMounts": [socket_mount, config_mount],
                                 },
                                 _sidecar("csi-provisioner", p.images["csi_provisioner_image"],
-                                         ["--csi-address=" + CSI_SOCKET, "--leader-election", "--leader-election-namespace=" + ns], p, [socket_mount]),
+                                         ["--csi-address=" + CSI_SOCKET, f"--timeout={PROVISIONER_TIMEOUT_S}s",
+                                          "--leader-election", "--leader-election-namespace=" + ns], p, [socket_mount]),
                                 _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [socket_mount]),
                             ],
-                            "volumes": [{"name": "socket-dir", "emptyDir": {}}],
+                            "volumes": [{"name": "socket-dir", "emptyDir": {}}, config_volume],
                         },
                     },
                 }
@@ -367,25 +399,21 @@ class CurvineCsiChart(cdk8s.Chart):
                                     "imagePullPolicy": "IfNotPresent",
                                     "command": ["/opt/curvine/csi"],
                                     "args": ["--endpoint=$(CSI_ENDPOINT)", "--nodeid=$(NODE_NAME)"],
+                                    # curvine-fuse children resolve conf/curvine-cluster.toml from here.
+                                    "workingDir": CSI_HOME,
                                     "env": [
                                         *plugin_env,
-                                        # FUSE runs in its own pod per node, so restarting this pod keeps consumers' mounts.
-                                        _env("MOUNT_MODE", value="standalone"),
-                                        _env("STANDALONE_IMAGE", value=p.images["csi_image"]),
-                                        _env("STANDALONE_SERVICE_ACCOUNT", value=CSI_NODE),
-                                        _env("STANDALONE_CPU_REQUEST", value=p.resources["fuse"].cpu),
-                                        _env("STANDALONE_CPU_LIMIT", value=p.resources["fuse"].cpu),
-                                        _env("STANDALONE_MEMORY_REQUEST", value=f"{p.resources['fuse'].memory_gib}Gi"),
-                                        _env("STANDALONE_MEMORY_LIMIT", value=f"{p.resources['fuse'].memory_gib}Gi"),
-                                        # Locality: the FUSE client names itself like this node's worker.
+                                        # Locality: the FUSE child inherits this, and names itself like this node's worker.
                                         _env("CURVINE_CLIENT_HOSTNAME", value="$(NODE_IP)"),
                                     ],
                                     "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}},
                                     "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
                                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": "healthz"}, "periodSeconds": 10, "failureThreshold": 5},
                                     "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {CSI_SOCKET}"]}}},
-                                    "resources": p.resources["csi_node"].to_k8s(),
+                                    # The FUSE processes of this node run inside this container.
+                                    "resources": p.csi_node_plugin_resources.to_k8s(),
                                     "volumeMounts": [
+                                        config_mount,
                                         plugin_mount,
                                         {"name": "kubelet-dir", "mountPath": KUBELET, "mountPropagation": "Bidirectional"},
                                         {"name": "fuse-device", "mountPath": "/dev/fuse"},
@@ -401,6 +429,7 @@ class CurvineCsiChart(cdk8s.Chart):
                                 {"name": "kubelet-dir", "hostPath": {"path": KUBELET, "type": "Directory"}},
                                 {"name": "registration-dir", "hostPath": {"path": f"{KUBELET}/plugins_registry", "type": "Directory"}},
                                 {"name": "fuse-device", "hostPath": {"path": "/dev/fuse", "type": "CharDevice"}},
+                                config_volume,
                             ],
                         },
                     },
@@ -412,15 +441,19 @@ class CurvineCsiChart(cdk8s.Chart):
         ns = props.namespace
         api_object(self, f"{name}-sa", "v1", "ServiceAccount", {"name": name, "namespace": ns}, {})
         subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
-        api_object(self, f"{name}-clusterrole", "rbac.authorization.k8s.io/v1", "ClusterRole", {"name": name}, {"rules": cluster_rules})
-        api_object(
-            self, f"{name}-clusterrolebinding", "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", {"name": name},
-            {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}, "subjects": subject},
-        )
+        if cluster_rules:
+            self._cluster_rbac(name, cluster_rules, subject)
         api_object(self, f"{name}-role", "rbac.authorization.k8s.io/v1", "Role", {"name": name, "namespace": ns}, {"rules": namespace_rules})
         api_object(
             self, f"{name}-rolebinding", "rbac.authorization.k8s.io/v1", "RoleBinding", {"name": name, "namespace": ns},
             {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject},
+        )
+
+    def _cluster_rbac(self, name: str, cluster_rules: list[dict], subject: list[dict]) -> None:
+        api_object(self, f"{name}-clusterrole", "rbac.authorization.k8s.io/v1", "ClusterRole", {"name": name}, {"rules": cluster_rules})
+        api_object(
+            self, f"{name}-clusterrolebinding", "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", {"name": name},
+            {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}, "subjects": subject},
         )
 
 
@@ -437,7 +470,8 @@ class CurvineStorageChart(cdk8s.Chart):
                 "parameters": {"master-addrs": p.master_addrs, "fs-path": p.fs_path, "path-type": "DirectoryOrCreate"},
                 "reclaimPolicy": "Retain",
                 "volumeBindingMode": "Immediate",
-                "allowVolumeExpansion": True,
+                # The driver does not implement ControllerExpandVolume: a resize would hang forever.
+                "allowVolumeExpansion": False,
             },
         )
         api_object(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Literal
 
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.curvine_l2 import toml
@@ -25,6 +26,60 @@ CONF_PATH = "/app/curvine/conf/curvine-cluster.toml"
 META_MOUNT = "/opt/curvine/data/meta"
 JOURNAL_MOUNT = "/opt/curvine/data/journal"
 DATA_MOUNT = "/data/curvine"
+SERVER_HOME = "/app/curvine"
+"""``CURVINE_HOME`` of the runtime image (``curvine-docker/deploy/Dockerfile_rocky9``)."""
+SERVER_BINARY = f"{SERVER_HOME}/lib/curvine-server"
+"""Run directly as PID 1: it handles SIGTERM itself (``rpc_server.rs``), the image's entrypoint script does not."""
+CSI_HOME = "/opt/curvine"
+"""``WORKDIR`` of the CSI image (``curvine-csi/Dockerfile``): curvine-fuse resolves its default config from here."""
+FUSE_CONF_PATH = f"{CSI_HOME}/conf/curvine-cluster.toml"
+"""Where curvine-fuse (default ``--conf conf/curvine-cluster.toml``, ``mount_args.rs``) and the CSI's
+``validate-config`` (``fuse_validate.go``) read the cluster config inside the CSI containers."""
+MOUNT_MODE = "embedded"
+"""CSI mount mode of both CSI workloads (``MOUNT_MODE``, ``curvine-csi/pkg/csi/driver.go``): the FUSE process is a
+child of the node plugin and inherits its environment (the client hostname) and working directory (the config)."""
+PROVISIONER_TIMEOUT_S = 300
+"""csi-provisioner ``--timeout``. The default 10 s cancels the first CreateVolume, which runs ``curvine-cli`` up to
+four times per missing path with 30 s command timeouts (``controller.go``, ``utils.go``); upstream's own
+manifest uses 300 s (``curvine-csi/deploy/deployment.yaml``)."""
+
+GRACE_SECONDS = {"master": 120, "worker": 60}
+"""terminationGracePeriodSeconds: on SIGTERM the server stops its RPC loop and runs its shutdown hooks
+(``rpc_server.rs``), the master closing its RocksDB metadata and Raft journal; the image's own stop action waits
+15 s before SIGKILL (``entrypoint.sh``). Generous margins: a hard-killed master replays its journal on start."""
+
+Network = Literal["host", "pod"]
+
+
+@dataclass(frozen=True)
+class CurvinePort:
+    """One Curvine listener, for the security groups and NetworkPolicies that other modules own."""
+
+    name: str
+    """Key in ``CurvineProps.ports`` / ``curvine.ports``."""
+    port: int
+    listener: Literal["master", "journal", "worker", "fuse"]
+    network: Network
+    """``host``: the listener shares the node's network namespace (security groups apply); ``pod``: a pod IP."""
+    reached_by: tuple[str, ...]
+    """Who must reach it. Curvine's RPC has no authentication or TLS: keep every other source out."""
+
+
+def port_table(ports: dict[str, int]) -> tuple[CurvinePort, ...]:
+    """Every Curvine port, where it listens and who must reach it (the one source for the network matrix)."""
+    return (
+        CurvinePort("master_rpc", ports["master_rpc"], "master", "pod",
+                    ("worker (host network)", "FUSE client in the CSI node plugin (host network)",
+                     "CSI controller (pod network: curvine-cli, validate-config)", "other masters")),
+        CurvinePort("journal", ports["journal"], "journal", "pod", ("other masters (Raft)",)),
+        CurvinePort("master_web", ports["master_web"], "master", "pod",
+                    ("kvtiers verify through the API server's pod proxy (control plane)", "metrics scraper")),
+        CurvinePort("worker_rpc", ports["worker_rpc"], "worker", "host",
+                    ("FUSE clients on every HyperPod node (host network)", "master (pod network)",
+                     "other workers")),
+        CurvinePort("worker_web", ports["worker_web"], "worker", "host", ("metrics scraper",)),
+        CurvinePort("fuse_web", ports["fuse_web"], "fuse", "host", ("metrics scraper",)),
+    )
 
 
 @dataclass(frozen=True)
@@ -35,6 +90,14 @@ class Resources:
     def to_k8s(self) -> dict:
         amount = {"cpu": self.cpu, "memory": f"{self.memory_gib}Gi"}
         return {"requests": amount, "limits": amount}
+
+    @property
+    def millicpu(self) -> int:
+        return int(float(self.cpu[:-1])) if self.cpu.endswith("m") else int(float(self.cpu) * 1000)
+
+    def __add__(self, other: Resources) -> Resources:
+        """Two budgets in one container (the CSI node plugin hosts its FUSE children)."""
+        return Resources(f"{self.millicpu + other.millicpu}m", self.memory_gib + other.memory_gib)
 
 
 @dataclass(frozen=True)
@@ -60,6 +123,8 @@ class CurvineProps:
     eviction_high: float
     eviction_low: float
     eviction_policy: str
+    audit_log: bool
+    """Master audit log (``master.audit_logging_enabled``): one line per file operation."""
     fs_path: str
     ports: dict[str, int]
     images: dict[str, str]
@@ -102,6 +167,7 @@ class CurvineProps:
             eviction_high=c.eviction.high_watermark,
             eviction_low=c.eviction.low_watermark,
             eviction_policy=c.eviction.policy,
+            audit_log=c.master.audit_log,
             fs_path=c.fs_path,
             ports=c.ports.model_dump(),
             images=c.images.model_dump(),
@@ -112,6 +178,20 @@ class CurvineProps:
         )
 
     # ------------------------------------------------------------------------------------------- derived facts
+
+    @property
+    def csi_node_plugin_resources(self) -> Resources:
+        """The node plugin's own budget plus its FUSE processes' (embedded mode runs them in its container)."""
+        return self.resources["csi_node"] + self.resources["fuse"]
+
+    @property
+    def master_count_note(self) -> str:
+        """Said at every synth: nothing at synth time can see the deployed master count (see the contract)."""
+        return (
+            f"Curvine master count {self.masters} is fixed at install: Raft membership (journal_addrs) is not "
+            "changed in place, so a different curvine.master.replicas on a deployed environment breaks the journal "
+            "group; deploy a new environment instead (docs/curvine-contract.md, master count)"
+        )
 
     def master_host(self, ordinal: int) -> str:
         return f"{MASTER}-{ordinal}.{MASTER}.{self.namespace}.svc.cluster.local"
@@ -138,7 +218,9 @@ class CurvineProps:
                 "quota_eviction_policy": self.eviction_policy,
                 "quota_eviction_high_rate": self.eviction_high,
                 "quota_eviction_low_rate": self.eviction_low,
+                # Writes go to the worker whose hostname equals the client's (both the node IP).
                 "worker_policy": "local",
+                "audit_logging_enabled": self.audit_log,
             },
             "journal": {
                 "enable": True,
@@ -157,6 +239,9 @@ class CurvineProps:
             "client": {
                 "master_addrs": [{"hostname": self.master_host(i), "port": p["master_rpc"]} for i in range(self.masters)],
                 "block_size": self.block_size,
+                # Off: the worker's data path is not visible to the FUSE process (it runs in the CSI node
+                # container), so a local short-circuit open would fail; writes go through the worker's RPC.
+                "short_circuit": False,
             },
             "fuse": {"web_port": p["fuse_web"]},
         }

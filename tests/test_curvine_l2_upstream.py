@@ -1,0 +1,223 @@
+"""The Curvine L2 objects against what Curvine v0.4.1 and csi-provisioner v5.2.0 require, read from their source.
+
+Each test names the upstream file (at the pinned tag) whose behaviour it guards; ``docs/curvine-contract.md`` maps
+every setting to its test. Curvine cannot run here, so the rendered objects are checked against those facts.
+"""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from kvtiers.config import load_environment
+from kvtiers.k8s_charts.curvine_l2.props import (
+    CONF_PATH,
+    CSI_CONTROLLER,
+    CSI_NODE,
+    FUSE_CONF_PATH,
+    PROVISIONER_TIMEOUT_S,
+    SERVER_BINARY,
+    port_table,
+)
+from tests.conftest import CONFIG_DIR
+from tests.test_curvine_l2_charts import container, objects, props_for, render
+
+
+@pytest.fixture(scope="module", params=["dev.yaml", "prod.yaml"])
+def rendered(request):
+    env = load_environment(CONFIG_DIR / request.param)
+    props = props_for(env)
+    return env, props, render(props)
+
+
+def _named(charts: dict, kind: str, name: str) -> dict:
+    return next(o for o in objects(charts, kind) if o["metadata"]["name"] == name)
+
+
+def _env(c: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in c.get("env", [])}
+
+
+def _config(charts: dict) -> dict:
+    return tomllib.loads(objects(charts, "ConfigMap")[0]["data"]["curvine-cluster.toml"])
+
+
+def _field(c: dict, var: str) -> str:
+    """The downward-API field a variable comes from, following one ``$(OTHER)`` indirection."""
+    env = _env(c)
+    entry = env[var]
+    if "value" in entry:
+        ref = entry["value"]
+        assert ref.startswith("$(") and ref.endswith(")"), f"{var}={ref!r} is not a node-derived value"
+        entry = env[ref[2:-1]]
+    return entry["valueFrom"]["fieldRef"]["fieldPath"]
+
+
+def _rules(charts: dict, kind: str, name: str) -> list[dict]:
+    matches = [o for o in objects(charts, kind) if o["metadata"]["name"] == name]
+    return matches[0]["rules"] if matches else []
+
+
+def _allows(rules: list[dict], group: str, resource: str, verb: str) -> bool:
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)
+
+
+# ---------------------------------------------------------------- blocking: curvine-csi/pkg/csi/driver.go
+
+
+def test_csi_controller_runs_embedded_so_it_does_not_exit(rendered):
+    """driver.go defaults MOUNT_MODE to standalone, which exits without STANDALONE_SERVICE_ACCOUNT
+    (node_standalone.go); curvine-csi/deploy/deployment.yaml sets embedded on the controller."""
+    _, _, charts = rendered
+    plugin = container(_named(charts, "Deployment", CSI_CONTROLLER), "csi-plugin")
+    assert _env(plugin)["MOUNT_MODE"]["value"] == "embedded"
+
+
+def test_every_csi_plugin_container_knows_its_namespace(rendered):
+    """node.go / node_standalone.go fall back to the namespace ``curvine`` for their state without KUBERNETES_NAMESPACE."""
+    _, _, charts = rendered
+    for workload in (_named(charts, "Deployment", CSI_CONTROLLER), _named(charts, "DaemonSet", CSI_NODE)):
+        assert _field(container(workload, "csi-plugin"), "KUBERNETES_NAMESPACE") == "metadata.namespace"
+
+
+def test_provisioner_can_sync_its_volumeattachment_informer(rendered):
+    """controller.go advertises PUBLISH_UNPUBLISH_VOLUME: csi-provisioner v5.2.0 then waits for a VolumeAttachment
+    informer (cmd/csi-provisioner/csi-provisioner.go); deploy/kubernetes/rbac.yaml grants these verbs."""
+    _, _, charts = rendered
+    rules = _rules(charts, "ClusterRole", CSI_CONTROLLER)
+    for verb in ("get", "list", "watch"):
+        assert _allows(rules, "storage.k8s.io", "volumeattachments", verb)
+    assert _allows(rules, "", "persistentvolumes", "patch")
+
+
+def test_provisioner_timeout_covers_the_first_create_volume(rendered):
+    """CreateVolume runs curvine-cli with ExecuteWithRetry (controller.go, utils.go): the 10 s default is too short."""
+    _, _, charts = rendered
+    provisioner = container(_named(charts, "Deployment", CSI_CONTROLLER), "csi-provisioner")
+    timeouts = [a.split("=", 1)[1] for a in provisioner["args"] if a.startswith("--timeout=")]
+    assert timeouts == [f"{PROVISIONER_TIMEOUT_S}s"] and PROVISIONER_TIMEOUT_S >= 60
+
+
+def test_storage_class_does_not_offer_expansion(rendered):
+    """controller.go: ControllerExpandVolume returns Unimplemented, so a resize would hang."""
+    _, _, charts = rendered
+    assert objects(charts, "StorageClass")[0]["allowVolumeExpansion"] is False
+
+
+# ------------------------------------------------------------------- locality: local_worker_policy.rs
+
+
+def test_node_plugin_runs_fuse_embedded_with_the_node_environment(rendered):
+    """Standalone FUSE pods get no environment (standalone_manager.go); embedded FUSE children inherit the CSI
+    container's (fuse_manager.go), so the client hostname can be set per node."""
+    _, _, charts = rendered
+    plugin = container(_named(charts, "DaemonSet", CSI_NODE), "csi-plugin")
+    env = _env(plugin)
+    assert env["MOUNT_MODE"]["value"] == "embedded"
+    assert not [name for name in env if name.startswith("STANDALONE_")]
+
+
+def test_fuse_client_and_worker_name_themselves_by_the_same_node_value(rendered):
+    """local_worker_policy.rs picks the worker whose address ``is_local`` (worker_address.rs: hostname string
+    equality) to the client's hostname; both come from CURVINE_*_HOSTNAME (cluster_conf.rs)."""
+    _, _, charts = rendered
+    worker = container(_named(charts, "DaemonSet", "curvine-worker"), "worker")
+    plugin = container(_named(charts, "DaemonSet", CSI_NODE), "csi-plugin")
+    assert _field(worker, "CURVINE_WORKER_HOSTNAME") == _field(plugin, "CURVINE_CLIENT_HOSTNAME") == "status.hostIP"
+    # net_interface would override both env variables (cluster_conf.rs): it must stay unset
+    assert not _config(charts).get("net_interface")
+
+
+def test_short_circuit_is_off_because_fuse_cannot_see_the_worker_path(rendered):
+    """block_writer.rs opens the worker's data path directly when short_circuit is on and the worker is local; the
+    CSI container does not mount the NVMe, so short-circuit must be off and writes go through the worker's RPC."""
+    _, props, charts = rendered
+    assert _config(charts)["client"]["short_circuit"] is False
+    node = _named(charts, "DaemonSet", CSI_NODE)["spec"]["template"]["spec"]
+    assert not [v for v in node["volumes"] if v.get("hostPath", {}).get("path", "").startswith(props.data_dir)]
+
+
+def test_fuse_reads_the_cluster_config(rendered):
+    """curvine-fuse reads ``conf/curvine-cluster.toml`` relative to its working directory (mount_args.rs) and
+    the CSI starts it without --conf (fuse_manager.go): the ConfigMap must sit there in the CSI container."""
+    _, _, charts = rendered
+    for workload in (_named(charts, "DaemonSet", CSI_NODE), _named(charts, "Deployment", CSI_CONTROLLER)):
+        plugin = container(workload, "csi-plugin")
+        mount = next(m for m in plugin["volumeMounts"] if m["name"] == "config")
+        assert mount["mountPath"] == f"{plugin['workingDir']}/conf/curvine-cluster.toml" == FUSE_CONF_PATH
+        volume = next(v for v in workload["spec"]["template"]["spec"]["volumes"] if v["name"] == "config")
+        assert volume["configMap"]["name"] == objects(charts, "ConfigMap")[0]["metadata"]["name"]
+
+
+def test_node_plugin_rbac_matches_embedded_mode(rendered):
+    """Embedded mode keeps its mount state in one Secret per node in its namespace (k8s_client.go, mount_state.go)
+    and runs no PV watcher and no FUSE pods (those are node_standalone.go / standalone_manager.go)."""
+    _, _, charts = rendered
+    role = _rules(charts, "Role", CSI_NODE)
+    for verb in ("get", "create", "update", "delete"):
+        assert _allows(role, "", "secrets", verb)
+    assert not _allows(role, "", "pods", "create")
+    assert not _rules(charts, "ClusterRole", CSI_NODE)
+
+
+# ------------------------------------------------------------------------------------ lifecycle
+
+
+def test_servers_run_the_binary_directly_with_signals_and_stdout_logs(rendered):
+    """entrypoint.sh keeps bash as PID 1 (no exec, no trap) and tees into an unrotated file; curvine-server installs
+    a SIGTERM handler itself (rpc_server.rs), and logs go to stdout by default (logger.rs)."""
+    _, _, charts = rendered
+    config = _config(charts)
+    for kind, name, service in (("StatefulSet", "curvine-master", "master"), ("DaemonSet", "curvine-worker", "worker")):
+        workload = _named(charts, kind, name)
+        c = container(workload, service)
+        assert c["command"] == [SERVER_BINARY]
+        assert c["args"] == ["--service", service, "--conf", CONF_PATH]
+        assert _env(c)["ORPC_BIND_HOSTNAME"]["value"] == "0.0.0.0"
+        assert workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 30
+        assert "log_dir" not in config.get("log", {}) or config["log"]["log_dir"] == "stdout"
+
+
+def test_master_audit_log_follows_the_setting(rendered, dev_env):
+    """master_conf.rs turns the audit log on by default: one line per file operation, i.e. per LMCache chunk."""
+    env, _, charts = rendered
+    assert _config(charts)["master"]["audit_logging_enabled"] is env.curvine.master.audit_log is False
+    master = dev_env.curvine.master.model_copy(update={"audit_log": True})
+    on = render(props_for(dev_env.model_copy(update={"curvine": dev_env.curvine.model_copy(update={"master": master})})))
+    assert _config(on)["master"]["audit_logging_enabled"] is True
+
+
+def test_a_single_master_has_no_disruption_budget(dev_env):
+    """maxUnavailable 0 on one master blocks every drain of its node."""
+    assert dev_env.curvine.master.replicas == 1
+    assert not objects(render(props_for(dev_env)), "PodDisruptionBudget")
+
+
+# ------------------------------------------------------------------------------------------ ports
+
+
+def test_port_table_covers_every_port_and_says_where_it_listens(rendered):
+    """One table for the security groups and NetworkPolicies: every configured Curvine port, host or pod network."""
+    env, props, charts = rendered
+    table = port_table(props.ports)
+    assert {p.port for p in table} == set(env.curvine.ports.model_dump().values())
+    worker = _named(charts, "DaemonSet", "curvine-worker")["spec"]["template"]["spec"]
+    node = _named(charts, "DaemonSet", CSI_NODE)["spec"]["template"]["spec"]
+    master = _named(charts, "StatefulSet", "curvine-master")["spec"]["template"]["spec"]
+    listens = {"worker": worker, "fuse": node, "master": master, "journal": master}
+    for entry in table:
+        spec = listens[entry.listener]
+        assert entry.network == ("host" if spec.get("hostNetwork") else "pod"), entry
+        assert entry.reached_by, entry
+
+
+def test_master_count_is_announced_at_synth_as_fixed_at_install(dev_synth):
+    """Raft membership comes from ``journal_addrs`` at install (journal_conf.rs); synth cannot see the deployed count,
+    so every synth says it (upstream helm refuses the change: validateMasterReplicasOnUpgrade in curvine-runtime)."""
+    from aws_cdk.assertions import Annotations, Match
+
+    infos = Annotations.from_stack(dev_synth.graph.workloads).find_info(
+        "*", Match.string_like_regexp("Curvine master count 1 is fixed at install")
+    )
+    assert len(infos) == 1 and "docs/curvine-contract.md" in str(infos[0].entry.data)
