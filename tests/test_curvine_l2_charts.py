@@ -98,9 +98,10 @@ def test_toml_parses_and_agrees_with_the_objects(rendered):
     # worker data dir: capacity from config, on the NVMe hostPath
     worker = objects(charts, "DaemonSet")[0]
     assert config["worker"]["data_dir"] == [f"[SSD:{env.curvine.worker.capacity_gb}GB]{DATA_MOUNT}"]
-    data = next(v for v in worker["spec"]["template"]["spec"]["volumes"] if v["name"] == "data")
-    assert data["hostPath"]["path"] == env.curvine.worker.data_dir
-    assert {m["mountPath"] for m in container(worker, "worker")["volumeMounts"]} >= {DATA_MOUNT}
+    nvme = next(v for v in worker["spec"]["template"]["spec"]["volumes"] if v["name"] == "nvme")
+    assert nvme["hostPath"] == {"path": env.curvine.worker.nvme_mount, "type": "Directory"}
+    data = next(m for m in container(worker, "worker")["volumeMounts"] if m["mountPath"] == DATA_MOUNT)
+    assert f"{nvme['hostPath']['path']}/{data['subPath']}" == env.curvine.worker.data_dir
 
 
 def test_config_change_rolls_the_pods(rendered):

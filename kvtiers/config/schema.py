@@ -373,8 +373,13 @@ class CurvineMaster(Strict):
 
 
 class CurvineWorker(Strict):
+    nvme_mount: AbsolutePath = "/opt/dlami/nvme"
+    """Where the node's NVMe instance store is mounted. The worker refuses to start unless this is a mount point of
+    a filesystem on the instance store, so the cache never lands on the root disk. Default: the DLAMI path the
+    source design used; AWS's EBS-CSI-on-HyperPod page also describes an LVM volume at ``/opt/sagemaker`` (which
+    the check accepts when it includes the instance store): check with ``findmnt`` on a node."""
     data_dir: str = "/opt/dlami/nvme/curvine"
-    """Node-local NVMe path on the HyperPod nodes (HyperPod mounts the instance store at /opt/dlami/nvme)."""
+    """Cache directory, below ``nvme_mount`` (created on first start)."""
     capacity_gb: int = Field(default=1000, ge=1)
     """Cache capacity per worker; must fit on the instance type's NVMe."""
     reserved_gb: int = Field(default=20, ge=0)
@@ -386,6 +391,12 @@ class CurvineWorker(Strict):
         if not value or not value.startswith("/") or value.rstrip("/") == "":
             raise ValueError(f"data_dir must be an absolute path below the NVMe mount, got {value!r}")
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _below_the_mount(self) -> CurvineWorker:
+        if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
+            raise ValueError(f"data_dir {self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
+        return self
 
 
 class CurvineEviction(Strict):

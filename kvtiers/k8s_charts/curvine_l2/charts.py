@@ -3,6 +3,8 @@ PersistentVolumes and the cluster config), workers (node-local NVMe), CSI driver
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import cdk8s
 from constructs import Construct
 
@@ -258,19 +260,39 @@ class CurvineWorkerChart(cdk8s.Chart):
                                     ],
                                     ports={"rpc": rpc, "web": p.ports["worker_web"]},
                                     rpc=rpc,
-                                    mounts=[mount, {"name": "data", "mountPath": DATA_MOUNT}],
+                                    mounts=[mount, {"name": "nvme", "mountPath": DATA_MOUNT, "subPath": p.data_subpath}],
                                     startup=False,
                                 )
                             ],
+                            "initContainers": [_nvme_check(p)],
                             "volumes": [
                                 volume,
-                                {"name": "data", "hostPath": {"path": p.data_dir, "type": "DirectoryOrCreate"}},
+                                # Directory, never DirectoryOrCreate: a missing mount must not become a root-disk folder.
+                                {"name": "nvme", "hostPath": {"path": p.nvme_mount, "type": "Directory"}},
                             ],
                         },
                     },
                 }
             },
         )
+
+
+NVME_CHECK_SCRIPT = (Path(__file__).parent / "nvme_check.sh").read_text()
+NVME_CHECK_TARGET = "/host/nvme"
+
+
+def _nvme_check(props: CurvineProps) -> dict:
+    """Init container that fails the worker pod unless ``nvme_mount`` is a filesystem on the instance store
+    (``nvme_check.sh``: the mount table and the block devices' models, read without privileges)."""
+    return {
+        "name": "check-nvme",
+        "image": props.images["runtime_image"],
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/bash", "-c", NVME_CHECK_SCRIPT],
+        "env": [_env("TARGET", value=NVME_CHECK_TARGET), _env("HOST_PATH", value=props.nvme_mount)],
+        "resources": props.resources["sidecar"].to_k8s(),
+        "volumeMounts": [{"name": "nvme", "mountPath": NVME_CHECK_TARGET, "readOnly": True}],
+    }
 
 
 def _sidecar(name: str, image: str, args: list[str], props: CurvineProps, mounts: list[dict]) -> dict:

@@ -116,7 +116,10 @@ class CurvineProps:
     hyperpod_groups: tuple[str, ...]
     """Every HyperPod group: each runs a CSI node pod so any serving pod can mount the L2."""
     tolerations: tuple[dict, ...]
+    nvme_mount: str
+    """Mount point of the node's NVMe instance store; the worker checks it before it starts."""
     data_dir: str
+    """Cache directory below ``nvme_mount``."""
     capacity_gb: int
     reserved_gb: int
     block_size: str
@@ -138,15 +141,19 @@ class CurvineProps:
             raise ValueError(f"CurvineProps.masters must be 1, 3 or 5, got {self.masters}")
         if len(self.journal_volume_ids) != self.masters:
             raise ValueError(f"CurvineProps needs {self.masters} journal volume pairs, got {len(self.journal_volume_ids)}")
-        if not self.data_dir.startswith("/"):
-            raise ValueError(f"CurvineProps.data_dir must be absolute, got {self.data_dir!r}")
+        if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
+            raise ValueError(f"CurvineProps.data_dir {self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
+
+    @property
+    def data_subpath(self) -> str:
+        """``data_dir`` relative to ``nvme_mount`` (the worker mounts it as a subPath of the checked mount)."""
+        return self.data_dir[len(self.nvme_mount.rstrip("/")) + 1 :]
 
     @classmethod
     def from_environment(
         cls, env: Environment, *, journal_volume_ids: tuple[tuple[str, str], ...], availability_zone: str
     ) -> CurvineProps:
         c = env.curvine
-        taints = {(t.key, t.value, t.effect) for g in env.hyperpod.instance_groups for t in g.taints}
         return cls(
             namespace=c.namespace,
             cluster_id=c.cluster_id,
@@ -157,9 +164,8 @@ class CurvineProps:
             journal_size_gib=c.master.journal_volume_gib,
             worker_groups=tuple(g.name for g in env.curvine_worker_groups),
             hyperpod_groups=tuple(g.name for g in env.hyperpod.instance_groups),
-            tolerations=tuple(
-                {"key": k, "operator": "Equal", "value": v, "effect": e} for k, v, e in sorted(taints)
-            ),
+            tolerations=env.hyperpod.taint_tolerations,
+            nvme_mount=c.worker.nvme_mount,
             data_dir=c.worker.data_dir,
             capacity_gb=c.worker.capacity_gb,
             reserved_gb=c.worker.reserved_gb,
