@@ -199,3 +199,21 @@ def test_tiered_storage_percentage_bounds_are_the_api_range(tmp_path, percentage
         message = str(error)
     # 100 % is a valid API value; the node budget then rejects it on its own terms.
     assert ("hyperpod.tiered_storage.memory_percentage" in message) is not in_range
+
+
+# --------------------------------------------------------------------------------------------------- EBS CSI on HyperPod
+
+
+def test_ebs_csi_role_attaches_through_the_hyperpod_cluster(dev_synth):
+    # "Use the Amazon EBS CSI driver on SageMaker HyperPod EKS clusters": attach and detach go through SageMaker.
+    statements = role_statements(dev_synth.template_json(dev_synth.graph.platform), "EbsCsiRole")
+    attach = next(s for s in statements if "sagemaker:AttachClusterNodeVolume" in actions_of(s))
+    assert actions_of(attach) == {"sagemaker:AttachClusterNodeVolume", "sagemaker:DetachClusterNodeVolume"}
+    assert attach["Resource"] == {"Fn::GetAtt": [attach["Resource"]["Fn::GetAtt"][0], "ClusterArn"]}
+    describe = next(s for s in statements if actions_of(s) == {"eks:DescribeCluster"})
+    assert "EksCluster" in str(describe["Resource"])
+
+
+def test_ebs_csi_driver_older_than_hyperpod_support_is_rejected(tmp_path):
+    message = rejected(tmp_path, lambda raw: raw["eks"].update(addons={"aws_ebs_csi_driver": "v1.46.0-eksbuild.1"}))
+    assert "eks.addons: " in message and "older than v1.47.0" in message

@@ -158,10 +158,18 @@ class EksAddonVersions(Strict):
         for name, version in self.model_dump().items():
             if not re.match(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$", version):
                 raise ValueError(f"{name}: {version!r} is not an EKS add-on version like 'v1.20.4-eksbuild.1'")
-        major, minor, patch = (int(x) for x in self.vpc_cni[1:].split("-")[0].split("."))
-        if (major, minor, patch) < (1, 18, 3):
+        if _version(self.vpc_cni) < (1, 18, 3):
             raise ValueError(f"vpc_cni {self.vpc_cni} is older than v1.18.3, the minimum HyperPod supports")
+        if _version(self.aws_ebs_csi_driver) < (1, 47, 0):
+            raise ValueError(
+                f"aws_ebs_csi_driver {self.aws_ebs_csi_driver} is older than v1.47.0, the first that attaches volumes to "
+                "HyperPod nodes (AttachClusterNodeVolume)"
+            )
         return self
+
+
+def _version(addon_version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in addon_version[1:].split("-")[0].split("."))
 
 
 class SystemNodegroup(Strict):

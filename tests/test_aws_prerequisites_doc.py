@@ -1,0 +1,33 @@
+"""docs/aws-prerequisites.md: every row names a test that exists, or says only an AWS account can show it."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from tests.conftest import ROOT
+
+DOC = ROOT / "docs" / "aws-prerequisites.md"
+
+
+def _test_names() -> set[str]:
+    names: set[str] = set()
+    for path in (ROOT / "tests").glob("test_*.py"):
+        names |= {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
+    return names
+
+
+def rows() -> list[list[str]]:
+    lines = [line for line in DOC.read_text().splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
+
+
+def test_every_row_names_an_existing_test_or_says_aws_account_only():
+    existing = _test_names()
+    assert len(rows()) >= 20
+    for requirement, source, where, test in rows():
+        named = re.findall(r"`(test_[a-z0-9_]+)`", test)
+        assert named or "AWS account only" in test, requirement
+        missing = sorted(set(named) - existing)
+        assert not missing, f"{requirement}: no such test {missing}"
+        assert source, requirement
