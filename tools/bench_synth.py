@@ -34,6 +34,7 @@ def context_json(config: str | None) -> str:
         context.pop("config", None)
     else:
         context["config"] = config
+        context["kvtiers:review"] = "true"  # offline: no vendored HyperPod chart here
     return json.dumps(context)
 
 
