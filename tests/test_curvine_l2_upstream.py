@@ -16,8 +16,10 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     CSI_CONTROLLER,
     CSI_NODE,
     FUSE_CONF_PATH,
+    MASTER,
     PROVISIONER_TIMEOUT_S,
     SERVER_BINARY,
+    WORKER,
     port_table,
 )
 from tests.conftest import CONFIG_DIR
@@ -151,14 +153,36 @@ def test_fuse_reads_the_cluster_config(rendered):
 
 
 def test_node_plugin_rbac_matches_embedded_mode(rendered):
-    """Embedded mode keeps its mount state in one Secret per node in its namespace (k8s_client.go, mount_state.go)
-    and runs no PV watcher and no FUSE pods (those are node_standalone.go / standalone_manager.go)."""
+    """Embedded mode runs no PV watcher and no FUSE pods (those are node_standalone.go / standalone_manager.go), and
+    gets no Secrets: with them it would reload a dead FUSE PID after a restart and never re-mount (mount_state.go,
+    node.go NodePublishVolume re-stages only when the PID is 0); without them load/save only warn."""
     _, _, charts = rendered
-    role = _rules(charts, "Role", CSI_NODE)
-    for verb in ("get", "create", "update", "delete"):
-        assert _allows(role, "", "secrets", verb)
-    assert not _allows(role, "", "pods", "create")
+    assert not _rules(charts, "Role", CSI_NODE)
     assert not _rules(charts, "ClusterRole", CSI_NODE)
+    assert _named(charts, "ServiceAccount", CSI_NODE)
+
+
+def test_node_plugin_is_never_replaced_by_a_deploy(rendered):
+    """Its pod hosts the node's FUSE processes: a rollout would break every L2 mount on the node."""
+    _, _, charts = rendered
+    node = _named(charts, "DaemonSet", CSI_NODE)
+    assert node["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert "livenessProbe" not in container(node, "csi-plugin")
+
+
+def test_master_and_worker_preempt_serving_pods(rendered):
+    _, _, charts = rendered
+    master, worker = _named(charts, "StatefulSet", MASTER), _named(charts, "DaemonSet", WORKER)
+    assert master["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical"
+    assert worker["spec"]["template"]["spec"]["priorityClassName"] == "system-node-critical"
+
+
+def test_every_l2_file_expires_so_eviction_can_delete_it(rendered):
+    """v0.4.1 quota eviction deletes only expired files (quota_manager.rs -> ttl_executor.rs execute_by_id), and
+    files get their TTL from the client config (client_conf.rs ttl_ms / ttl_action, default 0 / none)."""
+    env, props, _ = rendered
+    client = tomllib.loads(props.config_toml)["client"]
+    assert client["ttl_ms"] == f"{env.curvine.eviction.file_ttl_hours}h" and client["ttl_action"] == "delete"
 
 
 # ------------------------------------------------------------------------------------ lifecycle

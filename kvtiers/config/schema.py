@@ -408,11 +408,19 @@ class CurvineWorker(Strict):
 
 
 class CurvineEviction(Strict):
-    """Quota eviction in delete mode: LMCache's ``fs://`` connector never deletes, so Curvine must."""
+    """How the L2 makes room: LMCache's ``fs://`` connector never deletes, so Curvine must.
+
+    At v0.4.1 quota eviction only removes files whose time-to-live has expired (``quota_manager.rs`` hands each
+    victim to ``ttl_executor.rs``, which skips unexpired files), so every L2 file gets a TTL and the master's TTL
+    checker deletes it when it expires. The watermarks then pick which expired files go first under pressure.
+    """
 
     high_watermark: float = Field(default=0.85, gt=0, lt=1)
     low_watermark: float = Field(default=0.70, gt=0, lt=1)
     policy: Literal["lru", "lfu"] = "lru"
+    file_ttl_hours: int = Field(default=24, ge=1, le=24 * 365)
+    """Lifetime of an L2 chunk file (client ``ttl_ms``, ``ttl_action = delete``). Default: a day, so prefixes of a
+    day's traffic stay shared; lower it when ``workers x capacity_gb`` fills in less than that."""
 
     @model_validator(mode="after")
     def _order(self) -> CurvineEviction:

@@ -153,11 +153,12 @@ def size_environment(env: Environment) -> EnvironmentSizing:
             memory_gib=shape.memory_gib,
             tiered_storage_gib=tiered if env.hyperpod.tiered_storage.enabled else 0.0,
             reserved_gib=env.serving.node_reserved_gib,
-            # Every HyperPod node runs the CSI node pod and a FUSE client; worker groups also run a Curvine worker.
+            # Every HyperPod node runs the CSI node pod and its FUSE clients.
             curvine_gib=res.fuse.memory_gib
             + res.csi_node.memory_gib
             + 2 * res.sidecar.memory_gib
-            + (res.worker.memory_gib if group.name in worker_groups else 0),
+            # Worker groups also run a Curvine worker and may run a master (masters are placed on worker groups).
+            + (res.worker.memory_gib + res.master.memory_gib if group.name in worker_groups else 0),
             pods_gib=math.ceil(gpus_per_node * memory_per_gpu),
             gpus=shape.gpus,
             gpus_used=gpus_per_node,

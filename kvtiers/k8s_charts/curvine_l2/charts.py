@@ -30,7 +30,7 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     WORKER,
     CurvineProps,
 )
-from kvtiers.k8s_charts.labels import HYPERPOD_INSTANCE_GROUP, HYPERPOD_NODE_SELECTOR, component_labels
+from kvtiers.k8s_charts.labels import HYPERPOD_INSTANCE_GROUP, component_labels
 
 KUBELET = "/var/lib/kubelet"
 PLUGIN_DIR = f"{KUBELET}/plugins/{DRIVER}"
@@ -167,9 +167,12 @@ class CurvineMasterChart(cdk8s.Chart):
                         "metadata": {"labels": labels, "annotations": {"kvtiers.io/config-sha256": p.config_checksum}},
                         "spec": {
                             "terminationGracePeriodSeconds": GRACE_SECONDS["master"],
-                            "nodeSelector": dict(HYPERPOD_NODE_SELECTOR),
+                            # Preempts serving pods on a replaced node: without a master there is no L2 at all.
+                            "priorityClassName": "system-cluster-critical",
                             "tolerations": list(p.tolerations),
                             "affinity": {
+                                # On the worker groups, whose node budget counts a master (sizing.py).
+                                **_in_groups(p.worker_groups),
                                 "podAntiAffinity": {
                                     "requiredDuringSchedulingIgnoredDuringExecution": [
                                         {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
@@ -248,6 +251,8 @@ class CurvineWorkerChart(cdk8s.Chart):
                             "hostNetwork": True,
                             "dnsPolicy": "ClusterFirstWithHostNet",
                             "terminationGracePeriodSeconds": GRACE_SECONDS["worker"],
+                            # A node agent: without it this node's L2 writes silently stop being node-local.
+                            "priorityClassName": "system-node-critical",
                             "affinity": _in_groups(p.worker_groups),
                             "tolerations": list(p.tolerations),
                             "containers": [
@@ -341,10 +346,11 @@ class CurvineCsiChart(cdk8s.Chart):
             CSI_NODE,
             # Embedded mode touches no cluster-scoped object (no PV watcher, that is standalone's).
             cluster_rules=[],
-            # Embedded mode keeps its mount state in one Secret per node (curvine-csi-mount-<node>).
-            namespace_rules=[
-                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "update", "delete"]},
-            ],
+            # No Secrets on purpose: embedded mode would persist its mount state (with FUSE process IDs) in one Secret
+            # per node, reload it after a restart and then skip re-mounting because the dead PID is non-zero
+            # (mount_state.go, node.go NodePublishVolume). Its load and save failures are only warnings, so without
+            # the grant every restart starts clean and the next publish mounts afresh.
+            namespace_rules=[],
             props=p,
         )
         socket_mount = {"name": "socket-dir", "mountPath": "/csi"}
@@ -404,7 +410,9 @@ class CurvineCsiChart(cdk8s.Chart):
             {
                 "spec": {
                     "selector": {"matchLabels": node_labels},
-                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                    # OnDelete: the FUSE processes live in this pod, so replacing it breaks the L2 mounts of every
+                    # serving pod on the node; a deploy must never do that by itself (README: Curvine FUSE restart).
+                    "updateStrategy": {"type": "OnDelete"},
                     "template": {
                         "metadata": {"labels": node_labels},
                         "spec": {
@@ -430,7 +438,8 @@ class CurvineCsiChart(cdk8s.Chart):
                                     ],
                                     "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}},
                                     "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
-                                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "healthz"}, "periodSeconds": 10, "failureThreshold": 5},
+                                    # No liveness probe: a restart kills this node's FUSE processes, and the driver's
+                                    # probe answers ok whatever their state (identity.go Probe).
                                     "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {CSI_SOCKET}"]}}},
                                     # The FUSE processes of this node run inside this container.
                                     "resources": p.csi_node_plugin_resources.to_k8s(),
@@ -460,23 +469,22 @@ class CurvineCsiChart(cdk8s.Chart):
         )
 
     def _rbac(self, name: str, *, cluster_rules: list[dict], namespace_rules: list[dict], props: CurvineProps) -> None:
+        """The service account and, for each non-empty rule set, its (Cluster)Role and binding."""
         ns = props.namespace
         api_object(self, f"{name}-sa", "v1", "ServiceAccount", {"name": name, "namespace": ns}, {})
         subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
-        if cluster_rules:
-            self._cluster_rbac(name, cluster_rules, subject)
-        api_object(self, f"{name}-role", "rbac.authorization.k8s.io/v1", "Role", {"name": name, "namespace": ns}, {"rules": namespace_rules})
-        api_object(
-            self, f"{name}-rolebinding", "rbac.authorization.k8s.io/v1", "RoleBinding", {"name": name, "namespace": ns},
-            {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject},
-        )
-
-    def _cluster_rbac(self, name: str, cluster_rules: list[dict], subject: list[dict]) -> None:
-        api_object(self, f"{name}-clusterrole", "rbac.authorization.k8s.io/v1", "ClusterRole", {"name": name}, {"rules": cluster_rules})
-        api_object(
-            self, f"{name}-clusterrolebinding", "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", {"name": name},
-            {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}, "subjects": subject},
-        )
+        for kind, rules, metadata in (
+            ("ClusterRole", cluster_rules, {"name": name}),
+            ("Role", namespace_rules, {"name": name, "namespace": ns}),
+        ):
+            if not rules:
+                continue
+            prefix = kind.lower()
+            api_object(self, f"{name}-{prefix}", "rbac.authorization.k8s.io/v1", kind, metadata, {"rules": rules})
+            api_object(
+                self, f"{name}-{prefix}binding", "rbac.authorization.k8s.io/v1", f"{kind}Binding", metadata,
+                {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}, "subjects": subject},
+            )
 
 
 class CurvineStorageChart(cdk8s.Chart):

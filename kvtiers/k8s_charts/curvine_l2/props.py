@@ -126,6 +126,8 @@ class CurvineProps:
     eviction_high: float
     eviction_low: float
     eviction_policy: str
+    file_ttl_hours: int
+    """Lifetime of each L2 file; expired files are what Curvine deletes."""
     audit_log: bool
     """Master audit log (``master.audit_logging_enabled``): one line per file operation."""
     fs_path: str
@@ -173,6 +175,7 @@ class CurvineProps:
             eviction_high=c.eviction.high_watermark,
             eviction_low=c.eviction.low_watermark,
             eviction_policy=c.eviction.policy,
+            file_ttl_hours=c.eviction.file_ttl_hours,
             audit_log=c.master.audit_log,
             fs_path=c.fs_path,
             ports=c.ports.model_dump(),
@@ -248,6 +251,10 @@ class CurvineProps:
                 # Off: the worker's data path is not visible to the FUSE process (it runs in the CSI node
                 # container), so a local short-circuit open would fail; writes go through the worker's RPC.
                 "short_circuit": False,
+                # Every file the FUSE client creates expires: at v0.4.1 that is the only way files ever leave the L2
+                # (quota eviction deletes expired files only).
+                "ttl_ms": f"{self.file_ttl_hours}h",
+                "ttl_action": "delete",
             },
             "fuse": {"web_port": p["fuse_web"]},
         }
