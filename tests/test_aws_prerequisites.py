@@ -217,3 +217,13 @@ def test_ebs_csi_role_attaches_through_the_hyperpod_cluster(dev_synth):
 def test_ebs_csi_driver_older_than_hyperpod_support_is_rejected(tmp_path):
     message = rejected(tmp_path, lambda raw: raw["eks"].update(addons={"aws_ebs_csi_driver": "v1.46.0-eksbuild.1"}))
     assert "eks.addons: " in message and "older than v1.47.0" in message
+
+
+def test_a_group_without_a_secondary_volume_has_no_instance_storage_config(tmp_path):
+    from tests.synth import synth
+    from tests.test_config import write_variant
+
+    path = write_variant(tmp_path, lambda raw: raw["hyperpod"]["instance_groups"][0].update(ebs_volume_gb=0))
+    out = synth(path, tmp_path / "out")
+    cluster = next(r for r in out.template_json(out.graph.platform)["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster")
+    assert "InstanceStorageConfigs" not in cluster["Properties"]["InstanceGroups"][0]

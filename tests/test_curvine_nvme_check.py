@@ -90,17 +90,27 @@ def test_an_ebs_volume_mounted_there_fails(node):
     node.disk("nvme2n1", "259:3", EBS)
     node.mount("259:3", "/", "/dev/nvme2n1")
     result = node.check()
-    assert result.returncode == 1 and "none is the instance store" in result.stderr
+    assert result.returncode == 1 and "nvme2n1 is not the instance store" in result.stderr
 
 
-def test_lvm_volume_that_includes_the_instance_store_passes(node):
+def test_lvm_volume_of_instance_stores_passes(node):
     node.disk("nvme1n1", "259:1", INSTANCE_STORE)
-    node.disk("nvme2n1", "259:3", EBS)
+    node.disk("nvme2n1", "259:3", INSTANCE_STORE)
     node.lvm("dm-0", "253:0", ["nvme1n1", "nvme2n1"])
     node.mount("253:0", "/", "/dev/mapper/vg.01-lv")
     result = node.check()
     assert result.returncode == 0, result.stderr
     assert "nvme1n1 (Amazon EC2 NVMe Instance Storage)" in result.stdout and "nvme2n1" in result.stdout
+
+
+def test_lvm_volume_that_also_spans_an_ebs_disk_fails(node):
+    node.disk("nvme1n1", "259:1", INSTANCE_STORE)
+    node.disk("nvme2n1", "259:3", EBS)
+    node.lvm("dm-0", "253:0", ["nvme1n1", "nvme2n1"])
+    node.mount("253:0", "/", "/dev/mapper/vg.01-lv")
+    result = node.check()
+    assert result.returncode == 1
+    assert "nvme2n1 is not the instance store" in result.stderr and "ebs_volume_gb to 0" in result.stderr
 
 
 def test_lvm_volume_of_ebs_only_fails(node):

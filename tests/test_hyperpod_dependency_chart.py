@@ -85,9 +85,9 @@ def test_cdk_synth_without_the_chart_exits_1_without_a_traceback(tmp_path):
 def test_review_synth_says_so_and_cannot_be_deployed(dev_synth):
     platform = dev_synth.template_json(dev_synth.graph.platform)
     (assertion,) = platform["Rules"]["ReviewOnly"]["Assertions"]
-    stack_name = dev_synth.graph.platform.stack_name
-    assert assertion["Assert"] == {"Fn::Equals": [{"Ref": "AWS::StackName"}, "kvtiers-offline-review-synth-is-not-deployable"]}
-    assert stack_name != "kvtiers-offline-review-synth-is-not-deployable"
+    # Rules may refer only to parameters; the parameter can take no value that satisfies the rule.
+    assert assertion["Assert"] == {"Fn::Equals": [{"Ref": "ReviewOnlySynth"}, "false"]}
+    assert platform["Parameters"]["ReviewOnlySynth"]["AllowedValues"] == ["true"]
     assert "make hyperpod-chart" in assertion["AssertDescription"]
     assert not any(r["Type"] == "Custom::AWSCDK-EKS-HelmChart" for r in platform["Resources"].values())
 
@@ -223,3 +223,22 @@ def test_without_custom_taints_the_chart_defaults_are_untouched(dev_vendored_syn
     values = json.loads(helm_chart_resource(dev_vendored_synth)["Properties"]["Values"])
     assert set(values) == {"health-monitoring-agent", "global"}
     assert values["global"]["region"] == "us-east-1"
+
+
+def test_chart_waits_for_a_node_with_pod_networking(dev_vendored_synth):
+    resources = dev_vendored_synth.template_json(dev_vendored_synth.graph.platform)["Resources"]
+    chart = helm_chart_resource(dev_vendored_synth)
+    depends = set(chart.get("DependsOn", []))
+    kinds = {resources[d]["Type"] for d in depends}
+    assert "AWS::EKS::Nodegroup" in kinds
+    addons = {resources[d]["Properties"]["AddonName"] for d in depends if resources[d]["Type"] == "AWS::EKS::Addon"}
+    assert {"vpc-cni", "kube-proxy"} <= addons
+    assert chart["Properties"]["Wait"] is True
+
+
+def test_without_system_nodes_the_chart_does_not_wait_for_pods(tmp_path, stand_in):
+    path = write_variant(tmp_path, lambda raw: raw["eks"].update(system_nodegroup={"enabled": False}))
+    result = synth(path, tmp_path / "out", chart_dir=stand_in)
+    properties = helm_chart_resource(result)["Properties"]
+    # HyperPod creates its nodes only after the chart: waiting for the chart's controllers would never end.
+    assert not properties.get("Wait") and not properties.get("Atomic")

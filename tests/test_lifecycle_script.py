@@ -27,9 +27,10 @@ def node(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls"
-    for name in ("systemctl", "findmnt", "lsblk"):
+    for name in ("systemctl", "findmnt", "lsblk", "mount"):
         stub = bin_dir / name
-        stub.write_text(f'#!/bin/bash\necho "{name} $*" >> {calls}\n[[ "$*" != "is-active --quiet containerd" ]]\n')
+        # systemctl: kubelet and containerd are running (is-active succeeds), as on a node that booted them already.
+        stub.write_text(f'#!/bin/bash\necho "{name} $*" >> {calls}\n')
         stub.chmod(0o755)
     # mountpoint: a path is mounted when the fake root has a marker file in it.
     mountpoint = bin_dir / "mountpoint"
@@ -55,10 +56,17 @@ def test_moves_containerd_and_kubelet_onto_the_secondary_volume(node):
     drop_in = (root / "etc" / "systemd" / "system" / "containerd.service.d" / "50-kvtiers-data-root.conf").read_text()
     assert "ExecStart=\nExecStart=/usr/bin/containerd --config /opt/sagemaker/containerd/config.toml" in drop_in
     assert (root / "opt" / "sagemaker" / "containerd" / "data-root" / "io.containerd.content.v1.content").is_dir()
-    kubelet = root / "var" / "lib" / "kubelet"
-    assert kubelet.is_symlink() and str(kubelet.readlink()) == "/opt/sagemaker/kubelet"
     assert (root / "opt" / "sagemaker" / "kubelet" / "pki" / "kubelet.crt").read_text() == "cert"
-    assert "systemctl daemon-reload" in calls.read_text()
+    fstab = (root / "etc" / "fstab").read_text()
+    assert "/opt/sagemaker/kubelet /var/lib/kubelet none bind,x-systemd.requires-mounts-for=/opt/sagemaker 0 0" in fstab
+    log = calls.read_text().splitlines()
+    assert f"mount --bind {root}/opt/sagemaker/kubelet {root}/var/lib/kubelet" in log
+    assert f"mount --make-rshared {root}/var/lib/kubelet" in log
+    # Both services stop before their data moves and start after it, containerd first.
+    order = [line for line in log if line.startswith(("systemctl stop", "systemctl start", "systemctl daemon-reload", "mount --bind"))]
+    assert order == ["systemctl stop kubelet", "systemctl stop containerd", "systemctl daemon-reload",
+                     f"mount --bind {root}/opt/sagemaker/kubelet {root}/var/lib/kubelet",
+                     "systemctl start containerd", "systemctl start kubelet"]
     assert "kvtiers: on_create done" in (root / "var" / "log" / "provision" / "kvtiers-on-create.log").read_text()
 
 
@@ -68,7 +76,7 @@ def test_fails_the_node_loudly_without_the_secondary_volume(node):
     assert result.returncode == 1
     log = (root / "var" / "log" / "provision" / "kvtiers-on-create.log").read_text()
     assert "/opt/sagemaker is not mounted" in log and "on_create failed" in log and "pausing 0s" in log
-    assert not (root / "var" / "lib" / "kubelet").is_symlink()
+    assert not (root / "etc" / "fstab").exists()
 
 
 def test_fails_on_an_unexpected_os(node):
@@ -76,7 +84,27 @@ def test_fails_on_an_unexpected_os(node):
     (root / "opt" / "sagemaker" / ".mounted").write_text("")
     (root / "etc" / "os-release").write_text('ID="ubuntu"\nVERSION_ID="22.04"\nPRETTY_NAME="Ubuntu 22.04"\n')
     result = run(node)
-    assert result.returncode == 1 and "expected the Amazon Linux 2023 HyperPod EKS AMI, found Ubuntu 22.04" in result.stdout
+    assert result.returncode == 1 and "expected the Amazon Linux HyperPod EKS AMI, found Ubuntu 22.04" in result.stdout
+
+
+def test_amazon_linux_2_moves_the_data_root_in_the_eks_containerd_config(node):
+    root, _, _ = node
+    (root / "opt" / "sagemaker" / ".mounted").write_text("")
+    (root / "etc" / "os-release").write_text('ID="amzn"\nVERSION_ID="2"\nPRETTY_NAME="Amazon Linux 2"\n')
+    (root / "etc" / "eks" / "containerd").mkdir(parents=True)
+    (root / "etc" / "eks" / "containerd" / "containerd-config.toml").write_text(AMI_CONFIG)
+    result = run(node)
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = (root / "etc" / "eks" / "containerd" / "containerd-config.toml").read_text()
+    assert 'root = "/opt/sagemaker/containerd/data-root"' in config
+
+
+def test_a_missing_containerd_config_fails_with_its_path(node):
+    root, _, _ = node
+    (root / "opt" / "sagemaker" / ".mounted").write_text("")
+    (root / "etc" / "containerd" / "config.toml").unlink()
+    result = run(node)
+    assert result.returncode == 1 and "/etc/containerd/config.toml is missing" in result.stdout
 
 
 def test_pause_before_failing_is_a_minute_by_default():

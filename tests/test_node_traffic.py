@@ -111,3 +111,17 @@ def test_the_evaluator_denies_without_rules():
     assert not allowed([Rule(CLUSTER, CLUSTER, "-1", 0, 65535)], "system", "hyperpod", "tcp", 8000)
     assert allowed([Rule(PROJECT, CLUSTER, "tcp", 8000, 8000)], "system", "hyperpod", "tcp", 8000)
     assert not allowed([Rule(PROJECT, CLUSTER, "tcp", 8000, 8000)], "hyperpod", "system", "tcp", 8000)
+
+
+def test_coredns_is_pinned_to_the_system_nodes(dev_synth):
+    """The matrix opens port 53 only towards system nodes, so CoreDNS must never run on a HyperPod node."""
+    import json
+
+    resources = dev_synth.template_json(dev_synth.graph.platform)["Resources"]
+    coredns = next(r for r in resources.values() if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "coredns")
+    config = json.loads(coredns["Properties"]["ConfigurationValues"])
+    (term,) = config["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    nodegroup = next(r for r in resources.values() if r["Type"] == "AWS::EKS::Nodegroup")
+    assert term["matchExpressions"] == [
+        {"key": k, "operator": "In", "values": [v]} for k, v in nodegroup["Properties"]["Labels"].items()
+    ]

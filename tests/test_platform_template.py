@@ -56,6 +56,10 @@ def test_security_group_allows_itself_and_fsx_lustre(dev_synth):
     assert ports == {(988, 988), (1018, 1023)}
     egress = template["Resources"][group]["Properties"]["SecurityGroupEgress"]
     assert egress == [{"CidrIp": "0.0.0.0/0", "Description": "Allow all outbound traffic by default", "IpProtocol": "-1"}]
+    # EFA: an explicit outbound rule to the group itself (HyperPod prerequisites, the reference templates).
+    (to_itself,) = props_of(template, "AWS::EC2::SecurityGroupEgress")
+    assert to_itself["IpProtocol"] == "-1"
+    assert to_itself["GroupId"] == to_itself["DestinationSecurityGroupId"] == {"Fn::GetAtt": [group, "GroupId"]}
 
 
 # --------------------------------------------------------------------------------------------------- EKS

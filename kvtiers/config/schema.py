@@ -240,8 +240,10 @@ class InstanceGroup(Strict):
     count: int = Field(ge=1, le=100)
     threads_per_core: Literal[1, 2] = 1
     """1 (no SMT) by default, as HyperPod recommends for GPU groups."""
-    ebs_volume_gb: int = Field(default=500, ge=1, le=16384)
-    """Secondary EBS per node, mounted at /opt/sagemaker (container images, logs). Encrypted with the stack key."""
+    ebs_volume_gb: int = Field(default=500, ge=0, le=16384)
+    """Secondary EBS per node, mounted at /opt/sagemaker (container images, kubelet volumes, logs), encrypted with
+    the stack key. 0: none, so /opt/sagemaker holds only what the AMI puts there (per AWS's EBS-CSI-on-HyperPod page,
+    an LVM volume of the instance stores), which the Curvine worker's check then accepts."""
     deep_health_checks: tuple[Literal["InstanceStress", "InstanceConnectivity"], ...] = (
         "InstanceStress",
         "InstanceConnectivity",

@@ -25,6 +25,10 @@ LOG_TYPES = {
 }
 
 
+SYSTEM_NODE_LABELS = {"kvtiers.io/role": "system"}
+"""Labels of the system node group's nodes, where CoreDNS (and other cluster controllers) run."""
+
+
 @dataclass(frozen=True)
 class CoreAddonVersions:
     """Pinned versions of the managed core add-ons (never resolved at synth, so upgrades show in ``cdk diff``)."""
@@ -139,10 +143,15 @@ class EksCluster(Construct):
                 desired_size=props.system_nodegroup.desired_size,
                 max_size=max(props.system_nodegroup.desired_size, 4),
                 subnets=ec2.SubnetSelection(subnets=props.subnets),
-                labels={"kvtiers.io/role": "system"},
+                labels=dict(SYSTEM_NODE_LABELS),
             )
             # CoreDNS needs a node to become ACTIVE; without this the add-on waits on a cluster with no nodes.
             self.addons["coredns"].node.add_dependency(self.system_nodegroup)
+            # And it stays there, where the node traffic rules expect it (HyperPod pods reach it on port 53). The
+            # add-on's configuration schema takes a pod affinity (AWS blog "Amazon EKS add-ons: advanced configuration").
+            self.addons["coredns"].configuration_values = cdk.Stack.of(self).to_json_string(
+                {"affinity": _required_node_labels(SYSTEM_NODE_LABELS)}
+            )
 
     def add_addon(
         self,
@@ -167,6 +176,18 @@ class EksCluster(Construct):
         addon.node.add_dependency(self.addons["eks-pod-identity-agent"])
         self.addons[name] = addon
         return addon
+
+
+def _required_node_labels(labels: dict[str, str]) -> dict:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in labels.items()]}
+                ]
+            }
+        }
+    }
 
 
 def _pascal(name: str) -> str:

@@ -38,7 +38,8 @@ class InstanceGroupProps:
     threads_per_core: int = 1
     """Default: 1 (no SMT), as HyperPod recommends for GPU groups."""
     ebs_volume_gb: int = 500
-    """Secondary EBS per node, mounted at /opt/sagemaker. Default: 500 GB for images and logs."""
+    """Secondary EBS per node, mounted at /opt/sagemaker. Default: 500 GB for images, kubelet volumes and logs;
+    0 for none."""
     deep_health_checks: tuple[str, ...] = ("InstanceStress", "InstanceConnectivity")
     """Default: both deep health checks at node start."""
     labels: dict[str, str] = field(default_factory=dict)
@@ -163,7 +164,9 @@ class HyperPodCluster(Construct):
                         volume_size_in_gb=group.ebs_volume_gb, volume_kms_key_id=self.key.key_arn
                     )
                 )
-            ],
+            ]
+            if group.ebs_volume_gb
+            else None,
             on_start_deep_health_checks=list(group.deep_health_checks) or None,
             kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
                 labels=dict(group.labels) or None,

@@ -52,6 +52,10 @@ class HyperPodDependenciesProps:
     tolerations: tuple[dict, ...] = ()
     """Kubernetes tolerations for the custom taints of the HyperPod groups; the device plugins get them on top of
     their defaults so that tainted GPU nodes still offer ``nvidia.com/gpu``. Default: none (no custom taints)."""
+    wait: bool = True
+    """Wait until the chart's controllers (training and MPI operators) are ready, and roll back otherwise. Needs a
+    node for them before HyperPod's nodes exist (the system node group): without one, set ``False`` or the install
+    waits for nodes that HyperPod creates only after it. Default: wait."""
 
 
 def chart_values(region: str, tolerations: tuple[dict, ...]) -> dict:
@@ -81,8 +85,9 @@ class HyperPodDependencies(Construct):
             release=RELEASE,
             namespace=NAMESPACE,
             create_namespace=False,
-            atomic=True,
-            wait=False,
+            # Helm 4 (the kubectl layer's) waits whenever it is atomic.
+            atomic=props.wait,
+            wait=props.wait,
             timeout=cdk.Duration.minutes(10),
             values=chart_values(props.region, props.tolerations),
         )

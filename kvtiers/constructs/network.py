@@ -127,10 +127,20 @@ class HyperPodNetwork(Construct):
             "SecurityGroup",
             vpc=self.vpc,
             description="EKS and HyperPod nodes: all traffic within the group (EFA), FSx for Lustre",
-            # All egress (which includes the group itself, as EFA needs): nodes pull images and call AWS via NAT.
+            # Images, AWS APIs and model downloads through the NAT gateway.
             allow_all_outbound=True,
         )
         group.add_ingress_rule(group, ec2.Port.all_traffic(), "all traffic within the group (EFA)")
+        # EFA also needs an outbound rule naming the group itself (HyperPod prerequisites; every reference template
+        # has it). A resource of its own: CDK drops peer egress rules while allow_all_outbound is on.
+        ec2.CfnSecurityGroupEgress(
+            self,
+            "EgressToItself",
+            group_id=group.security_group_id,
+            destination_security_group_id=group.security_group_id,
+            ip_protocol="-1",
+            description="all traffic within the group (EFA)",
+        )
         for port in FSX_LUSTRE_PORTS:
             group.add_ingress_rule(group, port, "FSx for Lustre")
         return group

@@ -23,13 +23,17 @@ def node_traffic_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[Po
     self_managed = [e for e in endpoints if e.serving == "self_managed"]
     kvaware = [e for e in self_managed if e.routing == "kvaware"]
     to_hyperpod = [
-        PortRule("tcp", KUBELET_PORT, "metrics-server on system nodes scrapes the HyperPod kubelets"),
         PortRule("tcp", env.curvine.ports.master_rpc, "Curvine CSI controller creates L2 volumes on the Curvine masters"),
     ]
+    # CoreDNS is kept on the system nodes (EksCluster pins it there).
     to_system = [
         PortRule("udp", DNS_PORT, "pods on HyperPod nodes resolve names with CoreDNS"),
         PortRule("tcp", DNS_PORT, "pods on HyperPod nodes resolve names with CoreDNS (large answers)"),
     ]
+    if any(e.serving == "operator" for e in endpoints):
+        # metrics-server (an operator prerequisite) scrapes every kubelet, from whichever kind of node it runs on.
+        to_hyperpod.append(PortRule("tcp", KUBELET_PORT, "metrics-server scrapes the HyperPod kubelets"))
+        to_system.append(PortRule("tcp", KUBELET_PORT, "metrics-server on a HyperPod node scrapes the system kubelets"))
     if self_managed:
         to_hyperpod.append(PortRule("tcp", ENGINE_PORT, "routers send requests to the vLLM engines and discover models"))
     if kvaware:

@@ -28,9 +28,6 @@ from kvtiers.constructs.network import HyperPodNetwork
 from aws_cdk import aws_iam as iam
 
 
-REVIEW_ONLY_STACK_NAME = "kvtiers-offline-review-synth-is-not-deployable"
-
-
 class PlatformStack(cdk.Stack):
     def __init__(
         self,
@@ -102,8 +99,13 @@ class PlatformStack(cdk.Stack):
                     region=env.region,
                     chart_dir=hyperpod_chart.chart_dir,
                     tolerations=env.hyperpod.taint_tolerations,
+                    wait=self.eks.system_nodegroup is not None,
                 ),
             )
+            # Its controllers need a node with pod networking before HyperPod's nodes exist.
+            for prerequisite in (self.eks.addons["vpc-cni"], self.eks.addons["kube-proxy"], self.eks.system_nodegroup):
+                if prerequisite is not None:
+                    self.hyperpod_dependencies.node.add_dependency(prerequisite)
         if hyperpod_chart.review_only:
             self._refuse_deploy(
                 "offline review synth without the HyperPod dependency chart; run `make hyperpod-chart` and synthesize "
@@ -192,14 +194,18 @@ class PlatformStack(cdk.Stack):
             self.inference_operator.node.add_dependency(self.hyperpod.cluster)
 
     def _refuse_deploy(self, reason: str) -> None:
-        """Make the template undeployable: CloudFormation evaluates rules before it changes anything, and no stack
-        can carry the name the rule asks for (it is not this stack's)."""
+        """Make the template undeployable: CloudFormation evaluates rules before it changes anything. Rules may
+        only refer to parameters, hence the parameter, whose default fails the rule."""
+        review_only = cdk.CfnParameter(
+            self, "ReviewOnlySynth", type="String", default="true", allowed_values=["true"],
+            description="Set by an offline review synth: this template lacks the HyperPod dependency chart",
+        )
         cdk.CfnRule(
             self,
             "ReviewOnly",
             assertions=[
                 cdk.CfnRuleAssertion(
-                    assert_=cdk.Fn.condition_equals(cdk.Aws.STACK_NAME, REVIEW_ONLY_STACK_NAME), assert_description=reason
+                    assert_=cdk.Fn.condition_equals(review_only.value_as_string, "false"), assert_description=reason
                 )
             ],
         )

@@ -46,7 +46,7 @@ if [[ -e "${members[0]}" ]]; then
 else
   disks+=("$(cd -P "$block" && echo "${PWD##*/}")")
 fi
-found=""
+others=()
 described=()
 for disk in "${disks[@]}"; do
   if [[ -e "$SYSFS/class/block/$disk/partition" ]]; then
@@ -55,8 +55,10 @@ for disk in "${disks[@]}"; do
   model=""
   [[ -r "$SYSFS/class/block/$disk/device/model" ]] && read -r model <"$SYSFS/class/block/$disk/device/model"
   described+=("$disk ($model)")
-  [[ "$model" == *"$EXPECTED_MODEL"* ]] && found="$disk"
+  [[ "$model" == *"$EXPECTED_MODEL"* ]] || others+=("$disk")
 done
-[[ -n "$found" ]] || fail "$HOST_PATH is the $fstype filesystem on $source_device, backed by ${described[*]}:" \
-  "none is the instance store ($EXPECTED_MODEL)."
+# Every member: a volume that also spans an EBS disk would put part of the cache on it.
+[[ ${#others[@]} -eq 0 ]] || fail "$HOST_PATH is the $fstype filesystem on $source_device, backed by ${described[*]}:" \
+  "${others[*]} is not the instance store ($EXPECTED_MODEL). If the AMI joins the instance store and the" \
+  "secondary EBS volume at /opt/sagemaker, set the instance group's ebs_volume_gb to 0."
 echo "kvtiers: $HOST_PATH is the $fstype filesystem on $source_device, backed by ${described[*]}"
