@@ -18,13 +18,15 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 
 install: $(VENV)/.installed node_modules/.installed
 
-# LMCache's own config loader, to check the LMCache files the charts write. Its own venv: lmcache's dependencies
-# (torch, ...) are not needed to parse a config and must not disturb the project's pins.
-LMCACHE_VENV := .venv-lmcache
-$(LMCACHE_VENV)/.installed:
-	$(PYTHON) -m venv $(LMCACHE_VENV)
-	$(LMCACHE_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps lmcache==0.5.6
-	$(LMCACHE_VENV)/bin/pip install --quiet --disable-pip-version-check pyyaml==6.0.4 requests==2.34.2
+# LMCache at exactly the versions the version matrix names (kvtiers/config/versions.py, read by path), one venv per
+# version, without dependencies: the contract tests run LMCache's config loader and controller message classes, which
+# need only these few packages (and a stand-in torch from tests/stubs). They must not disturb the project's pins.
+LMCACHE_VERSIONS := $(shell $(PYTHON) kvtiers/config/versions.py)
+LMCACHE_VENVS := $(foreach v,$(LMCACHE_VERSIONS),.venv-lmcache-$(v)/.installed)
+.venv-lmcache-%/.installed: kvtiers/config/versions.py
+	$(PYTHON) -m venv .venv-lmcache-$*
+	.venv-lmcache-$*/bin/pip install --quiet --disable-pip-version-check --no-deps lmcache==$*
+	.venv-lmcache-$*/bin/pip install --quiet --disable-pip-version-check pyyaml==6.0.2 msgspec==0.19.0 pyzmq==27.1.0
 	touch $@
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
@@ -54,7 +56,7 @@ $(HYPERPOD_SDK)/.installed: $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(HYPERPOD_SDK) sagemaker-hyperpod==3.12.0
 	touch $@
 
-test: install $(LMCACHE_VENV)/.installed $(HYPERPOD_SDK)/.installed
+test: install $(LMCACHE_VENVS) $(HYPERPOD_SDK)/.installed
 	$(PY) -m pytest -n 2 --dist loadfile
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating.

@@ -113,3 +113,13 @@ def test_help(command):
     assert "--help" in result.output
     if command:
         assert "--json" in result.output
+
+
+def test_plan_shows_each_endpoints_l2_namespace(dev_env):
+    from kvtiers.k8s_charts.l2 import L2Namespace
+
+    namespace = L2Namespace.for_endpoint(dev_env, dev_env.serving.endpoints[0])
+    data = json.loads(invoke("plan", "-c", DEV, "--json").output)
+    assert data["endpoints"][0]["l2_namespace"] == f"/mnt/curvine/l2cache/{namespace.directory}"
+    result = invoke("plan", "-c", DEV)
+    assert "L2 namespace" in result.output and "qwen-qwen2-7b" in result.output

@@ -12,7 +12,7 @@ import pytest
 
 from kvtiers.config import load_environment
 from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, InferenceEndpointConfigChart, OperatorEndpointProps
-from kvtiers.k8s_charts.l2 import L2Settings
+from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.test_config import rejected, set_path
@@ -91,11 +91,16 @@ def test_policy_selects_only_the_endpoints_pods_and_sets_the_shared_l2_values(pr
     l2 = L2Settings.from_environment(prod)
     patch = mutate["mutate"]["patchStrategicMerge"]["spec"]
     env = {e["name"]: e["value"] for e in patch["containers"][0]["env"]}
-    assert env == {"LMCACHE_REMOTE_URL": l2.remote_url, "LMCACHE_REMOTE_SERDE": l2.serde, "PYTHONHASHSEED": l2.hash_seed}
+    namespace = L2Namespace.for_endpoint(prod, next(e for e in prod.serving.endpoints if e.name == "qwen2-7b-chat"))
+    assert operator_props.l2_namespace == namespace
+    assert env == {
+        "LMCACHE_REMOTE_URL": l2.remote_url(namespace), "LMCACHE_REMOTE_SERDE": l2.serde, "PYTHONHASHSEED": l2.hash_seed
+    }
     assert patch["containers"][0]["volumeMounts"][0]["mountPath"] == l2.mount_path
     assert patch["volumes"][0]["persistentVolumeClaim"]["claimName"] == l2.claim_name
     self_managed = ServingProps.from_environment(prod, "llama31-70b")
-    assert self_managed.lmcache.remote_url == l2.remote_url and self_managed.l2 == l2
+    llama = L2Namespace.for_endpoint(prod, next(e for e in prod.serving.endpoints if e.name == "llama31-70b"))
+    assert self_managed.lmcache.remote_url == l2.remote_url(llama) and self_managed.l2 == l2
 
 
 def test_addons_are_pinned_configured_and_ordered(prod_synth, prod):

@@ -15,6 +15,8 @@ from kvtiers.cli import names
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts import labels
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps, l2_report
+from kvtiers.k8s_charts.l2 import L2Namespace
+from kvtiers.k8s_charts.serving.lmcache import per_pod_env
 from kvtiers.k8s_charts.serving.props import CONFIG_CHECKSUM_ANNOTATION, LMCACHE_CONFIG_KEY
 from tests.conftest import CONFIG_DIR
 
@@ -22,13 +24,14 @@ DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
 SECOND = {
     "name": "llama-8b",
     "model": "meta-llama/Llama-3.1-8B-Instruct",
-    "source": {"type": "s3", "bucket": "kvtiers-models", "prefix": "llama/3.1-8b-instruct"},
+    "source": {"type": "s3", "bucket": "kvtiers-models", "prefix": "llama/3.1-8b-instruct", "hf_token_secret": "hf-token"},
     "instance_group": "g6e-serving",
     "replicas": 2,
     "tensor_parallel_size": 2,
     "l1_gib": 20,
     "l2": "off",
     "routing": "kvaware",
+    "api": "completions",
     "internal_load_balancer": True,
 }
 ROLE_ARN = "arn:aws:iam::111111111111:role/kvtiers-llama-8b-weights"
@@ -113,8 +116,11 @@ def test_l2_mount_path_matches_remote_url_and_the_claim(env, charts):
     path = remote.removeprefix("fs://localhost:0")
     claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
     mounts = {m["mountPath"].rstrip("/") + "/": m["name"] for m in vllm(objs)["volumeMounts"]}
-    assert path == env.serving.l2_mount_path.rstrip("/") + "/"
-    assert claims[mounts[path]] == env.serving.l2_claim_name
+    endpoint = next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
+    directory = L2Namespace.for_endpoint(env, endpoint).directory
+    assert path == env.serving.l2_mount_path.rstrip("/") + f"/{directory}/"
+    mount = env.serving.l2_mount_path.rstrip("/") + "/"
+    assert claims[mounts[mount]] == env.serving.l2_claim_name
     assert lmcache_yaml(objs)["remote_serde"] == "naive"
 
 
@@ -132,8 +138,13 @@ def test_lmcache_is_configured_only_through_the_file(env, charts):
         container = vllm(objs)
         variables = env_of(container)
         lmcache_vars = {k for k in variables if k.startswith("LMCACHE_")}
-        extra = {"LMCACHE_LMCACHE_INSTANCE_ID"} if name == "llama-8b" else set()
-        assert lmcache_vars == {"LMCACHE_CONFIG_FILE"} | extra
+        # Only the per-pod values come from variables: the instance id (kvaware) and the temp dir (L2 on).
+        props = ServingProps.from_environment(env, name)
+        assert lmcache_vars == {"LMCACHE_CONFIG_FILE"} | set(per_pod_env(props.lmcache))
+        extra = {"LMCACHE_LMCACHE_INSTANCE_ID"} if name == "llama-8b" else {"LMCACHE_EXTRA_CONFIG"}
+        assert set(per_pod_env(props.lmcache)) == extra
+        names = [e["name"] for e in container["env"]]
+        assert all(names.index("POD_NAME") < names.index(k) for k in extra)
         path = variables["LMCACHE_CONFIG_FILE"]["value"]
         mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
         volume = next(v for v in engine_deployment(objs)["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
@@ -277,8 +288,9 @@ def test_s3_source_syncs_into_an_empty_dir_and_serves_that_path(charts):
     (sync,) = pod["initContainers"]
     assert sync["command"][:3] == ["aws", "s3", "sync"]
     assert sync["command"][3] == "s3://kvtiers-models/llama/3.1-8b-instruct"
-    assert sync["command"][4] == "/models/llama-8b"
-    assert vllm(objs)["args"][0] == "/models/llama-8b"
+    # The path is the model id on every endpoint: LMCache's key holds it, so endpoints of one model can share.
+    assert sync["command"][4] == "/models/meta-llama/Llama-3.1-8B-Instruct"
+    assert vllm(objs)["args"][0] == "/models/meta-llama/Llama-3.1-8B-Instruct"
     assert flag(vllm(objs)["args"], "--served-model-name") == "meta-llama/Llama-3.1-8B-Instruct"
     models = next(v for v in pod["volumes"] if v["name"] == "models")
     assert "emptyDir" in models
@@ -300,8 +312,9 @@ def test_kvaware_wires_engines_to_the_router_controller(env, charts):
     assert config["controller_reply_url"] == f"{host}:{reply_port}"
     assert {pull_port, reply_port} <= {p["port"] for p in service["spec"]["ports"]}
     assert len(config["lmcache_worker_ports"]) == int(flag(vllm(objs)["args"], "--tensor-parallel-size"))
-    instance = env_of(vllm(objs))["LMCACHE_LMCACHE_INSTANCE_ID"]
-    assert instance["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    variables = env_of(vllm(objs))
+    assert variables["LMCACHE_LMCACHE_INSTANCE_ID"]["value"] == "$(POD_NAME)"
+    assert variables["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert "lmcache_instance_id" not in config
     assert flag(router["args"], "--routing-logic") == "kvaware"
     # prefixaware: no controller anywhere

@@ -15,7 +15,8 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
 from kvtiers.constructs.model_access import ModelReadAccess, ModelReadAccessProps
-from kvtiers.k8s_charts.l2 import L2Settings
+from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, engine_release
+from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 from kvtiers.k8s_charts.serving import (
     EngineProps,
     LMCacheProps,
@@ -50,7 +51,7 @@ class TeamEndpointStack(cdk.Stack):
             namespace=l2.namespace,
             model="meta-llama/Llama-3.1-8B-Instruct",
             weights=S3Weights(bucket="team-models", prefix="llama-3.1-8b-instruct"),
-            image="lmcache/vllm-openai:v0.3.7",
+            image=DEFAULT_ENGINE_IMAGE,
             model_sync_image="public.ecr.aws/aws-cli/aws-cli:2.31.3",
             replicas=2,
             tensor_parallel_size=1,
@@ -63,6 +64,12 @@ class TeamEndpointStack(cdk.Stack):
             instance_group="g6e-mid",
             tolerations=(),
             startup_timeout_seconds=1800,
+        )
+        # Everything that decides the KV bytes: the endpoint's directory on the shared L2.
+        namespace = L2Namespace(
+            model=engine.model, revision="unpinned", dtype=engine.dtype, kv_dtype=engine.dtype,
+            tensor_parallel_size=engine.tensor_parallel_size, chunk_size=l2.chunk_size,
+            lmcache_version=engine_release(engine.image).lmcache, serde=l2.serde, hash_seed=l2.hash_seed,
         )
         access = ModelReadAccess(
             self,
@@ -80,14 +87,16 @@ class TeamEndpointStack(cdk.Stack):
             router=RouterProps(
                 name=engine.name,
                 namespace=l2.namespace,
-                image="lmcache/lmstack-router:0.1.12",
+                image=DEFAULT_ROUTER_IMAGE,
                 replicas=1,
                 routing="prefixaware",
                 session_key=None,
                 internal_load_balancer=False,
                 hf_token_secret=None,
             ),
-            lmcache=LMCacheProps(chunk_size=l2.chunk_size, max_local_cpu_size_gib=32, remote_url=l2.remote_url, remote_serde=l2.serde),
+            lmcache=LMCacheProps(
+                chunk_size=l2.chunk_size, max_local_cpu_size_gib=32, remote_url=l2.remote_url(namespace), remote_serde=l2.serde
+            ),
             l2=l2,
             l2_enabled=True,
             l2_reason="team endpoint: long shared prompts",

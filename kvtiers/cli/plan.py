@@ -15,6 +15,7 @@ from kvtiers.config.loader import format_validation_error
 from kvtiers.config.models import ModelShape
 from kvtiers.config.sizing import GIB, model_shape
 from kvtiers.cli.output import human_bytes, table
+from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 
 from pydantic import ValidationError
 
@@ -69,8 +70,10 @@ def apply_hf_overrides(env: Environment, overrides: list[HfOverride], source: st
 
 def plan_data(env: Environment) -> dict:
     sizing = env.sizing
+    l2 = L2Settings.from_environment(env)
     endpoints = []
     for endpoint, sized in zip(env.serving.endpoints, sizing.endpoints):
+        namespace = L2Namespace.for_endpoint(env, endpoint)
         endpoints.append(
             {
                 "name": sized.name,
@@ -86,6 +89,8 @@ def plan_data(env: Environment) -> dict:
                 "l2_tokens": sizing.l2_tokens(sized.name),
                 "l2_enabled": sized.l2_enabled,
                 "l2_reason": sized.l2_reason,
+                "l2_namespace": l2.directory(namespace),
+                "l2_revision": namespace.revision,
                 "pod_memory_gib": sized.pod_memory_gib,
                 "pods_per_node": sized.pods_per_node,
             }
@@ -126,6 +131,7 @@ def render(data: dict):
         ("L1 host DRAM (LMCache)", lambda e: f"{e['l1_tokens']:,} tokens ({human_bytes(e['l1_bytes'])})"),
         ("L2 Curvine (shared)", lambda e: f"{e['l2_tokens']:,} tokens"),
         ("L2 decision", lambda e: ("on" if e["l2_enabled"] else "off") + f" - {e['l2_reason']}"),
+        ("L2 namespace", lambda e: e["l2_namespace"] + (" (revision unpinned)" if e["l2_revision"] == "unpinned" else "")),
         ("pod memory", lambda e: f"{e['pod_memory_gib']} GiB"),
     ]
     cache = table(

@@ -1,6 +1,6 @@
 """The HyperPod G6e instance sizes this project can schedule on.
 
-The GPU, vCPU and memory figures are the published G6e shapes (NVIDIA L40S, 48 GiB per GPU). The local NVMe
+The GPU, vCPU and memory figures are the published G6e shapes (NVIDIA L40S, 48 GB per GPU). The local NVMe
 sizes are the EC2 instance-store sizes; confirm them for your account with
 ``aws ec2 describe-instance-types --instance-types g6e.12xlarge --query 'InstanceTypes[0].InstanceStorageInfo'``
 before sizing the Curvine L2 close to the limit.
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GPU_MEMORY_GIB = 48
-"""HBM of one NVIDIA L40S."""
+GPU_MEMORY_GIB = 44.5
+"""Usable memory of one NVIDIA L40S: 48 GB (decimal, 44.7 GiB) on the data sheet, of which about 44.5 GiB is usable
+after the driver's own reservation. vLLM's ``gpu_memory_utilization`` is a share of this figure, not of 48 GiB."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class InstanceType:
     efa: bool
 
     @property
-    def gpu_memory_gib(self) -> int:
+    def gpu_memory_gib(self) -> float:
         return GPU_MEMORY_GIB
 
 

@@ -22,6 +22,8 @@ class ModelShape:
     head_dim: int
     parameters: float
     """Parameter count, used for the weight size."""
+    gated: bool = False
+    """The Hub serves the model (and its tokenizer) only with an accepted licence and a token."""
 
     def kv_bytes_per_token(self, dtype: str) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * DTYPE_BYTES[dtype]
@@ -46,6 +48,8 @@ class ModelShape:
 KNOWN_MODELS: dict[str, ModelShape] = {
     "Qwen/Qwen2-7B-Instruct": ModelShape(layers=28, kv_heads=4, head_dim=128, parameters=7.62e9),
     "Qwen/Qwen2.5-32B-Instruct": ModelShape(layers=64, kv_heads=8, head_dim=128, parameters=32.5e9),
-    "meta-llama/Llama-3.1-8B-Instruct": ModelShape(layers=32, kv_heads=8, head_dim=128, parameters=8.03e9),
-    "meta-llama/Llama-3.1-70B-Instruct": ModelShape(layers=80, kv_heads=8, head_dim=128, parameters=70.6e9),
+    "meta-llama/Llama-3.1-8B-Instruct": ModelShape(layers=32, kv_heads=8, head_dim=128, parameters=8.03e9, gated=True),
+    "meta-llama/Llama-3.1-70B-Instruct": ModelShape(
+        layers=80, kv_heads=8, head_dim=128, parameters=70.6e9, gated=True
+    ),
 }

@@ -16,6 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from kvtiers.aws_limits import gp3_problem
 from kvtiers.config.instance_types import G6E_INSTANCE_TYPES
 from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS
+from kvtiers.config.versions import (
+    DEFAULT_ENGINE_IMAGE,
+    DEFAULT_ROUTER_IMAGE,
+    ENGINE_IMAGES,
+    ROUTER_IMAGES,
+    engine_release,
+    router_release,
+)
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SAGEMAKER_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
@@ -475,6 +483,13 @@ class S3ModelSource(Strict):
     bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
     prefix: str = Field(pattern=r"^[^/].*[^/]$|^[^/]$")
     """Key prefix holding the weights (no leading or trailing slash); the pod role may read only this prefix."""
+    revision: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]{1,64}$")
+    """Version of the weights under the prefix (for example the Hugging Face commit they were copied from). Part
+    of the L2 namespace: replacing the weights in place without changing it would let engines read the old model's
+    KV. Default: none (``kvtiers plan`` shows the namespace as unpinned)."""
+    hf_token_secret: DnsLabel | None = None
+    """Kubernetes Secret (key ``token``) with a Hugging Face token, for kvaware's router, which loads the model's
+    tokenizer from the Hub by model id: required for gated models. Default: none."""
 
 
 class HuggingFaceModelSource(Strict):
@@ -489,13 +504,46 @@ ModelSource = Annotated[Union[S3ModelSource, HuggingFaceModelSource], Field(disc
 
 
 class ServingImages(ImageField):
-    vllm_image: str = "lmcache/vllm-openai:v0.3.7"
-    """vLLM with a matching LMCache build in one image (vLLM and LMCache must be ABI-matched); the tag the HyperPod
-    inference samples use."""
-    router_image: str = "lmcache/lmstack-router:0.1.12"
-    """production-stack router matching the chart version 0.1.12."""
+    """Engine and router images. Each must be a row of the version matrix (:mod:`kvtiers.config.versions`), by
+    ``repo:tag`` or ``repo:tag@sha256:<digest>`` (the digest pins the bytes, the tag names the row: the
+    ``lmcache/vllm-openai`` release stage installs vLLM and LMCache unpinned, so a tag can be rebuilt)."""
+
+    vllm_image: str = DEFAULT_ENGINE_IMAGE
+    """vLLM with LMCache in one image (they must be ABI-matched); default: the newest engine image whose LMCache
+    matches the router's (see the README's version matrix)."""
+    router_image: str = DEFAULT_ROUTER_IMAGE
+    """production-stack router; stable releases are published as ``lmcache/lmstack-router:v<version>``."""
     model_sync_image: str = "public.ecr.aws/aws-cli/aws-cli:2.31.3"
     """Init container that copies S3 weights to the pod (``aws s3 sync``)."""
+
+    @field_validator("vllm_image")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if engine_release(value) is None:
+            raise ValueError(
+                f"vllm_image {value!r} is not in the version matrix (kvtiers/config/versions.py); known: "
+                f"{', '.join(ENGINE_IMAGES)} (optionally with @sha256:<digest>)"
+            )
+        return value
+
+    @field_validator("router_image")
+    @classmethod
+    def _known_router(cls, value: str) -> str:
+        if router_release(value) is None:
+            raise ValueError(
+                f"router_image {value!r} is not in the version matrix (kvtiers/config/versions.py); known: "
+                f"{', '.join(ROUTER_IMAGES)} (optionally with @sha256:<digest>)"
+            )
+        return value
+
+    @property
+    def engine(self):
+        """What the engine image carries (vLLM, LMCache), from the version matrix."""
+        return engine_release(self.vllm_image)
+
+    @property
+    def router(self):
+        return router_release(self.router_image)
 
 
 class ModelSizes(Strict):
@@ -510,7 +558,8 @@ class ModelSizes(Strict):
 class Endpoint(Strict):
     name: DnsLabel
     model: str
-    """Model id (``org/name``); also the name vLLM serves, identical on every replica (part of the LMCache key)."""
+    """Model id (``org/name``); the name vLLM serves and the model part of the L2 namespace (LMCache's own key holds
+    the model *path*, which is per endpoint for S3 weights: see :class:`kvtiers.k8s_charts.l2.L2Namespace`)."""
     model_sizes: ModelSizes | None = None
     """Required when ``model`` is not in the sizing table. Default: the table's entry."""
     source: ModelSource
@@ -532,6 +581,9 @@ class Endpoint(Strict):
     expected_prompt_tokens: int = Field(default=2000, ge=1)
     """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``."""
     routing: RoutingStrategy = "prefixaware"
+    api: Literal["completions", "chat"] = "chat"
+    """The OpenAI API the endpoint's clients call: ``chat`` (``/v1/chat/completions``, default) or ``completions``
+    (``/v1/completions``). kvaware needs ``completions``: the router tokenizes only a completion's ``prompt``."""
     session_key: str | None = None
     """Header or JSON field with the session id. Required for ``routing: session``."""
     router_replicas: int = Field(default=1, ge=1, le=10)
@@ -547,9 +599,26 @@ class Endpoint(Strict):
                 f"model {self.model!r} is not in the sizing table ({', '.join(KNOWN_MODELS)}); "
                 "give model_sizes {layers, kv_heads, head_dim, parameters}"
             )
+        if self.routing == "kvaware" and self.api != "completions":
+            raise ValueError(
+                f"routing 'kvaware' needs api: completions, got api: {self.api!r}: the production-stack router "
+                "tokenizes only a completion's 'prompt' (chat requests always fall back to session/QPS routing), and "
+                "AWS's Inference Operator needs invocationEndpoint /v1/completions for kvaware; use prefixaware or "
+                "session for chat clients"
+            )
+        shape = KNOWN_MODELS.get(self.model)
+        token = self.source.token_secret if isinstance(self.source, HuggingFaceModelSource) else self.source.hf_token_secret
+        if self.routing == "kvaware" and shape is not None and shape.gated and token is None:
+            field = "source.token_secret" if isinstance(self.source, HuggingFaceModelSource) else "source.hf_token_secret"
+            raise ValueError(
+                f"routing 'kvaware' with the gated model {self.model!r} needs {field}: the router loads the tokenizer "
+                "from the Hugging Face Hub and, without a token, retries on every request and falls back to a blocking "
+                "/tokenize call to an engine"
+            )
         if self.routing == "kvaware" and self.router_replicas > 1:
             raise ValueError(
-                "routing 'kvaware' needs router_replicas: 1 (each engine reports its cache to one router's controller)"
+                "routing 'kvaware' needs router_replicas: 1 (each engine reports its cache to one router's controller; "
+                "a second router would see no engine and route blind)"
             )
         if self.routing == "session" and not self.session_key:
             raise ValueError("routing 'session' needs session_key (the header or body field with the session id)")
@@ -573,6 +642,20 @@ class Serving(Strict):
     """Nominal (Curvine does not enforce it); capacity comes from the workers."""
     images: ServingImages = ServingImages()
     endpoints: tuple[Endpoint, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_controller_protocol(self) -> Serving:
+        # kvaware: the engines' LMCache workers talk to the LMCache controller inside the router. The protocol has
+        # no version negotiation, so the two LMCache versions must be the same release.
+        kvaware = [e.name for e in self.endpoints if e.routing == "kvaware" and e.serving == "self_managed"]
+        engine, router = self.images.engine, self.images.router
+        if kvaware and engine.lmcache != router.lmcache:
+            raise ValueError(
+                f"images: kvaware endpoints {kvaware} need engines and router on one LMCache release, but vllm_image "
+                f"{self.images.vllm_image} carries LMCache {engine.lmcache} and router_image {self.images.router_image} "
+                f"pins LMCache {router.lmcache} (version matrix: kvtiers/config/versions.py)"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------------------------------- operator

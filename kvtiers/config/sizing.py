@@ -22,6 +22,12 @@ LMCACHE_CHUNK_TOKENS = 256
 """LMCache chunk size; prompts shorter than one chunk are never stored in L1/L2."""
 ACTIVATION_RESERVE_GIB = 2
 """GPU memory per GPU that vLLM keeps for activations and CUDA graphs beyond the weights (an estimate)."""
+VLLM_HOST_GIB_PER_EXTRA_RANK = 4
+"""Host memory of each tensor-parallel worker process beyond the first (its own Python, CUDA context and pinned
+staging buffers): vLLM runs one process per GPU, so its host overhead grows with the tensor-parallel size."""
+MODEL_DISK_HEADROOM = 1.1
+"""Model emptyDir limit = weights x this + ``MODEL_DISK_EXTRA_GIB`` (tokenizer, configs, shard rounding)."""
+MODEL_DISK_EXTRA_GIB = 2
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,10 @@ class EndpointSizing:
     """Pod memory request = limit: the L1 pool + vLLM itself + the memory-backed /dev/shm."""
     pods_per_node: int
     """Replicas per node when spread evenly over the group's nodes."""
+    vllm_host_gib: int = 0
+    """vLLM's host memory in the pod: ``vllm_overhead_gib`` plus ``VLLM_HOST_GIB_PER_EXTRA_RANK`` per extra GPU."""
+    model_disk_gib: int = 0
+    """Size limit of the pod's model directory (node ephemeral storage)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,7 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint, group: Inst
             f"give {usable_gpu / GIB:.1f} GiB; raise tensor_parallel_size"
         )
     l1_bytes = endpoint.l1_gib * tp * GIB
+    vllm_host_gib = vllm_host_memory_gib(endpoint)
     l2_enabled, reason = l2_decision(endpoint, env.serving.l2_threshold_tokens)
     return EndpointSizing(
         name=endpoint.name,
@@ -124,9 +135,15 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint, group: Inst
         l1_tokens=l1_bytes // kv,
         l2_enabled=l2_enabled,
         l2_reason=reason,
-        pod_memory_gib=endpoint.l1_gib * tp + endpoint.vllm_overhead_gib + endpoint.shm_gib,
+        pod_memory_gib=endpoint.l1_gib * tp + vllm_host_gib + endpoint.shm_gib,
         pods_per_node=math.ceil(endpoint.replicas / group.count),
+        vllm_host_gib=vllm_host_gib,
+        model_disk_gib=math.ceil(weights / GIB * MODEL_DISK_HEADROOM) + MODEL_DISK_EXTRA_GIB,
     )
+
+
+def vllm_host_memory_gib(endpoint: Endpoint) -> int:
+    return endpoint.vllm_overhead_gib + VLLM_HOST_GIB_PER_EXTRA_RANK * (endpoint.tensor_parallel_size - 1)
 
 
 def size_environment(env: Environment) -> EnvironmentSizing:
@@ -172,7 +189,7 @@ def size_environment(env: Environment) -> EnvironmentSizing:
         if budget.free_gib < 0:
             detail = ", ".join(
                 f"{e.name}: {s.pod_memory_gib} GiB per pod of {s.gpus_per_replica} GPU(s) "
-                f"(L1 {e.l1_gib} x {e.tensor_parallel_size} + vLLM {e.vllm_overhead_gib} + shm {e.shm_gib})"
+                f"(L1 {e.l1_gib} x {e.tensor_parallel_size} + vLLM {s.vllm_host_gib} + shm {e.shm_gib})"
                 for e, s in on_group
             )
             raise ValueError(

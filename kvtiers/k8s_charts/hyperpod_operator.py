@@ -24,11 +24,13 @@ from constructs import Construct
 from kvtiers.config.schema import Environment, S3ModelSource
 from kvtiers.config.sizing import l2_decision
 from kvtiers.k8s_charts.curvine_l2.charts import api_object
-from kvtiers.k8s_charts.l2 import L2Settings
+from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
 PORT = 8000
 MODEL_MOUNT = "/opt/ml/model"
+INVOCATION_ENDPOINTS = {"completions": "v1/completions", "chat": "v1/chat/completions"}
+"""The endpoint's declared ``api``; AWS: kvaware needs ``/v1/completions`` (the schema rejects kvaware with chat)."""
 L2_VOLUME = "curvine-l2"
 
 
@@ -54,6 +56,9 @@ class OperatorEndpointProps:
     l2_enabled: bool
     l2_backend: str
     """``curvine`` (policy-attached shared L2) or ``tieredstorage`` (the operator's node-local backend)."""
+    l2_namespace: L2Namespace
+    """The endpoint's L2 directory, computed as for self-managed endpoints."""
+    api: str = "chat"
 
     @classmethod
     def from_environment(cls, env: Environment, endpoint_name: str) -> OperatorEndpointProps:
@@ -83,6 +88,8 @@ class OperatorEndpointProps:
             l2=L2Settings.from_environment(env),
             l2_enabled=enabled,
             l2_backend=env.inference_operator.l2_backend,
+            l2_namespace=L2Namespace.for_endpoint(env, e),
+            api=e.api,
         )
 
     @property
@@ -116,7 +123,7 @@ class OperatorEndpointProps:
             "endpointName": "",
             "instanceType": self.instance_type,
             "replicas": self.replicas,
-            "invocationEndpoint": "v1/chat/completions",
+            "invocationEndpoint": INVOCATION_ENDPOINTS[self.api],
             "modelSourceConfig": source,
             "kvCacheSpec": {
                 "enableL1Cache": True,
@@ -172,7 +179,7 @@ class CurvineL2PolicyChart(cdk8s.Chart):
             "all": [{"key": "{{ request.object.spec.serviceAccountName || '' }}", "operator": "Equals", "value": props.service_account}]
         }
         env = [
-            {"name": "LMCACHE_REMOTE_URL", "value": l2.remote_url},
+            {"name": "LMCACHE_REMOTE_URL", "value": l2.remote_url(props.l2_namespace)},
             {"name": "LMCACHE_REMOTE_SERDE", "value": l2.serde},
             {"name": "PYTHONHASHSEED", "value": l2.hash_seed},
         ]

@@ -9,7 +9,7 @@ from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts import labels
-from kvtiers.k8s_charts.serving.lmcache import INSTANCE_ID_ENV, config_checksum, render_lmcache_config
+from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import (
     CONFIG_CHECKSUM_ANNOTATION,
     ENGINE_PORT,
@@ -24,6 +24,9 @@ from kvtiers.k8s_charts.serving.props import (
 
 KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":"))
 PROBE_PERIOD_SECONDS = 10
+SYNC_EXCLUDES = ("original/*",)
+"""Not copied from S3: Meta's checkpoints ship ``original/*.pth``, a second full copy of the weights vLLM never reads
+(it loads the safetensors), which would double the disk and the start-up time."""
 SYNC_RESOURCES = {"cpu": "1", "memory": "2Gi"}
 """The S3 copy container (its memory sits inside the engine's budget: init containers run before the engine)."""
 
@@ -63,17 +66,18 @@ class EngineDeployment(Construct):
         env = [
             k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed),
             k8s.EnvVar(name="LMCACHE_CONFIG_FILE", value=f"{LMCACHE_CONFIG_DIR}/{LMCACHE_CONFIG_KEY}"),
+            # Declared before the LMCache overrides that reference it as $(POD_NAME).
+            k8s.EnvVar(
+                name=POD_NAME_ENV,
+                value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path="metadata.name")),
+            ),
         ]
-        if props.lmcache.controller is not None:
-            env.append(
-                k8s.EnvVar(
-                    name=INSTANCE_ID_ENV,
-                    value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path="metadata.name")),
-                )
-            )
+        env += [k8s.EnvVar(name=k, value=v) for k, v in per_pod_env(props.lmcache).items()]
+        models_size = q(f"{engine.model_disk_gib}Gi") if engine.model_disk_gib is not None else None
         volumes = [
             k8s.Volume(name="shm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=q(f"{engine.shm_gib}Gi"))),
-            k8s.Volume(name="models", empty_dir=k8s.EmptyDirVolumeSource()),
+            # Node ephemeral storage, limited so that a download can never fill the node's disk.
+            k8s.Volume(name="models", empty_dir=k8s.EmptyDirVolumeSource(size_limit=models_size)),
             k8s.Volume(name="lmcache-config", config_map=k8s.ConfigMapVolumeSource(name=config_map_name)),
         ]
         mounts = [
@@ -117,7 +121,10 @@ class EngineDeployment(Construct):
                 k8s.Container(
                     name="model-sync",
                     image=engine.model_sync_image,
-                    command=["aws", "s3", "sync", weights.url, engine.model_path, "--only-show-errors"],
+                    command=[
+                        "aws", "s3", "sync", weights.url, engine.model_path, "--only-show-errors",
+                        *(arg for pattern in SYNC_EXCLUDES for arg in ("--exclude", pattern)),
+                    ],
                     resources=k8s.ResourceRequirements(
                         requests={k: q(v) for k, v in SYNC_RESOURCES.items()},
                         limits={k: q(v) for k, v in SYNC_RESOURCES.items()},

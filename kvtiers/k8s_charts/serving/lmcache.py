@@ -1,29 +1,42 @@
-"""The LMCache configuration file of an endpoint: one YAML document, the only way the engines are tuned.
+"""The LMCache configuration of an endpoint: one YAML file, plus the two settings that must differ per pod.
 
-LMCache reads ``LMCACHE_CONFIG_FILE`` and then lets ``LMCACHE_*`` variables override it (0.3.7's vLLM integration
-and 0.5.6 both do ``from_file`` then ``update_config_from_env``), so two mechanisms would silently fight. The file
-carries every setting; the one exception is kvaware's ``lmcache_instance_id``, which must be unique per pod: the
-loader does no variable expansion in the file (plain ``yaml.safe_load``), so that key alone comes from
-``LMCACHE_LMCACHE_INSTANCE_ID`` set to the pod name.
+The engine's LMCache (0.3.11's vLLM integration, ``lmcache_get_or_create_config``) reads ``LMCACHE_CONFIG_FILE``
+and then lets ``LMCACHE_*`` variables override it (``update_config_from_env``), so two mechanisms could silently
+fight. The file carries every setting shared by the endpoint's pods. The loader does no variable expansion in the
+file (plain ``yaml.safe_load``), so the two per-pod values come from variables Kubernetes expands from the pod name:
+
+- ``lmcache_instance_id`` (kvaware): the controller indexes the cache by instance, so it must be unique per pod;
+- ``extra_config.fs_connector_relative_tmp_dir`` (L2 on): the fs connector writes ``<key>.tmp`` and renames it.
+  By default that temporary name is the same on every pod, so two pods storing one chunk write one file at once,
+  and one can truncate the other's file after its rename made it visible: a reader can then get the right length
+  with zeroed bytes (wrong KV). A directory per pod keeps every temporary file private; the rename stays atomic.
+
+The contract tests load exactly these three inputs with the engine's LMCache version.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 
 import yaml
 
+from kvtiers.k8s_charts.l2 import POD_TMP_DIR_PREFIX
 from kvtiers.k8s_charts.serving.props import LMCacheProps
 
 INSTANCE_ID_ENV = "LMCACHE_LMCACHE_INSTANCE_ID"
+EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
+POD_NAME_ENV = "POD_NAME"
 
 
 def lmcache_config(props: LMCacheProps) -> dict:
-    """The keys LMCache's ``LMCacheEngineConfig`` reads (names checked against lmcache 0.3.7 and 0.5.6)."""
+    """The keys LMCache's ``LMCacheEngineConfig`` reads (checked against the engine's LMCache by the tests)."""
     config: dict = {
         "chunk_size": props.chunk_size,
         "local_cpu": True,
         "max_local_cpu_size": float(props.max_local_cpu_size_gib),
+        # A trailing partial chunk can only be hit by an identical prompt: storing it costs L1/L2 space and writes.
+        "save_unfull_chunk": False,
     }
     if props.remote_url is not None:
         config["remote_url"] = props.remote_url
@@ -33,12 +46,24 @@ def lmcache_config(props: LMCacheProps) -> dict:
         config["controller_pull_url"] = props.controller.pull_url
         config["controller_reply_url"] = props.controller.reply_url
         config["lmcache_worker_ports"] = list(props.controller.worker_ports)
-        config["p2p_init_ports"] = list(props.controller.p2p_init_ports)
+        config["lmcache_worker_heartbeat_time"] = props.controller.heartbeat_seconds
+        config["lmcache_worker_heartbeat_delay_time"] = props.controller.heartbeat_delay_seconds
     return config
 
 
 def render_lmcache_config(props: LMCacheProps) -> str:
     return yaml.safe_dump(lmcache_config(props), sort_keys=True, default_flow_style=False)
+
+
+def per_pod_env(props: LMCacheProps, pod_name: str = f"$({POD_NAME_ENV})") -> dict[str, str]:
+    """The ``LMCACHE_*`` overrides each pod sets, with the pod name as Kubernetes substitutes it (``$(POD_NAME)``,
+    declared before them). The tests pass a concrete name to load them as the engine does."""
+    env: dict[str, str] = {}
+    if props.controller is not None:
+        env[INSTANCE_ID_ENV] = pod_name
+    if props.remote_url is not None:
+        env[EXTRA_CONFIG_ENV] = json.dumps({"fs_connector_relative_tmp_dir": f"{POD_TMP_DIR_PREFIX}{pod_name}"})
+    return env
 
 
 def config_checksum(text: str) -> str:

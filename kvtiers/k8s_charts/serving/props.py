@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from kvtiers.config.sizing import GIB, EndpointSizing
 from kvtiers.k8s_charts import labels
-from kvtiers.k8s_charts.l2 import L2Settings
+from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 
 if TYPE_CHECKING:
     from kvtiers.config.schema import Environment
@@ -27,8 +27,14 @@ LMCACHE_CONTROLLER_REPLY_PORT = 9001
 """kvaware: the controller's reply socket (``--lmcache-controller-reply-port``); LMCache 0.5 requires it."""
 LMCACHE_WORKER_PORT_BASE = 8001
 """kvaware: LMCache worker port of TP rank 0 on each engine; rank i uses base + i."""
-LMCACHE_P2P_INIT_PORT_BASE = 30081
-"""kvaware: LMCache 0.3.x's controller worker indexes ``p2p_init_ports`` even with P2P off, so it is set."""
+LMCACHE_HEARTBEAT_SECONDS = 10
+"""kvaware: ``lmcache_worker_heartbeat_time``. Unset (LMCache's default), a worker never sends a heartbeat and the
+router's controller deregisters it, with its whole cache index, ``--lmcache-worker-timeout`` after it registers."""
+LMCACHE_HEARTBEAT_DELAY_SECONDS = 10
+"""kvaware: ``lmcache_worker_heartbeat_delay_time`` (LMCache's default, set explicitly because the timeout below
+depends on it): the first heartbeat follows registration after this delay."""
+LMCACHE_MISSED_HEARTBEATS = 3
+"""kvaware: heartbeats a worker may miss (a GC pause, a busy engine) before the controller drops it."""
 LMCACHE_CONFIG_DIR = "/etc/lmcache"
 LMCACHE_CONFIG_KEY = "lmcache.yaml"
 MODELS_DIR = "/models"
@@ -44,6 +50,11 @@ def engine_service_account_name(endpoint: str) -> str:
 
 
 def router_service_account_name(endpoint: str) -> str:
+    return f"{endpoint}-router"
+
+
+def router_service_name(endpoint: str) -> str:
+    """The router's ClusterIP Service: clients, and kvaware engines reaching the controller, use this name."""
     return f"{endpoint}-router"
 
 
@@ -92,7 +103,7 @@ class EngineProps:
     name: str
     namespace: str
     model: str
-    """Model id; always passed as ``--served-model-name`` so the LMCache key is identical on every replica."""
+    """Model id; passed as ``--served-model-name`` (the name clients and the router see)."""
     weights: S3Weights | HuggingFaceWeights
     image: str
     model_sync_image: str
@@ -109,6 +120,8 @@ class EngineProps:
     tolerations: tuple[Toleration, ...]
     startup_timeout_seconds: int
     model_role_arn: str | None = None
+    model_disk_gib: int | None = None
+    """Size limit of the model emptyDir (:attr:`EndpointSizing.model_disk_gib`). ``None``: no limit."""
 
     @property
     def service_account_name(self) -> str:
@@ -121,8 +134,10 @@ class EngineProps:
     @property
     def model_path(self) -> str:
         """What vLLM serves: the local copy for S3 weights, the model id for Hugging Face."""
+        # LMCache's key holds this path: it is the model id on every endpoint, so endpoints of one model in one L2
+        # namespace share their KV (a path per endpoint would never share).
         if isinstance(self.weights, S3Weights):
-            return f"{MODELS_DIR}/{self.name}"
+            return f"{MODELS_DIR}/{self.model}"
         return self.model
 
     @property
@@ -139,7 +154,7 @@ class LMCacheProps:
     max_local_cpu_size_gib: float
     """Per GPU worker: :attr:`EndpointSizing.l1_bytes` / GPUs per replica."""
     remote_url: str | None
-    """``L2Settings.remote_url`` when sizing turned the L2 on, else ``None`` (no remote backend at all)."""
+    """``L2Settings.remote_url(namespace)`` when sizing turned the L2 on, else ``None`` (no remote backend)."""
     remote_serde: str
     controller: ControllerProps | None = None
 
@@ -151,7 +166,14 @@ class ControllerProps:
     pull_url: str
     reply_url: str
     worker_ports: tuple[int, ...]
-    p2p_init_ports: tuple[int, ...]
+    heartbeat_seconds: int = LMCACHE_HEARTBEAT_SECONDS
+    heartbeat_delay_seconds: int = LMCACHE_HEARTBEAT_DELAY_SECONDS
+
+    @property
+    def worker_timeout_seconds(self) -> int:
+        """The router's ``--lmcache-worker-timeout``: the first heartbeat's delay plus a few missed heartbeats, so a
+        live engine is never dropped and a dead one leaves the index within a minute."""
+        return self.heartbeat_delay_seconds + LMCACHE_MISSED_HEARTBEATS * self.heartbeat_seconds
 
 
 @dataclass(frozen=True)
@@ -165,6 +187,8 @@ class RouterProps:
     internal_load_balancer: bool
     hf_token_secret: str | None
     """kvaware tokenizes prompts with the model's Hugging Face tokenizer: gated models need the token."""
+    controller: ControllerProps | None = None
+    """kvaware: the LMCache controller the router hosts (the same object the engines' LMCache file is built from)."""
 
     @property
     def deployment_name(self) -> str:
@@ -172,7 +196,7 @@ class RouterProps:
 
     @property
     def service_name(self) -> str:
-        return f"{self.name}-router"
+        return router_service_name(self.name)
 
     @property
     def service_account_name(self) -> str:
@@ -220,6 +244,7 @@ class ServingProps:
             )
         sizing: EndpointSizing = env.sizing.endpoint(endpoint_name)
         l2 = L2Settings.from_environment(env)
+        namespace = L2Namespace.for_endpoint(env, endpoint)
         group = env.hyperpod.group(endpoint.instance_group)
         images = env.serving.images
         source = endpoint.source
@@ -250,7 +275,16 @@ class ServingProps:
             tolerations=tolerations,
             startup_timeout_seconds=endpoint.startup_timeout_seconds,
             model_role_arn=model_role_arn,
+            model_disk_gib=sizing.model_disk_gib,
         )
+        controller = None
+        if endpoint.routing == "kvaware":
+            host = f"{router_service_name(endpoint.name)}.{env.serving.namespace}.svc"
+            controller = ControllerProps(
+                pull_url=f"{host}:{LMCACHE_CONTROLLER_PULL_PORT}",
+                reply_url=f"{host}:{LMCACHE_CONTROLLER_REPLY_PORT}",
+                worker_ports=tuple(LMCACHE_WORKER_PORT_BASE + i for i in range(sizing.gpus_per_replica)),
+            )
         router = RouterProps(
             name=endpoint.name,
             namespace=env.serving.namespace,
@@ -259,22 +293,13 @@ class ServingProps:
             routing=endpoint.routing,
             session_key=endpoint.session_key,
             internal_load_balancer=endpoint.internal_load_balancer,
-            hf_token_secret=weights.token_secret if isinstance(weights, HuggingFaceWeights) else None,
+            hf_token_secret=source.token_secret if source.type == "huggingface" else source.hf_token_secret,
+            controller=controller,
         )
-        controller = None
-        if endpoint.routing == "kvaware":
-            host = f"{router.service_name}.{router.namespace}.svc"
-            tp = sizing.gpus_per_replica
-            controller = ControllerProps(
-                pull_url=f"{host}:{LMCACHE_CONTROLLER_PULL_PORT}",
-                reply_url=f"{host}:{LMCACHE_CONTROLLER_REPLY_PORT}",
-                worker_ports=tuple(LMCACHE_WORKER_PORT_BASE + i for i in range(tp)),
-                p2p_init_ports=tuple(LMCACHE_P2P_INIT_PORT_BASE + i for i in range(tp)),
-            )
         lmcache = LMCacheProps(
             chunk_size=l2.chunk_size,
             max_local_cpu_size_gib=sizing.l1_bytes / sizing.gpus_per_replica / GIB,
-            remote_url=l2.remote_url if sizing.l2_enabled else None,
+            remote_url=l2.remote_url(namespace) if sizing.l2_enabled else None,
             remote_serde=l2.serde,
             controller=controller,
         )

@@ -16,6 +16,11 @@ from kvtiers.k8s_charts.serving.props import (
     ServingProps,
 )
 
+READINESS_TIMEOUT_SECONDS = 5
+READINESS_FAILURES = 6
+"""Readiness: /health answers from the router's event loop, which a burst of requests (and kvaware's tokenizer)
+can delay past the 1 s default; a router is taken out of its Service only after 30 s of failures, not one slow
+answer."""
 ROUTER_RESOURCES = {"cpu": "1", "memory": "2Gi"}
 """Requests = limits; kvaware loads the model's tokenizer in the router, hence more than the chart's 1000Mi."""
 DISCOVERY_VERBS = ["get", "list", "watch"]
@@ -51,12 +56,15 @@ def router_args(props: ServingProps) -> list[str]:
     ]
     if router.routing == "session":
         args += ["--session-key", str(router.session_key)]
-    if router.routing == "kvaware":
+    if router.controller is not None:
         args += [
             "--lmcache-controller-port",
             str(LMCACHE_CONTROLLER_PULL_PORT),
             "--lmcache-controller-reply-port",
             str(LMCACHE_CONTROLLER_REPLY_PORT),
+            # Consistent with the engines' heartbeat (same ControllerProps): a live engine is never deregistered.
+            "--lmcache-worker-timeout",
+            str(router.controller.worker_timeout_seconds),
         ]
     return args
 
@@ -87,7 +95,7 @@ class Router(Construct):
             subjects=[k8s.Subject(kind="ServiceAccount", name=router.service_account_name, namespace=ns)],
         )
         env = [k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed)]
-        if router.routing == "kvaware" and router.hf_token_secret:
+        if router.controller is not None and router.hf_token_secret:
             env.append(
                 k8s.EnvVar(
                     name="HF_TOKEN",
@@ -102,7 +110,7 @@ class Router(Construct):
                 name="http", port=ROUTER_SERVICE_PORT, target_port=k8s.IntOrString.from_string("http"), protocol="TCP"
             )
         ]
-        if router.routing == "kvaware":
+        if router.controller is not None:
             for name, port in (("lmc-pull", LMCACHE_CONTROLLER_PULL_PORT), ("lmc-reply", LMCACHE_CONTROLLER_REPLY_PORT)):
                 ports.append(k8s.ContainerPort(name=name, container_port=port))
                 service_ports.append(
@@ -118,7 +126,12 @@ class Router(Construct):
             ports=ports,
             resources=k8s.ResourceRequirements(requests=resources, limits=dict(resources)),
             startup_probe=k8s.Probe(http_get=http, period_seconds=5, failure_threshold=60),
-            readiness_probe=k8s.Probe(http_get=http, period_seconds=5, failure_threshold=3),
+            readiness_probe=k8s.Probe(
+                http_get=http,
+                period_seconds=5,
+                timeout_seconds=READINESS_TIMEOUT_SECONDS,
+                failure_threshold=READINESS_FAILURES,
+            ),
             liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
             security_context=k8s.SecurityContext(allow_privilege_escalation=False),
         )
@@ -130,6 +143,11 @@ class Router(Construct):
             spec=k8s.DeploymentSpec(
                 replicas=router.replicas,
                 selector=k8s.LabelSelector(match_labels=meta_labels),
+                # kvaware: the router hosts the LMCache controller the engines register with. A rolling update would
+                # run two controllers, and engines connected to the old one would feed an index nobody queries.
+                # Recreate stops the old router first; engines re-register by heartbeat (a heartbeat carries the
+                # registration) once the new one is up.
+                strategy=k8s.DeploymentStrategy(type="Recreate") if router.controller is not None else None,
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(labels=meta_labels),
                     spec=k8s.PodSpec(

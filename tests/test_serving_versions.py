@@ -1,0 +1,198 @@
+"""Issue 12 rules that need no upstream code: the version matrix in the schema, kvaware's requirements (API,
+token, heartbeats, one controller), the versioned L2 namespaces and the sizing fixes."""
+
+from __future__ import annotations
+
+import copy
+
+import cdk8s
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from kvtiers.config.schema import Environment
+from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
+from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
+from kvtiers.k8s_charts.l2 import L2Namespace
+from kvtiers.k8s_charts.serving import ServingChart, ServingProps
+from kvtiers.k8s_charts.serving.props import LMCACHE_CONFIG_KEY
+from tests.conftest import CONFIG_DIR
+
+DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+DIGEST = "sha256:" + "a" * 64
+
+
+def env_with(endpoint: dict | None = None, images: dict | None = None, **first) -> Environment:
+    raw = copy.deepcopy(DEV)
+    raw["serving"]["endpoints"][0].update(first)
+    if endpoint:
+        raw["serving"]["endpoints"].append({**copy.deepcopy(raw["serving"]["endpoints"][0]), **endpoint})
+    if images:
+        raw["serving"]["images"] = images
+    return Environment.model_validate(raw)
+
+
+def error(**kwargs) -> str:
+    with pytest.raises(ValidationError) as exc:
+        env_with(**kwargs)
+    return str(exc.value)
+
+
+def render(env: Environment, name: str) -> list[dict]:
+    return ServingChart(cdk8s.App(), name, props=ServingProps.from_environment(env, name)).to_json()
+
+
+def kinds(objs, kind):
+    return [o for o in objs if o["kind"] == kind]
+
+
+# ----------------------------------------------------------------------------------------------- version matrix
+
+
+def test_defaults_pair_engine_and_router_on_one_lmcache_release():
+    images = env_with().serving.images
+    assert images.vllm_image == DEFAULT_ENGINE_IMAGE and images.router_image == DEFAULT_ROUTER_IMAGE
+    assert images.engine.lmcache == images.router.lmcache == "0.3.11"
+    assert images.engine.vllm == "0.12.0"
+
+
+def test_image_outside_the_matrix_is_rejected_with_the_known_ones():
+    message = error(images={"vllm_image": "lmcache/vllm-openai:v0.3.9"})
+    assert "serving.images.vllm_image" in message and "not in the version matrix" in message
+    assert all(known in message for known in ENGINE_IMAGES)
+    assert "not in the version matrix" in error(images={"router_image": "lmcache/lmstack-router:0.1.12"})
+
+
+def test_digest_pins_are_accepted_and_keep_their_matrix_row():
+    env = env_with(images={"vllm_image": f"{DEFAULT_ENGINE_IMAGE}@{DIGEST}", "router_image": f"{DEFAULT_ROUTER_IMAGE}@{DIGEST}"})
+    assert env.serving.images.engine == engine_release(DEFAULT_ENGINE_IMAGE)
+    assert "has no tag" in error(images={"vllm_image": "lmcache/vllm-openai@sha256:zz"})
+
+
+def test_kvaware_rejects_engines_and_router_on_different_lmcache():
+    message = error(routing="kvaware", api="completions", images={"vllm_image": "lmcache/vllm-openai:v0.3.7"})
+    assert "one LMCache release" in message and "LMCache 0.3.7" in message and "LMCache 0.3.11" in message
+    # without kvaware no controller protocol is spoken, so the pair is allowed
+    env_with(images={"vllm_image": "lmcache/vllm-openai:v0.3.7"})
+
+
+# ----------------------------------------------------------------------------------------------- kvaware
+
+
+def test_kvaware_with_chat_is_rejected_with_the_reason():
+    message = error(routing="kvaware")
+    assert "serving.endpoints.0" in message and "needs api: completions" in message and "'prompt'" in message
+    operator = error(routing="kvaware", serving="operator", api="chat")
+    assert "needs api: completions" in operator
+
+
+def test_kvaware_on_a_gated_model_needs_a_token():
+    message = error(
+        routing="kvaware", api="completions", model="meta-llama/Llama-3.1-8B-Instruct", source={"type": "huggingface"}
+    )
+    assert "source.token_secret" in message and "gated" in message
+    s3 = {"type": "s3", "bucket": "models-bucket", "prefix": "llama"}
+    assert "source.hf_token_secret" in error(
+        routing="kvaware", api="completions", model="meta-llama/Llama-3.1-8B-Instruct", source=s3
+    )
+    env_with(routing="kvaware", api="completions", model="meta-llama/Llama-3.1-8B-Instruct", source={**s3, "hf_token_secret": "hf"})
+
+
+def test_operator_invocation_endpoint_follows_the_declared_api():
+    raw = copy.deepcopy(yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text()))
+    for api, path in (("chat", "v1/chat/completions"), ("completions", "v1/completions")):
+        raw["serving"]["endpoints"][2]["api"] = api
+        env = Environment.model_validate(raw)
+        assert OperatorEndpointProps.from_environment(env, "qwen2-7b-chat").spec()["invocationEndpoint"] == path
+
+
+def test_kvaware_heartbeats_match_the_router_worker_timeout_and_one_controller_runs():
+    env = env_with(routing="kvaware", api="completions")
+    objs = render(env, "qwen2-7b")
+    config = yaml.safe_load(kinds(objs, "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY])
+    router = next(d for d in kinds(objs, "Deployment") if d["metadata"]["name"].endswith("-router"))
+    args = router["spec"]["template"]["spec"]["containers"][0]["args"]
+    timeout = int(args[args.index("--lmcache-worker-timeout") + 1])
+    beat, delay = config["lmcache_worker_heartbeat_time"], config["lmcache_worker_heartbeat_delay_time"]
+    assert beat > 0 and delay + 2 * beat < timeout <= 60
+    assert router["spec"]["strategy"] == {"type": "Recreate"}
+    probe = router["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
+    assert probe["timeoutSeconds"] >= 5 and probe["periodSeconds"] * probe["failureThreshold"] >= 30
+    # prefixaware has no controller: no heartbeat keys, rolling updates
+    plain = render(env_with(), "qwen2-7b")
+    plain_router = next(d for d in kinds(plain, "Deployment") if d["metadata"]["name"].endswith("-router"))
+    assert "strategy" not in plain_router["spec"]
+    assert "lmcache_worker_heartbeat_time" not in yaml.safe_load(kinds(plain, "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY])
+
+
+def test_partial_chunks_are_not_stored():
+    config = yaml.safe_load(kinds(render(env_with(), "qwen2-7b"), "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY])
+    assert config["save_unfull_chunk"] is False
+
+
+# ----------------------------------------------------------------------------------------------- L2 namespaces
+
+
+def namespace(env: Environment, name: str) -> L2Namespace:
+    return L2Namespace.for_endpoint(env, next(e for e in env.serving.endpoints if e.name == name))
+
+
+def test_endpoints_with_the_same_fingerprint_share_one_namespace():
+    env = env_with(endpoint={"name": "qwen-b", "routing": "roundrobin"})
+    assert namespace(env, "qwen2-7b") == namespace(env, "qwen-b")
+    urls = {ServingProps.from_environment(env, n).lmcache.remote_url for n in ("qwen2-7b", "qwen-b")}
+    assert len(urls) == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"source": {"type": "huggingface", "revision": "a" * 40}},
+        {"dtype": "float16"},
+        {"tensor_parallel_size": 2, "l1_gib": 20},
+        {"model": "Qwen/Qwen2.5-32B-Instruct", "tensor_parallel_size": 2, "l1_gib": 20},
+    ],
+)
+def test_anything_that_changes_the_kv_bytes_changes_the_namespace(change):
+    env = env_with(endpoint={"name": "other", **change})
+    assert namespace(env, "qwen2-7b").directory != namespace(env, "other").directory
+
+
+def test_lmcache_version_serde_and_seed_are_in_the_namespace():
+    base = namespace(env_with(), "qwen2-7b")
+    older = namespace(env_with(images={"vllm_image": "lmcache/vllm-openai:v0.3.7"}), "qwen2-7b")
+    assert base.lmcache_version == "0.3.11" and older.lmcache_version == "0.3.7"
+    assert base.fingerprint != older.fingerprint
+    raw = copy.deepcopy(DEV)
+    raw["serving"]["hash_seed"] = "7"
+    assert namespace(Environment.model_validate(raw), "qwen2-7b").fingerprint != base.fingerprint
+    assert base.serde == "naive" and base.chunk_size == 256
+
+
+# ----------------------------------------------------------------------------------------------- sizing
+
+
+def test_l0_uses_the_usable_memory_of_an_l40s():
+    sized = env_with().sizing.endpoint("qwen2-7b")
+    # Qwen2-7B bf16 at 0.9: (44.5 x 0.9 - 2) GiB - weights, 57,344 B per token
+    expected = int(((44.5 * 0.9 - 2) * 1024**3 - sized.weight_bytes) // 57344)
+    assert sized.l0_tokens == expected
+
+
+def test_vllm_host_memory_grows_with_tensor_parallelism():
+    one = env_with(l1_gib=20).sizing.endpoint("qwen2-7b")
+    two = env_with(l1_gib=20, tensor_parallel_size=2).sizing.endpoint("qwen2-7b")
+    assert two.vllm_host_gib > one.vllm_host_gib
+    assert two.pod_memory_gib - one.pod_memory_gib == 20 + (two.vllm_host_gib - one.vllm_host_gib)
+
+
+def test_model_dir_is_size_limited_and_s3_sync_skips_original_checkpoints():
+    env = env_with(source={"type": "s3", "bucket": "models-bucket", "prefix": "qwen"})
+    pod = next(d for d in kinds(render(env, "qwen2-7b"), "Deployment") if d["metadata"]["name"].endswith("-engine"))
+    spec = pod["spec"]["template"]["spec"]
+    models = next(v for v in spec["volumes"] if v["name"] == "models")
+    sized = env.sizing.endpoint("qwen2-7b")
+    assert models["emptyDir"]["sizeLimit"] == f"{sized.model_disk_gib}Gi"
+    assert sized.weight_bytes / 1024**3 < sized.model_disk_gib < 2 * sized.weight_bytes / 1024**3
+    command = spec["initContainers"][0]["command"]
+    assert command[command.index("--exclude") + 1] == "original/*"
