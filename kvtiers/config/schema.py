@@ -516,23 +516,14 @@ class ServingImages(ImageField):
     model_sync_image: str = "public.ecr.aws/aws-cli/aws-cli:2.31.3"
     """Init container that copies S3 weights to the pod (``aws s3 sync``)."""
 
-    @field_validator("vllm_image")
+    @field_validator("vllm_image", "router_image")
     @classmethod
-    def _known_engine(cls, value: str) -> str:
-        if engine_release(value) is None:
+    def _in_the_version_matrix(cls, value: str, info) -> str:  # noqa: ANN001 - pydantic validator signature
+        release, known = (engine_release, ENGINE_IMAGES) if info.field_name == "vllm_image" else (router_release, ROUTER_IMAGES)
+        if release(value) is None:
             raise ValueError(
-                f"vllm_image {value!r} is not in the version matrix (kvtiers/config/versions.py); known: "
-                f"{', '.join(ENGINE_IMAGES)} (optionally with @sha256:<digest>)"
-            )
-        return value
-
-    @field_validator("router_image")
-    @classmethod
-    def _known_router(cls, value: str) -> str:
-        if router_release(value) is None:
-            raise ValueError(
-                f"router_image {value!r} is not in the version matrix (kvtiers/config/versions.py); known: "
-                f"{', '.join(ROUTER_IMAGES)} (optionally with @sha256:<digest>)"
+                f"{info.field_name} {value!r} is not in the version matrix (kvtiers/config/versions.py); known: "
+                f"{', '.join(known)} (optionally with @sha256:<digest>)"
             )
         return value
 
