@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 
 import cdk8s
 import pytest
@@ -205,3 +207,30 @@ def test_routing_outside_the_four(tmp_path):
 def test_instance_group_outside_the_environment(tmp_path):
     message = rejected(tmp_path, lambda raw: set_path(raw, "serving.endpoints.0.instance_group", "g6e-other"))
     assert "instance_group 'g6e-other' is not a HyperPod instance group" in message
+
+
+LMCACHE_PYTHON = ROOT / ".venv-lmcache/bin/python"
+FROM_ENV = r"""
+import json, os, sys
+from lmcache.v1.config import LMCacheEngineConfig
+cfg = LMCacheEngineConfig.from_env()
+print(json.dumps({k: getattr(cfg, k) for k in json.loads(sys.argv[1])}))
+"""
+
+
+@pytest.mark.skipif(not LMCACHE_PYTHON.exists(), reason="no .venv-lmcache (make test installs it)")
+def test_lmcaches_own_loader_reads_the_worker_env(operator_props):
+    # LMCache's loader (the light 0.5.6 install) maps LMCACHE_<KEY> to the config key the self-managed file uses.
+    env = {e["name"]: e["value"] for e in operator_props.worker_env if e["name"].startswith("LMCACHE_")}
+    keys = ["chunk_size", "local_cpu", "max_local_cpu_size", "remote_url", "remote_serde"]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LMCACHE_")}
+    out = subprocess.run([str(LMCACHE_PYTHON), "-c", FROM_ENV, json.dumps(keys)], env={**clean, **env},
+                         capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == {
+        "chunk_size": operator_props.l2.chunk_size,
+        "local_cpu": True,
+        "max_local_cpu_size": operator_props.l1_worker_gib,
+        "remote_url": operator_props.l2.remote_url,
+        "remote_serde": operator_props.l2.serde,
+    }
