@@ -61,3 +61,32 @@ def test_verify_checks_the_l2_instead_of_our_router_for_operator_endpoints(prod)
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "router") not in steps
     self_managed = next(e.name for e in prod.serving.endpoints if e.serving == "self_managed")
     assert (f"endpoint:{self_managed}", "router") in steps
+
+
+def _v1pod(pod: dict):
+    from kubernetes.client import ApiClient
+
+    return ApiClient()._ApiClient__deserialize(pod, "V1Pod")
+
+
+@pytest.mark.parametrize("variant", ["admitted", "unmutated", "renamed", "mount-elsewhere", "url-overridden", "no-url"])
+def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, variant):
+    from kvtiers.k8s_charts.hyperpod_operator import policy
+    from tests.fakes import kyverno
+    from tests.fakes.operator_pod import model_container_name, operator_pod
+
+    props = OperatorEndpointProps.from_environment(prod, OPERATOR_ENDPOINT)
+    rule = policy(props)
+    pod = operator_pod(props, container_name="worker" if variant == "renamed" else None,
+                       model_mount="/models" if variant == "mount-elsewhere" else None)
+    if variant != "unmutated":
+        pod = kyverno.mutate(kubectl, rule, pod)
+    name = "worker" if variant == "renamed" else model_container_name(props)
+    model = next((c for c in pod["spec"]["containers"] if c["name"] == name), None)
+    if variant == "url-overridden":
+        model["env"].append({"name": "LMCACHE_REMOTE_URL", "value": "lm://elsewhere:1"})
+    if variant == "no-url":
+        model["env"] = [e for e in model["env"] if e["name"] != "LMCACHE_REMOTE_URL"]
+    cel_ok = not kyverno.validate(rule, pod)
+    verify_ok = not k8s.missing_l2(_v1pod(pod), prod)
+    assert cel_ok == verify_ok == (variant in ("admitted", "renamed"))
