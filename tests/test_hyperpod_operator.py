@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 
 import cdk8s
 import pytest
+import yaml
 
 from kvtiers.config import load_environment
-from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, InferenceEndpointConfigChart, OperatorEndpointProps
+from kvtiers.k8s_charts.hyperpod_operator import (
+    CurvineL2PolicyChart,
+    InferenceEndpointConfigChart,
+    OperatorEndpointProps,
+    unsupported_spec_fields,
+)
+from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps
 from tests.conftest import CONFIG_DIR, ROOT
@@ -72,35 +81,83 @@ def test_immutable_fields_are_in_the_name(prod, operator_props):
     assert operator_props.object_name.startswith("qwen2-7b-chat-")
 
 
-def test_policy_selects_only_the_endpoints_pods_and_sets_the_shared_l2_values(prod, operator_props):
+def test_policy_selects_the_endpoints_pods_by_the_operators_label(prod, operator_props):
     app = cdk8s.App()
     policy = CurvineL2PolicyChart(app, "p", props=operator_props).to_json()[0]
-    assert policy["kind"] == "Policy" and policy["spec"]["failurePolicy"] == "Fail"
-    mutate, validate = policy["spec"]["rules"]
-    condition = mutate["preconditions"]["all"][0]
-    assert condition["value"] == operator_props.service_account == "qwen2-7b-chat-operator-worker"
-    assert validate["preconditions"] == mutate["preconditions"]
-    # the IEC's pods run as exactly that service account; self-managed engines do not
-    iec = InferenceEndpointConfigChart(app, "i", props=operator_props).to_json()
-    assert next(o for o in iec if o["kind"] == "InferenceEndpointConfig")["spec"]["kubernetes"]["serviceAccountName"] == condition["value"]
+    assert policy["kind"] == "Policy"
+    selectors = [b["resources"]["selector"]["matchLabels"] for r in policy["spec"]["rules"] for b in r["match"]["any"]]
+    iec = next(o for o in InferenceEndpointConfigChart(app, "i", props=operator_props).to_json()
+               if o["kind"] == "InferenceEndpointConfig")
+    # the operator labels its pods app=<object name> (sagemaker-hyperpod SDK hp_endpoint.py list_pods)
+    assert selectors == [{"app": iec["metadata"]["name"]}] * 2
+    # self-managed engines never carry that label
     for name in ("llama31-70b", "qwen25-32b"):
         objs = ServingChart(app, f"s-{name}", props=ServingProps.from_environment(prod, name)).to_json()
-        accounts = {o["spec"]["template"]["spec"].get("serviceAccountName") for o in objs if o["kind"] == "Deployment"}
-        assert condition["value"] not in accounts
-    # one source of truth for the L2: the same L2Settings the self-managed LMCache config uses
+        labels = [o["spec"]["template"]["metadata"].get("labels", {}) for o in objs if o["kind"] == "Deployment"]
+        assert all(lbl.get("app") != iec["metadata"]["name"] for lbl in labels)
+
+
+def test_the_endpoint_sets_no_service_account_the_pinned_addon_does_not_know(operator_props, prod):
+    # kubernetes.serviceAccountName arrived with chart 2.1.1; add-on v1.0.0-eksbuild.1 ships chart 2.0.0's CRD.
+    spec = operator_props.spec()
+    assert "kubernetes" not in spec
+    assert prod.inference_operator.addons.inference_operator in contract.ADDON_SPEC_FIELDS
+    assert unsupported_spec_fields(spec, operator_props.addon_version) == []
+    objs = InferenceEndpointConfigChart(cdk8s.App(), "i", props=operator_props).to_json()
+    assert [o["kind"] for o in objs] == ["InferenceEndpointConfig"]
+
+
+def test_a_spec_field_the_pinned_addon_lacks_is_refused(operator_props, monkeypatch):
+    assert unsupported_spec_fields({**operator_props.spec(), "kubernetes": {}}, "v1.0.0-eksbuild.1") == ["kubernetes"]
+    original = OperatorEndpointProps.spec
+    monkeypatch.setattr(OperatorEndpointProps, "spec", lambda self: {**original(self), "kubernetes": {"serviceAccountName": "x"}})
+    with pytest.raises(ValueError, match="has no spec field"):
+        InferenceEndpointConfigChart(cdk8s.App(), "i", props=operator_props)
+
+
+def test_metrics_are_scraped_on_the_invocation_port(operator_props):
+    spec = operator_props.spec()
+    port = spec["worker"]["modelInvocationPort"]["containerPort"]
+    assert spec["metrics"]["modelMetrics"]["port"] == port != contract.METRICS_DEFAULT_PORT
+
+
+def test_the_lmcache_sizing_reaches_the_engine_through_the_worker_env(operator_props, prod):
+    env = {e["name"]: e["value"] for e in operator_props.spec()["worker"]["environmentVariables"]}
     l2 = L2Settings.from_environment(prod)
-    patch = mutate["mutate"]["patchStrategicMerge"]["spec"]
-    env = {e["name"]: e["value"] for e in patch["containers"][0]["env"]}
+    # the same per-worker L1 and chunk size the self-managed path writes into its LMCache file
+    sizing = prod.sizing.endpoint("qwen2-7b-chat")
+    assert float(env["LMCACHE_MAX_LOCAL_CPU_SIZE"]) == sizing.l1_bytes / sizing.gpus_per_replica / 1024**3
+    assert int(env["LMCACHE_CHUNK_SIZE"]) == l2.chunk_size
+    self_managed = ServingProps.from_environment(prod, "llama31-70b").lmcache
+    assert self_managed.chunk_size == l2.chunk_size
+    # the L2 URL, serde and hash seed from the one L2Settings; the policy adds only the mount
+    # ... in the endpoint's own fingerprinted namespace, computed as for self-managed endpoints
     namespace = L2Namespace.for_endpoint(prod, next(e for e in prod.serving.endpoints if e.name == "qwen2-7b-chat"))
     assert operator_props.l2_namespace == namespace
-    assert env == {
-        "LMCACHE_REMOTE_URL": l2.remote_url(namespace), "LMCACHE_REMOTE_SERDE": l2.serde, "PYTHONHASHSEED": l2.hash_seed
-    }
-    assert patch["containers"][0]["volumeMounts"][0]["mountPath"] == l2.mount_path
-    assert patch["volumes"][0]["persistentVolumeClaim"]["claimName"] == l2.claim_name
-    self_managed = ServingProps.from_environment(prod, "llama31-70b")
+    assert env["LMCACHE_REMOTE_URL"] == l2.remote_url(namespace) == operator_props.l2_remote_url
     llama = L2Namespace.for_endpoint(prod, next(e for e in prod.serving.endpoints if e.name == "llama31-70b"))
-    assert self_managed.lmcache.remote_url == l2.remote_url(llama) and self_managed.l2 == l2
+    assert self_managed.remote_url == l2.remote_url(llama)
+    assert env["LMCACHE_REMOTE_SERDE"] == l2.serde and env["PYTHONHASHSEED"] == l2.hash_seed
+    # the pod memory limit was sized for that L1
+    assert operator_props.memory_gib == sizing.pod_memory_gib
+
+
+def test_the_kv_cache_spec_has_no_size_fields_so_env_carries_them(operator_props):
+    assert set(operator_props.spec()["kvCacheSpec"]) <= contract.KV_CACHE_SPEC_FIELDS
+
+
+def test_a_new_l1_size_replaces_the_endpoint(tmp_path, operator_props):
+    def halve_l1(raw):
+        endpoint = next(e for e in raw["serving"]["endpoints"] if e["name"] == "qwen2-7b-chat")
+        endpoint["l1_gib"] = operator_props.l1_gib // 2
+
+    raw = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
+    halve_l1(raw)
+    (tmp_path / "prod.yaml").write_text(yaml.safe_dump(raw))
+    changed = OperatorEndpointProps.from_environment(load_environment(tmp_path / "prod.yaml"), "qwen2-7b-chat")
+    assert changed.l1_worker_gib < operator_props.l1_worker_gib
+    # worker environment is immutable in the operator: a new size is a new object, visible in cdk diff
+    assert changed.object_name != operator_props.object_name
 
 
 def test_addons_are_pinned_configured_and_ordered(prod_synth, prod):
@@ -155,3 +212,30 @@ def test_routing_outside_the_four(tmp_path):
 def test_instance_group_outside_the_environment(tmp_path):
     message = rejected(tmp_path, lambda raw: set_path(raw, "serving.endpoints.0.instance_group", "g6e-other"))
     assert "instance_group 'g6e-other' is not a HyperPod instance group" in message
+
+
+LMCACHE_PYTHON = ROOT / ".venv-lmcache/bin/python"
+FROM_ENV = r"""
+import json, os, sys
+from lmcache.v1.config import LMCacheEngineConfig
+cfg = LMCacheEngineConfig.from_env()
+print(json.dumps({k: getattr(cfg, k) for k in json.loads(sys.argv[1])}))
+"""
+
+
+@pytest.mark.skipif(not LMCACHE_PYTHON.exists(), reason="no .venv-lmcache (make test installs it)")
+def test_lmcaches_own_loader_reads_the_worker_env(operator_props):
+    # LMCache's loader (the light 0.5.6 install) maps LMCACHE_<KEY> to the config key the self-managed file uses.
+    env = {e["name"]: e["value"] for e in operator_props.worker_env if e["name"].startswith("LMCACHE_")}
+    keys = ["chunk_size", "local_cpu", "max_local_cpu_size", "remote_url", "remote_serde"]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LMCACHE_")}
+    out = subprocess.run([str(LMCACHE_PYTHON), "-c", FROM_ENV, json.dumps(keys)], env={**clean, **env},
+                         capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert loaded == {
+        "chunk_size": operator_props.l2.chunk_size,
+        "local_cpu": True,
+        "max_local_cpu_size": operator_props.l1_worker_gib,
+        "remote_url": operator_props.l2_remote_url,
+        "remote_serde": operator_props.l2.serde,
+    }

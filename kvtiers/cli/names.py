@@ -50,6 +50,13 @@ def engine_selector(endpoint: str) -> str:
     return f"{ENDPOINT_LABEL}={endpoint},{COMPONENT_LABEL}={ENGINE_COMPONENT}"
 
 
+def operator_pod_selector(object_name: str) -> str:
+    """An operator endpoint's pods: the label the HyperPod Inference Operator sets (``app: <object name>``)."""
+    from kvtiers.k8s_charts.hyperpod_operator.contract import POD_ENDPOINT_LABEL
+
+    return f"{POD_ENDPOINT_LABEL}={object_name}"
+
+
 def router_selector(endpoint: str) -> str:
     return f"{ENDPOINT_LABEL}={endpoint},{COMPONENT_LABEL}={ROUTER_COMPONENT}"
 

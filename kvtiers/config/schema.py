@@ -656,6 +656,8 @@ class OperatorAddonVersions(Strict):
     """Pinned EKS add-on versions of the HyperPod Inference Operator and its prerequisites."""
 
     inference_operator: str = "v1.0.0-eksbuild.1"
+    """``amazon-sagemaker-hyperpod-inference``. This version ships the operator CRD of chart 2.0.0 (no
+    ``spec.kubernetes``); the endpoint spec uses only fields of the versions listed in docs/operator-contract.md."""
     cert_manager: str = "v1.18.2-eksbuild.2"
     s3_csi_driver: str = "v2.1.0-eksbuild.1"
     fsx_csi_driver: str = "v1.7.0-eksbuild.1"

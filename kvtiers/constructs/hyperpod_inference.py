@@ -18,6 +18,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from kvtiers.constructs.eks_cluster import pinned_addon, pod_identity_role
+from kvtiers.k8s_charts.hyperpod_operator.contract import kyverno_values
 
 OPERATOR_ADDON = "amazon-sagemaker-hyperpod-inference"
 OPERATOR_NAMESPACE = "hyperpod-inference-system"
@@ -108,6 +109,9 @@ class InferenceOperator(Construct):
             self, "Kyverno", cluster=cluster, chart="kyverno", repository="https://kyverno.github.io/kyverno/",
             version=props.kyverno_chart_version, namespace="kyverno", release="kyverno", create_namespace=True,
             atomic=True, wait=True, timeout=cdk.Duration.minutes(10),
+            # Three admission replicas and a PodDisruptionBudget: the operator endpoints' pods are admitted only
+            # through Kyverno (fail-closed for them), so one replica down must not stop them.
+            values=kyverno_values(),
         )
         self.kyverno.node.add_dependency(self.operator_addon)
 

@@ -23,7 +23,13 @@ from kvtiers.k8s_charts.curvine_l2 import (
     CurvineStorageChart,
     CurvineWorkerChart,
 )
-from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, InferenceEndpointConfigChart, OperatorEndpointProps
+from kvtiers.k8s_charts.hyperpod_operator import (
+    CurvineL2PolicyChart,
+    InferenceEndpointConfigChart,
+    OperatorEndpointProps,
+    policy_name,
+)
+from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
 from kvtiers.k8s_charts.namespaces import NamespaceChart
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps, engine_service_account_name
 from kvtiers.stacks.platform_stack import PlatformStack
@@ -80,11 +86,20 @@ class WorkloadsStack(cdk.Stack):
             props = OperatorEndpointProps.from_environment(env, endpoint.name)
             pascal = _pascal(endpoint.name)
             after: list[Construct] = [self.inference_operator.kyverno, *self.l2_ready]
-            if props.l2_enabled and props.l2_backend == "curvine":
+            if props.curvine_l2:
                 policy = self.add_chart(
                     f"L2Policy{pascal}", CurvineL2PolicyChart(self.k8s_app, f"l2-policy-{endpoint.name}", props=props), after=after
                 )
-                after = [policy]
+                # Kyverno registers a policy's webhook asynchronously; pods admitted before that escape it. The
+                # endpoint waits until Kyverno reports the policy Ready.
+                ready = eks.KubernetesObjectValue(
+                    self, f"L2PolicyReady{pascal}", cluster=self.cluster,
+                    object_type=operator_contract.POLICY_RESOURCE, object_name=policy_name(props),
+                    object_namespace=props.namespace, json_path=operator_contract.READY_JSONPATH,
+                    timeout=cdk.Duration.minutes(10),
+                )
+                ready.node.add_dependency(policy)
+                after = [policy, ready]
             self.endpoints[endpoint.name] = self.add_chart(
                 f"OperatorEndpoint{pascal}",
                 InferenceEndpointConfigChart(self.k8s_app, f"operator-{endpoint.name}", props=props),

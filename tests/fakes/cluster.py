@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from kvtiers.cli import names
 from kvtiers.config.schema import Environment
+from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps, policy
+from tests.fakes import kyverno
 from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply
+from tests.fakes.operator_pod import operator_pod
+from tools.layer_helm import extract_kubectl
 
 
-def build_healthy(kube: FakeKube, env: Environment) -> dict:
-    """Nodes, Curvine, L2 claim, engines and routers of ``env``; returns handles the tests mutate."""
+def operator_pods(env: Environment, endpoint_name: str, kubectl: Path | None, with_policy: bool = True) -> list[dict]:
+    """The pods of an operator endpoint as stored after admission: the operator pod model (tests/fakes/operator_pod)
+    passed through the endpoint's Kyverno policy with the real merge and CEL engines (tests/fakes/kyverno)."""
+    props = OperatorEndpointProps.from_environment(env, endpoint_name)
+    rule = policy(props) if props.curvine_l2 and with_policy else None
+    if kubectl is None:
+        kubectl = extract_kubectl(Path(tempfile.gettempdir()) / "kvtiers-test-kubectl" / "kubectl")
+    return [kyverno.admit(kubectl, rule, operator_pod(props, index=i)).pod for i in range(props.replicas)]
+
+
+def build_healthy(
+    kube: FakeKube, env: Environment, *, kubectl: Path | None = None, operator_policy: bool = True
+) -> dict:
+    """Nodes, Curvine, L2 claim, engines and routers of ``env``; returns handles the tests mutate. Operator endpoints
+    get the operator's pods (admitted through the L2 policy unless ``operator_policy`` is false) and no router of
+    ours."""
     cv, sv = env.curvine.namespace, env.serving.namespace
     nodes = []
     for group in env.hyperpod.instance_groups:
@@ -67,10 +88,15 @@ def build_healthy(kube: FakeKube, env: Environment) -> dict:
     engines, routers = {}, {}
     for endpoint in env.serving.endpoints:
         engine_labels = {names.ENDPOINT_LABEL: endpoint.name, names.COMPONENT_LABEL: names.ENGINE_COMPONENT}
+        operator = endpoint.serving == "operator"
+        admitted = operator_pods(env, endpoint.name, kubectl, operator_policy) if operator else []
         pods = []
         for i in range(endpoint.replicas):
-            pod = f"{endpoint.name}-engine-{i}"
-            kube.add_pod(sv, pod, engine_labels, nodes[i % len(nodes)])
+            pod = admitted[i]["metadata"]["name"] if operator else f"{endpoint.name}-engine-{i}"
+            added = kube.add_pod(sv, pod, admitted[i]["metadata"]["labels"] if operator else engine_labels,
+                                 nodes[i % len(nodes)])
+            if operator:
+                added["spec"] = {**admitted[i]["spec"], "nodeName": added["spec"]["nodeName"]}
             host = kube.node_ip(nodes[i % len(nodes)])
 
             def store(prompt: str, host=host, name=endpoint.name) -> None:
@@ -81,6 +107,8 @@ def build_healthy(kube: FakeKube, env: Environment) -> dict:
             engines[pod] = engine
             kube.proxy("pods", sv, pod, names.ENGINE_PORT, engine)
             pods.append(pod)
+        if operator:
+            continue  # the operator's own router; verify does not check it
         router = names.router_name(endpoint.name)
         kube.put(
             f"/apis/apps/v1/namespaces/{sv}/deployments/{router}",

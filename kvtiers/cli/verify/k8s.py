@@ -174,8 +174,17 @@ def check_l2_claim(core: CoreV1Api, env: Environment) -> CheckResult:
 # ------------------------------------------------------------------------------------------------- endpoints
 
 
+def engine_selector(env: Environment, endpoint: Endpoint) -> str:
+    """Our own labels on self-managed engines; the operator's endpoint label on operator-managed ones."""
+    if endpoint.serving == "operator":
+        from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
+
+        return names.operator_pod_selector(OperatorEndpointProps.from_environment(env, endpoint.name).object_name)
+    return names.engine_selector(endpoint.name)
+
+
 def engine_pods(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> list:
-    pods = core.list_namespaced_pod(env.serving.namespace, label_selector=names.engine_selector(endpoint.name)).items
+    pods = core.list_namespaced_pod(env.serving.namespace, label_selector=engine_selector(env, endpoint)).items
     return sorted(pods, key=lambda p: p.metadata.name)
 
 
@@ -192,7 +201,7 @@ def check_engines(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> Chec
         "engine pods Ready",
         f"{len(ready)} Ready of {len(pods)} pods, config {endpoint.replicas}"
         + (f"; not Ready: {', '.join(not_ready)}" if not_ready else ""),
-        f"kubectl -n {env.serving.namespace} describe pod -l {names.engine_selector(endpoint.name)} "
+        f"kubectl -n {env.serving.namespace} describe pod -l {engine_selector(env, endpoint)} "
         "(startup probe: weight download, GPU memory, L2 mount)",
     )
 
@@ -244,3 +253,41 @@ def check_router(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environm
             )
         )
     return results
+
+
+def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
+    """What an operator pod lacks of the Curvine L2 the admission policy attaches (empty: attached). The same
+    conditions as the policy's CEL check: containers that mount the model are the model servers."""
+    from kvtiers.k8s_charts.hyperpod_operator import L2_VOLUME, MODEL_MOUNT
+    from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
+
+    l2 = L2Settings.from_environment(env)
+    remote_url = l2.remote_url(L2Namespace.for_endpoint(env, endpoint))
+    servers = [c for c in pod.spec.containers if any(m.mount_path == MODEL_MOUNT for m in (c.volume_mounts or []))]
+    problems = [] if servers else [f"no container mounts the model at {MODEL_MOUNT}"]
+    if not any(v.name == L2_VOLUME and v.persistent_volume_claim and v.persistent_volume_claim.claim_name == l2.claim_name
+               for v in (pod.spec.volumes or [])):
+        problems.append(f"no volume {L2_VOLUME} from claim {l2.claim_name}")
+    for c in servers:
+        if not any(m.name == L2_VOLUME and m.mount_path == l2.mount_path for m in c.volume_mounts):
+            problems.append(f"{c.name}: {L2_VOLUME} not mounted at {l2.mount_path}")
+        urls = [e.value for e in (c.env or []) if e.name == "LMCACHE_REMOTE_URL"]
+        if not urls or any(u != remote_url for u in urls):
+            problems.append(f"{c.name}: LMCACHE_REMOTE_URL is {urls or 'unset'}, not {remote_url}")
+    return problems
+
+
+def check_operator_l2(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> CheckResult:
+    """Every pod of an operator endpoint carries the Curvine L2 (the policy mutated it at admission)."""
+    area, name = f"endpoint:{endpoint.name}", "Curvine L2 attached by policy"
+    pods = engine_pods(core, env, endpoint)
+    bad = {p.metadata.name: problems for p in pods if (problems := missing_l2(p, env, endpoint))}
+    if not pods:
+        return failed(area, name, f"no pods with {engine_selector(env, endpoint)}",
+                      f"kubectl -n {env.serving.namespace} get inferenceendpointconfig; operator logs")
+    if bad:
+        detail = "; ".join(f"{pod}: {', '.join(problems)}" for pod, problems in sorted(bad.items()))
+        return failed(area, name, detail,
+                      f"kubectl -n {env.serving.namespace} get policy {endpoint.name}-curvine-l2 -o yaml (Ready?); "
+                      "pods created before the policy was ready escape it: delete them to re-admit")
+    return passed(area, name, f"{len(pods)} pod(s) mount the L2 and point LMCache at it")

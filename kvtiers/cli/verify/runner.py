@@ -72,6 +72,11 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
     for endpoint in env.serving.endpoints:
         area = f"endpoint:{endpoint.name}"
         yield area, "engine pods Ready", lambda e=endpoint: k8s.check_engines(core, env, e)
+        if endpoint.serving == "operator":
+            # The operator runs its own router; what kvtiers adds is the L2, attached by the admission policy.
+            if _curvine_l2(env, endpoint):
+                yield area, "Curvine L2 attached", lambda e=endpoint: k8s.check_operator_l2(core, env, e)
+            continue
         yield area, "router", lambda e=endpoint: k8s.check_router(core, apps, api, env, e)
     if cross_pod:
         started: dict[str, float] = {}
@@ -88,6 +93,12 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
                 yield area, placement.NAME, lambda e=endpoint: placement.check_l2_placement(
                     core, apps, api, env, e, started[e.name]
                 )
+
+
+def _curvine_l2(env: Environment, endpoint) -> bool:
+    from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
+
+    return OperatorEndpointProps.from_environment(env, endpoint.name).curvine_l2
 
 
 def run(

@@ -1,16 +1,4 @@
-"""Operator-managed endpoints: a HyperPod ``InferenceEndpointConfig`` per endpoint, and the Kyverno policy that
-attaches the Curvine L2 to exactly that endpoint's pods at admission.
-
-Why a policy: the operator has no field for a Curvine path (its L2 backends are ``redis`` and ``tieredstorage``)
-and reverts patches to the Deployments it owns. A mutation at pod admission survives every reconcile and restart.
-The endpoint's pods run as a service account of their own (set through the spec's ``kubernetes`` field); the policy
-matches that account only, so it touches no other pod. ``failurePolicy: Fail``: if Kyverno is down, the pods are
-not admitted at all rather than started without their L2.
-
-Immutable fields: the operator does not let ``intelligentRoutingSpec.enabled`` or the worker environment change
-on an existing endpoint. Their fingerprint is part of the object's name, so a change shows in ``cdk diff`` as a
-new object replacing the old one (and is printed at synth), never as an in-place edit the operator would refuse.
-"""
+"""The ``InferenceEndpointConfig`` of an operator-managed endpoint, and the props both operator charts read."""
 
 from __future__ import annotations
 
@@ -22,13 +10,17 @@ import cdk8s
 from constructs import Construct
 
 from kvtiers.config.schema import Environment, S3ModelSource
-from kvtiers.config.sizing import l2_decision
+from kvtiers.config.sizing import GIB, l2_decision
 from kvtiers.k8s_charts.curvine_l2.charts import api_object
+from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
 PORT = 8000
+"""vLLM's invocation port; the metrics port too (vLLM serves ``/metrics`` on it)."""
 MODEL_MOUNT = "/opt/ml/model"
+"""Where the worker mounts the weights: the path the engine's first argument loads the model from. The admission
+policy identifies the model-server container(s) by this mount (see policy.py)."""
 INVOCATION_ENDPOINTS = {"completions": "v1/completions", "chat": "v1/chat/completions"}
 """The endpoint's declared ``api``; AWS: kvaware needs ``/v1/completions`` (the schema rejects kvaware with chat)."""
 L2_VOLUME = "curvine-l2"
@@ -49,6 +41,9 @@ class OperatorEndpointProps:
     gpu_memory_utilization: float
     routing: str
     l1_gib: int
+    l1_worker_gib: float
+    """LMCache ``max_local_cpu_size`` per worker process (GiB): the endpoint's L1 over its GPUs, as in the
+    self-managed path. The pod memory limit is sized for it."""
     s3_bucket: str | None
     s3_prefix: str | None
     region: str
@@ -59,6 +54,8 @@ class OperatorEndpointProps:
     l2_namespace: L2Namespace
     """The endpoint's L2 directory, computed as for self-managed endpoints."""
     api: str = "chat"
+    addon_version: str = "v1.0.0-eksbuild.1"
+    """The pinned operator add-on: decides which spec fields its CRD accepts (contract.ADDON_SPEC_FIELDS)."""
 
     @classmethod
     def from_environment(cls, env: Environment, endpoint_name: str) -> OperatorEndpointProps:
@@ -82,6 +79,7 @@ class OperatorEndpointProps:
             gpu_memory_utilization=e.gpu_memory_utilization,
             routing=e.routing,
             l1_gib=e.l1_gib,
+            l1_worker_gib=sizing.l1_bytes / sizing.gpus_per_replica / GIB,
             s3_bucket=s3.bucket if s3 else None,
             s3_prefix=s3.prefix if s3 else None,
             region=env.region,
@@ -90,16 +88,37 @@ class OperatorEndpointProps:
             l2_backend=env.inference_operator.l2_backend,
             l2_namespace=L2Namespace.for_endpoint(env, e),
             api=e.api,
+            addon_version=env.inference_operator.addons.inference_operator,
         )
 
     @property
-    def service_account(self) -> str:
-        return f"{self.name}-operator-worker"
+    def l2_remote_url(self) -> str:
+        """LMCache's ``remote_url``: the endpoint's fingerprinted namespace, as on the self-managed path."""
+        return self.l2.remote_url(self.l2_namespace)
+
+    @property
+    def curvine_l2(self) -> bool:
+        """The Curvine L2 is attached by the admission policy (else: no L2, or the operator's own backend)."""
+        return self.l2_enabled and self.l2_backend == "curvine"
 
     @property
     def worker_env(self) -> list[dict]:
-        # PYTHONHASHSEED is in the spec (same seed as every engine on the L2); the Curvine URL is added by the policy.
-        return [{"name": "PYTHONHASHSEED", "value": self.l2.hash_seed}]
+        """Everything LMCache needs that the CRD can carry: the L1 size and chunk size the sizing assumes, the hash
+        seed every engine on the L2 shares and, with the Curvine L2, its URL and serde (from the one L2Settings).
+        Only the mount itself, which the CRD cannot express, comes from the admission policy."""
+        l2 = self.l2
+        env = [
+            {"name": "PYTHONHASHSEED", "value": l2.hash_seed},
+            {"name": "LMCACHE_CHUNK_SIZE", "value": str(l2.chunk_size)},
+            {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
+            {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{self.l1_worker_gib:g}"},
+        ]
+        if self.curvine_l2:
+            env += [
+                {"name": "LMCACHE_REMOTE_URL", "value": self.l2_remote_url},
+                {"name": "LMCACHE_REMOTE_SERDE", "value": l2.serde},
+            ]
+        return env
 
     def immutable_fields(self) -> dict:
         return {"intelligentRoutingSpec.enabled": True, "worker.environmentVariables": self.worker_env}
@@ -111,6 +130,11 @@ class OperatorEndpointProps:
     @property
     def object_name(self) -> str:
         return f"{self.name}-{self.fingerprint}"
+
+    @property
+    def pod_labels(self) -> dict[str, str]:
+        """The label the operator puts on this endpoint's pods (contract.POD_ENDPOINT_LABEL)."""
+        return {contract.POD_ENDPOINT_LABEL: self.object_name}
 
     def spec(self) -> dict:
         tp = str(self.tensor_parallel_size)
@@ -132,8 +156,8 @@ class OperatorEndpointProps:
                 **({"l2CacheSpec": {"l2CacheBackend": "tieredstorage"}} if operator_l2 else {}),
             },
             "intelligentRoutingSpec": {"enabled": True, "routingStrategy": self.routing},
-            "metrics": {"enabled": True},
-            "kubernetes": {"serviceAccountName": self.service_account},
+            # The CRD's default metrics port is 8080; vLLM serves /metrics on its invocation port.
+            "metrics": {"enabled": True, "modelMetrics": {"port": PORT, "path": "/metrics"}},
             "worker": {
                 "image": self.image,
                 "args": [
@@ -145,7 +169,7 @@ class OperatorEndpointProps:
                 ],
                 "environmentVariables": self.worker_env,
                 "modelInvocationPort": {"containerPort": PORT, "name": "http"},
-                "modelVolumeMount": {"name": "model-weights", "mountPath": MODEL_MOUNT},
+                "modelVolumeMount": {"name": contract.MODEL_VOLUME, "mountPath": MODEL_MOUNT},
                 "resources": {
                     "requests": {"cpu": str(self.cpu), "memory": f"{self.memory_gib}Gi", "nvidia.com/gpu": tp},
                     "limits": {"memory": f"{self.memory_gib}Gi", "nvidia.com/gpu": tp},
@@ -154,72 +178,25 @@ class OperatorEndpointProps:
         }
 
 
+def unsupported_spec_fields(spec: dict, addon_version: str) -> list[str]:
+    """Top-level spec fields the add-on version's CRD does not have (empty for a version not in the table)."""
+    known = contract.ADDON_SPEC_FIELDS.get(addon_version)
+    return [] if known is None else sorted(set(spec) - known)
+
+
 class InferenceEndpointConfigChart(cdk8s.Chart):
-    """The endpoint's ServiceAccount and its ``InferenceEndpointConfig``."""
+    """The endpoint's ``InferenceEndpointConfig``. Its pods run as the namespace's default service account: the
+    policy finds them by the operator's own pod label, not by an account of theirs."""
 
     def __init__(self, scope: Construct, id: str, *, props: OperatorEndpointProps) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        api_object(self, "sa", "v1", "ServiceAccount", {"name": props.service_account, "namespace": props.namespace}, {})
+        spec = props.spec()
+        unsupported = unsupported_spec_fields(spec, props.addon_version)
+        if unsupported:
+            raise ValueError(f"{props.name}: the operator add-on {props.addon_version} has no spec field(s) {unsupported}")
         api_object(
             self, "iec", API_VERSION, "InferenceEndpointConfig",
             {"name": props.object_name, "namespace": props.namespace,
              "annotations": {"kvtiers.io/immutable-fingerprint": props.fingerprint}},
-            {"spec": props.spec()},
-        )
-
-
-class CurvineL2PolicyChart(cdk8s.Chart):
-    """Kyverno policy: mount the Curvine L2 into the endpoint's worker and point LMCache at it."""
-
-    def __init__(self, scope: Construct, id: str, *, props: OperatorEndpointProps) -> None:
-        super().__init__(scope, id, disable_resource_name_hashes=True)
-        l2 = props.l2
-        match = {"any": [{"resources": {"kinds": ["Pod"], "operations": ["CREATE"], "namespaces": [props.namespace]}}]}
-        only_this_endpoint = {
-            "all": [{"key": "{{ request.object.spec.serviceAccountName || '' }}", "operator": "Equals", "value": props.service_account}]
-        }
-        env = [
-            {"name": "LMCACHE_REMOTE_URL", "value": l2.remote_url(props.l2_namespace)},
-            {"name": "LMCACHE_REMOTE_SERDE", "value": l2.serde},
-            {"name": "PYTHONHASHSEED", "value": l2.hash_seed},
-        ]
-        api_object(
-            self, "policy", "kyverno.io/v1", "Policy", {"name": f"{props.name}-curvine-l2", "namespace": props.namespace},
-            {
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "background": False,
-                    "rules": [
-                        {
-                            "name": "mount-curvine-l2",
-                            "match": match,
-                            "preconditions": only_this_endpoint,
-                            "mutate": {
-                                "patchStrategicMerge": {
-                                    "spec": {
-                                        "volumes": [{"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}}],
-                                        "containers": [
-                                            {
-                                                "(image)": props.image,
-                                                "env": env,
-                                                "volumeMounts": [{"name": L2_VOLUME, "mountPath": l2.mount_path}],
-                                            }
-                                        ],
-                                    }
-                                }
-                            },
-                        },
-                        {
-                            "name": "require-curvine-l2",
-                            "match": match,
-                            "preconditions": only_this_endpoint,
-                            "validate": {
-                                "failureAction": "Enforce",
-                                "message": "operator endpoint pods must mount the Curvine L2 claim",
-                                "pattern": {"spec": {"volumes": [{"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}}]}},
-                            },
-                        },
-                    ],
-                }
-            },
+            {"spec": spec},
         )

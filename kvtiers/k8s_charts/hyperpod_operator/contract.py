@@ -1,0 +1,76 @@
+"""What the kvtiers operator path relies on from the HyperPod Inference Operator and Kyverno, as data.
+
+Each constant names its source; docs/operator-contract.md lists them with the tests that guard them and what only a
+live cluster can confirm. The operator itself is closed source: its public surface is the Helm chart and CRDs in
+aws/sagemaker-hyperpod-cli (``helm_chart/HyperPodHelmChart/charts/inference-operator``), the sagemaker-hyperpod SDK
+and AWS's documentation.
+"""
+
+from __future__ import annotations
+
+# ----------------------------------------------------------------------------------------------- operator
+
+POD_ENDPOINT_LABEL = "app"
+"""The operator labels an endpoint's pods ``app: <InferenceEndpointConfig metadata.name>``: the sagemaker-hyperpod
+SDK 3.12.0 lists an endpoint's pods by exactly this label (``sagemaker/hyperpod/inference/hp_endpoint.py``,
+``list_pods``). The policy selects pods by it, so it needs no service account of its own."""
+
+ADDON_SPEC_FIELDS: dict[str, frozenset[str]] = {
+    # Add-on v1.0.0-eksbuild.1 is the version AWS's migration script pins (charts/inference-operator/migration/
+    # helm_to_addon.sh, added 2026-02-17, unchanged since). It ships operator 3.0, whose CRD is the one of chart
+    # 2.0.0 (appVersion "3.0", commit 51b8dd2, 2026-02-16: "Inference Operator AddOn ... Version Update 3.0").
+    # Top-level fields of spec in that CRD (v1). ``kubernetes`` (and so ``kubernetes.serviceAccountName``) is not
+    # among them: it arrived with chart 2.1.0 / 2.1.1 (commits d5e7256, 4b76719).
+    "v1.0.0-eksbuild.1": frozenset({
+        "InitialReplicaCount", "autoScalingSpec", "endpointName", "instanceType", "instanceTypes",
+        "intelligentRoutingSpec", "invocationEndpoint", "kvCacheSpec", "loadBalancer", "maxDeployTimeInSeconds",
+        "metrics", "modelName", "modelSourceConfig", "modelVersion", "nodeAffinity", "replicas", "tags", "tlsConfig",
+        "worker",
+    }),
+}
+"""Top-level ``InferenceEndpointConfig.spec`` fields each known add-on version's CRD accepts. The CRD's schema has
+no ``x-kubernetes-preserve-unknown-fields``: kubectl's strict field validation refuses any other field."""
+
+KV_CACHE_SPEC_FIELDS = frozenset({"cacheConfigFile", "enableL1Cache", "enableL2Cache", "l2CacheSpec"})
+"""``spec.kvCacheSpec`` in every chart from 2.0.0 to 2.2.2: no L1 size or chunk size field. The LMCache settings the
+sizing assumes travel as ``LMCACHE_*`` worker environment variables instead (LMCache 0.3.7 applies them over its
+config file)."""
+
+IMMUTABLE_FIELDS = ("intelligentRoutingSpec.enabled", "worker.environmentVariables")
+"""CRD descriptions: ``environmentVariables`` "Cannot be updated."; ``intelligentRoutingSpec`` "not supported for
+existing deployments" (chart 2.0.0 to 2.2.2; enforced by the operator's webhook, which is not public)."""
+
+METRICS_DEFAULT_PORT = 8080
+"""CRD default of ``spec.metrics.modelMetrics.port``; AWS: it must be the port the model server listens on."""
+
+MODEL_VOLUME = "model-weights"
+"""``spec.worker.modelVolumeMount.name`` as the CRD samples set it; the operator mounts the weights under it."""
+
+# ----------------------------------------------------------------------------------------------- Kyverno v1.15.2
+
+AUTOGEN_ANNOTATION = "pod-policies.kyverno.io/autogen-controllers"
+"""``api/kyverno/constants.go``; ``none`` turns off the rules Kyverno generates for Deployments, StatefulSets, ...
+(``pkg/autogen/v1/autogen.go``)."""
+
+POLICY_RESOURCE = "policies.kyverno.io"
+READY_JSONPATH = '.status.conditions[?(@.status=="True")].type'
+"""Non-empty only once a condition is True. Kyverno v1.15.2 sets one condition type, ``Ready``
+(``api/kyverno/v1/policy_status.go``), True once the policy is in the webhook configuration
+(``pkg/controllers/webhook/controller.go``, ``updatePolicyStatuses``). CDK's object-value handler waits for a
+non-empty value, so ``[?(@.type=="Ready")].status`` (``False`` while pending) would not wait."""
+
+KYVERNO_ADMISSION_REPLICAS = 3
+KYVERNO_ADMISSION_MIN_AVAILABLE = 2
+"""Kyverno chart 3.5.2 ``values.yaml``: ``admissionController.replicas: ~`` (one pod) and
+``admissionController.podDisruptionBudget`` (``enabled: false``, ``minAvailable: 1``); ``_pdb.tpl`` fails when both
+``minAvailable`` and ``maxUnavailable`` are set, so only ``minAvailable`` is overridden."""
+
+
+def kyverno_values() -> dict:
+    """Helm values for the Kyverno chart: the admission controller highly available."""
+    return {
+        "admissionController": {
+            "replicas": KYVERNO_ADMISSION_REPLICAS,
+            "podDisruptionBudget": {"enabled": True, "minAvailable": KYVERNO_ADMISSION_MIN_AVAILABLE},
+        }
+    }

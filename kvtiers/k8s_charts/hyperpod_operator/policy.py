@@ -1,0 +1,151 @@
+"""Kyverno policy: mount the Curvine L2 into every model-server container of one operator endpoint's pods, and
+refuse those pods when the mount or LMCache's L2 URL is missing.
+
+Why a policy: the operator has no field for a Curvine volume (its L2 backends are ``redis`` and ``tieredstorage``)
+and reverts patches to the Deployments it owns; a mutation at pod admission survives every reconcile. Everything
+else LMCache needs is in the endpoint's worker environment (endpoint.py); the policy adds only the volume and mount.
+
+How it avoids depending on anything unconfirmed about the operator's pods:
+- Which pods: those with the operator's endpoint label (``app: <object name>``, contract.POD_ENDPOINT_LABEL), in
+  the serving namespace, at CREATE. Restricted to Pods: no rules are generated for Deployments (autogen off).
+- Which containers: every container that mounts the model at ``MODEL_MOUNT``, the path the engine's own arguments
+  load the weights from. Not the container name, not the image (a mirror or a digest would miss it).
+- The mutation is a Kyverno ``foreach`` over the containers whose strategic-merge patch is keyed by the merge key
+  (the container's ``name``) without anchors, so kustomize's merge (the one Kyverno runs) applies it verbatim.
+- The check is CEL: at least one model-server container, each with the L2 mount and ``LMCACHE_REMOTE_URL`` equal to
+  the L2's URL, and the pod's L2 volume from the claim. A pod the mutation missed is refused, not started without
+  its L2.
+- Fail-closed for these pods only: ``webhookConfiguration`` with match conditions gives the policy a webhook of its
+  own (Kyverno v1.15.2 ``newWebhookPerPolicy``), so a Kyverno outage blocks this endpoint's pods and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+
+import cdk8s
+from constructs import Construct
+
+from kvtiers.k8s_charts.curvine_l2.charts import api_object
+from kvtiers.k8s_charts.hyperpod_operator import contract
+from kvtiers.k8s_charts.hyperpod_operator.endpoint import L2_VOLUME, MODEL_MOUNT, OperatorEndpointProps
+
+CONTAINERS = "request.object.spec.containers"
+IS_MODEL_SERVER = "{{ contains(element.volumeMounts[].mountPath || `[]`, '%s') }}" % MODEL_MOUNT
+"""Kyverno foreach precondition (JMESPath): the container mounts the model weights."""
+REMOTE_URL_ENV = "LMCACHE_REMOTE_URL"
+
+
+def _cel(value: str) -> str:
+    """A CEL string literal (JSON's escaping is valid CEL for these values)."""
+    return json.dumps(value)
+
+
+def policy_name(props: OperatorEndpointProps) -> str:
+    return f"{props.name}-curvine-l2"
+
+
+def match_condition(props: OperatorEndpointProps) -> str:
+    """Webhook match condition (CEL, evaluated by the API server): only this endpoint's pods reach the policy's
+    fail-closed webhook. CREATE first: ``object`` is null on DELETE, and CEL's ``&&`` is false when either side
+    is false, even if the other errs."""
+    key, value = next(iter(props.pod_labels.items()))
+    return (
+        f"request.operation == 'CREATE' && request.namespace == {_cel(props.namespace)} && has(object.metadata.labels) && "
+        f"{_cel(key)} in object.metadata.labels && object.metadata.labels[{_cel(key)}] == {_cel(value)}"
+    )
+
+
+def cel_variables() -> list[dict]:
+    return [{
+        "name": "modelServers",
+        "expression": "object.spec.containers.filter(c, has(c.volumeMounts) && "
+                      f"c.volumeMounts.exists(m, m.mountPath == {_cel(MODEL_MOUNT)}))",
+    }]
+
+
+def cel_expressions(props: OperatorEndpointProps) -> list[dict]:
+    l2 = props.l2
+    return [
+        {
+            "expression": "size(variables.modelServers) > 0",
+            "message": f"no container mounts the model at {MODEL_MOUNT}: the Curvine L2 mutation matched nothing",
+        },
+        {
+            "expression": f"has(object.spec.volumes) && object.spec.volumes.exists(v, v.name == {_cel(L2_VOLUME)} && "
+                          f"has(v.persistentVolumeClaim) && v.persistentVolumeClaim.claimName == {_cel(l2.claim_name)})",
+            "message": f"the pod has no volume {L2_VOLUME} from the claim {l2.claim_name}",
+        },
+        {
+            "expression": "variables.modelServers.all(c, c.volumeMounts.exists(m, "
+                          f"m.name == {_cel(L2_VOLUME)} && m.mountPath == {_cel(l2.mount_path)}))",
+            "message": f"a model-server container does not mount {L2_VOLUME} at {l2.mount_path}",
+        },
+        {
+            "expression": "variables.modelServers.all(c, has(c.env) && "
+                          f"c.env.exists(e, e.name == {_cel(REMOTE_URL_ENV)}) && "
+                          f"c.env.all(e, e.name != {_cel(REMOTE_URL_ENV)} || (has(e.value) && e.value == {_cel(props.l2_remote_url)})))",
+            "message": f"a model-server container does not set {REMOTE_URL_ENV}={props.l2_remote_url}",
+        },
+    ]
+
+
+def mutation(props: OperatorEndpointProps) -> dict:
+    l2 = props.l2
+    return {
+        "foreach": [{
+            "list": CONTAINERS,
+            "preconditions": {"all": [{"key": IS_MODEL_SERVER, "operator": "Equals", "value": True}]},
+            "patchStrategicMerge": {
+                "spec": {
+                    "volumes": [{"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}}],
+                    "containers": [{
+                        "name": "{{ element.name }}",
+                        "volumeMounts": [{"name": L2_VOLUME, "mountPath": l2.mount_path}],
+                    }],
+                }
+            },
+        }]
+    }
+
+
+def policy(props: OperatorEndpointProps) -> dict:
+    match = {"any": [{"resources": {
+        "kinds": ["Pod"], "operations": ["CREATE"], "namespaces": [props.namespace],
+        "selector": {"matchLabels": props.pod_labels},
+    }}]}
+    return {
+        "apiVersion": "kyverno.io/v1",
+        "kind": "Policy",
+        "metadata": {
+            "name": policy_name(props), "namespace": props.namespace,
+            "annotations": {contract.AUTOGEN_ANNOTATION: "none"},
+        },
+        "spec": {
+            "background": False,
+            "webhookConfiguration": {
+                "failurePolicy": "Fail",
+                "matchConditions": [{"name": "operator-endpoint-pods", "expression": match_condition(props)}],
+            },
+            "rules": [
+                {"name": "mount-curvine-l2", "match": match, "mutate": mutation(props)},
+                {
+                    "name": "require-curvine-l2",
+                    "match": match,
+                    "validate": {
+                        "failureAction": "Enforce",
+                        "cel": {"variables": cel_variables(), "expressions": cel_expressions(props)},
+                    },
+                },
+            ],
+        },
+    }
+
+
+class CurvineL2PolicyChart(cdk8s.Chart):
+    """The endpoint's Kyverno ``Policy`` (see the module docstring)."""
+
+    def __init__(self, scope: Construct, id: str, *, props: OperatorEndpointProps) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        body = policy(props)
+        api_object(self, "policy", body["apiVersion"], body["kind"], body["metadata"], {"spec": body["spec"]})

