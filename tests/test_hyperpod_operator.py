@@ -24,6 +24,7 @@ from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps
 from tests.conftest import CONFIG_DIR, ROOT
+from tests.test_lmcache_contract import ENGINE_LMCACHE, STUBS, needs, venv_python
 from tests.test_config import rejected, set_path
 
 SDK_MODULE = ROOT / ".venv-hyperpod-sdk/sagemaker/hyperpod/inference/config/hp_endpoint_config.py"
@@ -214,7 +215,6 @@ def test_instance_group_outside_the_environment(tmp_path):
     assert "instance_group 'g6e-other' is not a HyperPod instance group" in message
 
 
-LMCACHE_PYTHON = ROOT / ".venv-lmcache/bin/python"
 FROM_ENV = r"""
 import json, os, sys
 from lmcache.v1.config import LMCacheEngineConfig
@@ -223,13 +223,14 @@ print(json.dumps({k: getattr(cfg, k) for k in json.loads(sys.argv[1])}))
 """
 
 
-@pytest.mark.skipif(not LMCACHE_PYTHON.exists(), reason="no .venv-lmcache (make test installs it)")
+@needs(ENGINE_LMCACHE)
 def test_lmcaches_own_loader_reads_the_worker_env(operator_props):
-    # LMCache's loader (the light 0.5.6 install) maps LMCACHE_<KEY> to the config key the self-managed file uses.
+    # The engine image's LMCache maps LMCACHE_<KEY> to the config key the self-managed file uses.
     env = {e["name"]: e["value"] for e in operator_props.worker_env if e["name"].startswith("LMCACHE_")}
     keys = ["chunk_size", "local_cpu", "max_local_cpu_size", "remote_url", "remote_serde"]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("LMCACHE_")}
-    out = subprocess.run([str(LMCACHE_PYTHON), "-c", FROM_ENV, json.dumps(keys)], env={**clean, **env},
+    clean["PYTHONPATH"] = str(STUBS)  # LMCache imports torch; the stand-in only satisfies the import
+    out = subprocess.run([str(venv_python(ENGINE_LMCACHE)), "-c", FROM_ENV, json.dumps(keys)], env={**clean, **env},
                          capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert loaded == {
