@@ -177,12 +177,31 @@ def test_master_and_worker_preempt_serving_pods(rendered):
     assert worker["spec"]["template"]["spec"]["priorityClassName"] == "system-node-critical"
 
 
-def test_every_l2_file_expires_so_eviction_can_delete_it(rendered):
-    """v0.4.1 quota eviction deletes only expired files (quota_manager.rs -> ttl_executor.rs execute_by_id), and
-    files get their TTL from the client config (client_conf.rs ttl_ms / ttl_action, default 0 / none)."""
-    env, props, _ = rendered
+def test_no_client_ttl_because_it_would_expire_the_l2_directories(rendered):
+    """A client TTL applies to directories too (``fuse_utils.rs`` ``mkdir_opts`` builds MkdirOpts from the client
+    config) and an expired directory is deleted with its contents (``inode_view.rs`` ``is_expired`` by mtime,
+    ``ttl_executor.rs``): the L2 root and LMCache's per-pod temporary directories would vanish."""
+    _, props, _ = rendered
     client = tomllib.loads(props.config_toml)["client"]
-    assert client["ttl_ms"] == f"{env.curvine.eviction.file_ttl_hours}h" and client["ttl_action"] == "delete"
+    assert "ttl_ms" not in client and "ttl_action" not in client
+
+
+def test_the_janitor_evicts_the_claim_between_the_watermarks(rendered):
+    """v0.4.1's quota eviction deletes only expired files (``quota_manager.rs`` -> ``ttl_executor.rs``
+    ``execute_by_id``), so a CronJob on the claim removes the oldest chunk files instead (l2_janitor.py)."""
+    env, props, charts = rendered
+    cronjob = _named(charts, "CronJob", "curvine-l2-janitor")
+    assert cronjob["metadata"]["namespace"] == env.serving.namespace and cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (janitor,) = pod["containers"]
+    mount = next(m["mountPath"] for m in janitor["volumeMounts"] if m["name"] == "l2")
+    claim = next(v for v in pod["volumes"] if v["name"] == "l2")["persistentVolumeClaim"]["claimName"]
+    assert claim == env.serving.l2_claim_name
+    capacity = env.sizing.curvine_workers * env.curvine.worker.capacity_gb * 1000**3
+    assert janitor["command"][2:] == [mount, str(capacity), str(env.curvine.eviction.high_watermark),
+                                      str(env.curvine.eviction.low_watermark)]
+    script = _named(charts, "ConfigMap", "curvine-l2-janitor")["data"]
+    assert janitor["command"][1].rsplit("/", 1)[1] in script
 
 
 # ------------------------------------------------------------------------------------ lifecycle

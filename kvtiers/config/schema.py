@@ -418,19 +418,22 @@ class CurvineWorker(Strict):
 
 
 class CurvineEviction(Strict):
-    """How the L2 makes room: LMCache's ``fs://`` connector never deletes, so Curvine must.
+    """How the L2 makes room: LMCache's ``fs://`` connector never deletes, so something else must.
 
-    At v0.4.1 quota eviction only removes files whose time-to-live has expired (``quota_manager.rs`` hands each
-    victim to ``ttl_executor.rs``, which skips unexpired files), so every L2 file gets a TTL and the master's TTL
-    checker deletes it when it expires. The watermarks then pick which expired files go first under pressure.
+    Curvine v0.4.1's own quota eviction deletes only files whose TTL has expired (``quota_manager.rs`` hands each
+    victim to ``ttl_executor.rs``), and a client TTL would expire the directories too (``fuse_utils.rs``
+    ``mkdir_opts``), the L2 root and LMCache's temporary directories among them. So a janitor CronJob deletes the
+    oldest chunk files when the stored bytes reach ``high_watermark`` of the workers' capacity, down to
+    ``low_watermark``.
     """
 
     high_watermark: float = Field(default=0.85, gt=0, lt=1)
     low_watermark: float = Field(default=0.70, gt=0, lt=1)
     policy: Literal["lru", "lfu"] = "lru"
-    file_ttl_hours: int = Field(default=24, ge=1, le=24 * 365)
-    """Lifetime of an L2 chunk file (client ``ttl_ms``, ``ttl_action = delete``). Default: a day, so prefixes of a
-    day's traffic stay shared; lower it when ``workers x capacity_gb`` fills in less than that."""
+    """Curvine's own quota-eviction policy (kept configured; at v0.4.1 it only ever removes expired files)."""
+    janitor_schedule: str = Field(default="*/10 * * * *", pattern=r"^(\S+\s+){4}\S+$")
+    """Cron schedule of the janitor (five fields). Default: every 10 minutes, so the L2 overshoots the high
+    watermark by at most ten minutes of writes."""
 
     @model_validator(mode="after")
     def _order(self) -> CurvineEviction:

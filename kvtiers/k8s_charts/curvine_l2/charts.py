@@ -283,6 +283,9 @@ class CurvineWorkerChart(cdk8s.Chart):
 
 
 NVME_CHECK_SCRIPT = (Path(__file__).parent / "nvme_check.sh").read_text()
+JANITOR = "curvine-l2-janitor"
+JANITOR_SCRIPT = Path(__file__).parent / "l2_janitor.py"
+JANITOR_L2_MOUNT = "/l2"
 NVME_CHECK_TARGET = "/host/nvme"
 
 
@@ -504,7 +507,7 @@ class CurvineStorageChart(cdk8s.Chart):
                 "allowVolumeExpansion": False,
             },
         )
-        api_object(
+        claim = api_object(
             self, "claim", "v1", "PersistentVolumeClaim", {"name": p.claim_name, "namespace": p.serving_namespace},
             {
                 "spec": {
@@ -514,3 +517,59 @@ class CurvineStorageChart(cdk8s.Chart):
                 }
             },
         )
+        self._janitor(p).add_dependency(claim)
+
+    def _janitor(self, p: CurvineProps) -> cdk8s.ApiObject:
+        """A CronJob that mounts the L2 claim and deletes the oldest chunk files above the high watermark
+        (``l2_janitor.py`` says why Curvine cannot do it at v0.4.1). On HyperPod nodes: only they run the CSI node
+        plugin that mounts the claim, and they already hold the engine image it runs in."""
+        ns = p.serving_namespace
+        labels = component_labels(JANITOR, "l2-janitor")
+        script = api_object(
+            self, "janitor-script", "v1", "ConfigMap", {"name": JANITOR, "namespace": ns, "labels": labels},
+            {"data": {JANITOR_SCRIPT.name: JANITOR_SCRIPT.read_text()}},
+        )
+        job_pod = {
+            "metadata": {"labels": labels},
+            "spec": {
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "affinity": _in_groups(p.hyperpod_groups),
+                "tolerations": list(p.tolerations),
+                "containers": [
+                    {
+                        "name": "janitor",
+                        "image": p.janitor_image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": [
+                            "python3", f"/janitor/{JANITOR_SCRIPT.name}", JANITOR_L2_MOUNT,
+                            str(p.l2_capacity_bytes), str(p.eviction_high), str(p.eviction_low),
+                        ],
+                        "resources": p.resources["sidecar"].to_k8s(),
+                        "volumeMounts": [
+                            {"name": "l2", "mountPath": JANITOR_L2_MOUNT},
+                            {"name": "script", "mountPath": "/janitor", "readOnly": True},
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {"name": "l2", "persistentVolumeClaim": {"claimName": p.claim_name}},
+                    {"name": "script", "configMap": {"name": JANITOR}},
+                ],
+            },
+        }
+        cronjob = api_object(
+            self, "janitor", "batch/v1", "CronJob", {"name": JANITOR, "namespace": ns, "labels": labels},
+            {
+                "spec": {
+                    "schedule": p.janitor_schedule,
+                    # One at a time: two janitors would delete twice as much.
+                    "concurrencyPolicy": "Forbid",
+                    "successfulJobsHistoryLimit": 1,
+                    "failedJobsHistoryLimit": 3,
+                    "jobTemplate": {"spec": {"backoffLimit": 0, "template": job_pod}},
+                }
+            },
+        )
+        cronjob.add_dependency(script)
+        return cronjob

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvtiers.config.schema import Environment
+from kvtiers.config.sizing import GB
 from kvtiers.k8s_charts.curvine_l2 import toml
 
 MASTER = "curvine-master"
@@ -126,8 +127,12 @@ class CurvineProps:
     eviction_high: float
     eviction_low: float
     eviction_policy: str
-    file_ttl_hours: int
-    """Lifetime of each L2 file; expired files are what Curvine deletes."""
+    janitor_schedule: str
+    """Cron schedule of the L2 janitor (the eviction that works at v0.4.1, see ``l2_janitor.py``)."""
+    janitor_image: str
+    """Image the janitor runs in: the engine image (it has Python and is already on the GPU nodes)."""
+    l2_capacity_bytes: int
+    """All workers' cache capacity: what the janitor's watermarks are fractions of."""
     audit_log: bool
     """Master audit log (``master.audit_logging_enabled``): one line per file operation."""
     fs_path: str
@@ -175,7 +180,9 @@ class CurvineProps:
             eviction_high=c.eviction.high_watermark,
             eviction_low=c.eviction.low_watermark,
             eviction_policy=c.eviction.policy,
-            file_ttl_hours=c.eviction.file_ttl_hours,
+            janitor_schedule=c.eviction.janitor_schedule,
+            janitor_image=env.serving.images.vllm_image,
+            l2_capacity_bytes=env.sizing.curvine_workers * c.worker.capacity_gb * GB,
             audit_log=c.master.audit_log,
             fs_path=c.fs_path,
             ports=c.ports.model_dump(),
@@ -251,10 +258,6 @@ class CurvineProps:
                 # Off: the worker's data path is not visible to the FUSE process (it runs in the CSI node
                 # container), so a local short-circuit open would fail; writes go through the worker's RPC.
                 "short_circuit": False,
-                # Every file the FUSE client creates expires: at v0.4.1 that is the only way files ever leave the L2
-                # (quota eviction deletes expired files only).
-                "ttl_ms": f"{self.file_ttl_hours}h",
-                "ttl_action": "delete",
             },
             "fuse": {"web_port": p["fuse_web"]},
         }
