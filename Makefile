@@ -6,10 +6,9 @@ PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
 CONFIG ?= config/dev.yaml
 HYPERPOD_CLI_REPO ?= https://github.com/aws/sagemaker-hyperpod-cli
-# The revision the environment file pins, else the schema's default (one source: the schema).
-REV_IN_CONFIG = $(shell sed -n 's/^ *revision: *"\{0,1\}\([0-9a-f]\{40\}\).*/\1/p' $(CONFIG) | head -1)
-REV_DEFAULT = $(shell sed -n 's/.*revision: str = Field.default="\([0-9a-f]\{40\}\)".*/\1/p' kvtiers/config/schema.py)
-HYPERPOD_CLI_REV ?= $(or $(REV_IN_CONFIG),$(REV_DEFAULT))
+# The revision the environment file pins (read through the schema, so its default applies and a model's own
+# `revision:` can never be taken for it).
+HYPERPOD_CLI_REV ?= $(shell $(PY) -c 'import sys; from kvtiers.config import load_environment; print(load_environment(sys.argv[1]).hyperpod.dependency_chart.revision)' $(CONFIG))
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
@@ -73,7 +72,7 @@ $(HELM): $(VENV)/.installed
 hyperpod-chart: $(HELM) hyperpod-chart-checkout
 	$(HELM) dependency update $(HYPERPOD_CLI_DIR)/helm_chart/HyperPodHelmChart
 
-hyperpod-chart-checkout:
+hyperpod-chart-checkout: $(VENV)/.installed
 	rm -rf $(HYPERPOD_CLI_DIR)
 	git clone --quiet --filter=blob:none $(HYPERPOD_CLI_REPO) $(HYPERPOD_CLI_DIR)
 	@git -C $(HYPERPOD_CLI_DIR) cat-file -e "$(HYPERPOD_CLI_REV)^{commit}" 2>/dev/null || { \

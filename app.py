@@ -12,7 +12,7 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from kvtiers.config import ConfigError, load_environment
-from kvtiers.config.report import tiered_storage_report
+from kvtiers.config.report import l2_revision_report, tiered_storage_report
 from kvtiers.k8s_charts.serving import l2_report
 from kvtiers.stacks.deploy_graph import build_deploy_graph, synthesize
 from kvtiers.stacks.hyperpod_chart import DeployGraphError, vendored_chart
@@ -43,7 +43,7 @@ def main() -> None:
     if review:
         print("kvtiers: offline review synth (-c kvtiers:review=true): for reading and CI, not for deploying", file=sys.stderr)
     synthesize(app, graph)
-    for line in (*l2_report(environment), *tiered_storage_report(environment)):
+    for line in (*l2_report(environment), *l2_revision_report(environment), *tiered_storage_report(environment)):
         print(f"kvtiers: {line}", file=sys.stderr)
 
 

@@ -71,3 +71,10 @@ def test_session_routing_needs_a_session_key(tmp_path):
 def test_unknown_endpoint_key(tmp_path):
     message = rejected(tmp_path, lambda eps, raw: eps[0].update(l1_size=4))
     assert "serving.endpoints.0.l1_size: unknown key" in message
+
+
+def test_an_l2_endpoint_without_a_pinned_revision_is_reported(dev_env):
+    from kvtiers.config.report import l2_revision_report
+
+    (line,) = l2_revision_report(dev_env)
+    assert line.startswith("qwen2-7b: L2 on but source.revision is not pinned")

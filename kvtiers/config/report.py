@@ -17,3 +17,14 @@ def tiered_storage_report(env: Environment) -> tuple[str, ...]:
         "hyperpod.tiered_storage.enabled: false to give it to the pods"
         for node in env.sizing.nodes
     )
+
+
+def l2_revision_report(env: Environment) -> tuple[str, ...]:
+    """One line per endpoint on the L2 whose weights have no pinned revision: its L2 namespace cannot change when
+    the weights are replaced in place, so engines could read the previous model's KV."""
+    return tuple(
+        f"{e.name}: L2 on but source.revision is not pinned; pin it so that new weights start a new L2 namespace "
+        "(otherwise engines may read KV written by the previous weights)"
+        for e in env.serving.endpoints
+        if env.sizing.endpoint(e.name).l2_enabled and not e.source.revision
+    )
