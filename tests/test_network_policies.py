@@ -141,3 +141,15 @@ def test_the_evaluator_applies_default_deny_and_needs_both_sides():
 def test_matrix_is_readable():
     for row in matrix_rows():
         assert re.fullmatch(r"[a-z0-9()-]+", row["from"]) and row["why"], row
+
+
+@pytest.mark.parametrize("env_name", ["dev", "prod"])
+def test_vpc_cni_enforces_network_policies(env_name, request):
+    import json
+
+    synth = request.getfixturevalue(f"{env_name}_synth")
+    template = synth.template_json(synth.graph.platform)
+    cni = [r for r in template["Resources"].values()
+           if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "vpc-cni"]
+    assert len(cni) == 1
+    assert json.loads(cni[0]["Properties"]["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
