@@ -55,7 +55,14 @@ $(HYPERPOD_SDK)/.installed: $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(HYPERPOD_SDK) sagemaker-hyperpod==3.12.0
 	touch $@
 
-test: install $(LMCACHE_VENVS) $(HYPERPOD_SDK)/.installed
+# checkov (the independent scanner of tests/test_checkov.py) in its own venv: it pins older boto3/botocore than
+# requirements.txt, so pip cannot install both into one environment.
+.venv-checkov/.installed: requirements-checkov.txt
+	$(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $@
+
+test: install $(LMCACHE_VENVS) $(HYPERPOD_SDK)/.installed .venv-checkov/.installed
 	$(PY) -m pytest -n 2 --dist loadfile
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating.

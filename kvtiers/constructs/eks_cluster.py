@@ -25,6 +25,12 @@ LOG_TYPES = {
 }
 
 
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+"""The VPC CNI enforces NetworkPolicies (its network policy agent, eBPF on each pod's host interface) only when the
+add-on configuration turns it on. Needs VPC CNI >= 1.14, kernel >= 5.10 and the BPF filesystem on every node,
+HyperPod nodes included (README, "Network isolation")."""
+ADDON_CONFIGURATION = {"vpc-cni": VPC_CNI_CONFIGURATION}
+
 SYSTEM_NODE_LABELS = {"kvtiers.io/role": "system"}
 """Labels of the system node group's nodes, where CoreDNS (and other cluster controllers) run."""
 
@@ -115,7 +121,8 @@ class EksCluster(Construct):
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer(self, props.kubernetes_version)),
         )
         self.addons: dict[str, eks_l1.CfnAddon] = {
-            name: pinned_addon(self, _pascal(name), cluster=self.cluster, name=name, version=version)
+            name: pinned_addon(self, _pascal(name), cluster=self.cluster, name=name, version=version,
+                               configuration_values=ADDON_CONFIGURATION.get(name))
             for name, version in (
                 ("vpc-cni", props.addons.vpc_cni),
                 ("kube-proxy", props.addons.kube_proxy),

@@ -1,4 +1,5 @@
-"""The serving namespace, applied first so every later chart (the L2 claim, endpoints, routers) can use it."""
+"""The serving namespace, applied first so every later chart (the L2 claim, endpoints, routers) can use it, and the
+Pod Security Standards labels of every namespace kvtiers creates."""
 
 from __future__ import annotations
 
@@ -8,13 +9,44 @@ from constructs import Construct
 
 from kvtiers.k8s_charts.labels import PART_OF, PART_OF_KEY
 
+PSS_LEVELS = ("privileged", "baseline", "restricted")
+"""Pod Security Standards levels, loosest first."""
+PSS_PREFIX = "pod-security.kubernetes.io"
+PSS_WATCH = "restricted"
+"""``warn`` and ``audit`` level of every kvtiers namespace: each pod that falls short of restricted is reported at
+admission (a warning to the applier, an audit-log annotation) without being blocked."""
+
+
+def pod_security_labels(enforce: str) -> dict[str, str]:
+    """Labels that enforce ``enforce`` and warn/audit at restricted. ``enforce`` must be the strictest level that
+    every pod of the namespace meets, including pods kvtiers does not render (a stricter one would block them)."""
+    if enforce not in PSS_LEVELS:
+        raise ValueError(f"Pod Security level {enforce!r} is not one of {', '.join(PSS_LEVELS)}")
+    return {
+        f"{PSS_PREFIX}/enforce": enforce,
+        f"{PSS_PREFIX}/enforce-version": "latest",
+        f"{PSS_PREFIX}/warn": PSS_WATCH,
+        f"{PSS_PREFIX}/warn-version": "latest",
+        f"{PSS_PREFIX}/audit": PSS_WATCH,
+        f"{PSS_PREFIX}/audit-version": "latest",
+    }
+
+
+def serving_enforce_level(has_operator_endpoints: bool) -> str:
+    """``baseline``: the engines run as root (their image has no other user) but meet baseline. With operator
+    endpoints the operator creates pods in this namespace whose security context kvtiers neither renders nor
+    knows, so enforcement stays ``privileged`` there (warn/audit still report every deviation)."""
+    return "privileged" if has_operator_endpoints else "baseline"
+
 
 class NamespaceChart(cdk8s.Chart):
-    """One ``Namespace`` per name, labelled as part of kvtiers."""
+    """One ``Namespace`` per name, labelled as part of kvtiers and with its Pod Security level."""
 
-    def __init__(self, scope: Construct, id: str, *, names: tuple[str, ...]) -> None:
+    def __init__(self, scope: Construct, id: str, *, names: tuple[str, ...], enforce: dict[str, str] | None = None) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
         if not names:
             raise ValueError("NamespaceChart needs at least one namespace name")
+        enforce = enforce or {}
         for name in names:
-            k8s.KubeNamespace(self, name, metadata=k8s.ObjectMeta(name=name, labels={PART_OF_KEY: PART_OF}))
+            ns_labels = {PART_OF_KEY: PART_OF, **pod_security_labels(enforce.get(name, "baseline"))}
+            k8s.KubeNamespace(self, name, metadata=k8s.ObjectMeta(name=name, labels=ns_labels))

@@ -1,6 +1,7 @@
 """``<env>-workloads``: every Kubernetes object (Curvine, serving), each chart one manifest, in explicit order.
 
-Order: serving namespace -> Curvine masters -> workers -> CSI -> StorageClass + L2 claim -> serving endpoints.
+Order: serving namespace -> its NetworkPolicies; Curvine masters (with the Curvine namespace) -> its
+NetworkPolicies -> workers -> CSI -> StorageClass + L2 claim -> serving endpoints (after both policy sets).
 cdk8s chart dependencies are not carried into CloudFormation, so each step is a ``node.add_dependency`` between
 the manifest resources.
 """
@@ -30,7 +31,8 @@ from kvtiers.k8s_charts.hyperpod_operator import (
     policy_name,
 )
 from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
-from kvtiers.k8s_charts.namespaces import NamespaceChart
+from kvtiers.k8s_charts.namespaces import NamespaceChart, serving_enforce_level
+from kvtiers.k8s_charts.network_policies import CurvineNetworkPolicyChart, NetworkPolicyProps, ServingNetworkPolicyChart
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps, engine_service_account_name
 from kvtiers.stacks.platform_stack import PlatformStack
 
@@ -48,8 +50,19 @@ class WorkloadsStack(cdk.Stack):
         self.charts: dict[str, cdk8s.Chart] = {}
         self.chart_objects: dict[str, list[dict]] = {}
         """Each chart's objects as rendered once for its manifest (reused for the per-object YAML)."""
+        operator_endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
         self.serving_namespace = self.add_chart(
-            "ServingNamespace", NamespaceChart(self.k8s_app, "serving-namespace", names=(env.serving.namespace,))
+            "ServingNamespace",
+            NamespaceChart(
+                self.k8s_app, "serving-namespace", names=(env.serving.namespace,),
+                enforce={env.serving.namespace: serving_enforce_level(bool(operator_endpoints))},
+            ),
+        )
+        policies = NetworkPolicyProps.from_environment(env)
+        # Before any serving pod exists: default deny from the first pod on.
+        serving_policies = self.add_chart(
+            "ServingNetworkPolicies", ServingNetworkPolicyChart(self.k8s_app, "serving-network-policies", props=policies),
+            after=[self.serving_namespace],
         )
         volumes = platform.journal_volumes.volumes
         curvine = CurvineProps.from_environment(
@@ -60,9 +73,15 @@ class WorkloadsStack(cdk.Stack):
         masters = self.add_chart("CurvineMasters", CurvineMasterChart(self.k8s_app, "curvine-masters", props=curvine))
         # The static PersistentVolumes need the EBS CSI driver (and the HyperPod nodes it attaches through).
         masters.node.add_dependency(platform.ebs_csi)
+        # The Curvine namespace comes with the masters chart; its policies follow it, before the CSI controller.
+        curvine_policies = self.add_chart(
+            "CurvineNetworkPolicies", CurvineNetworkPolicyChart(self.k8s_app, "curvine-network-policies", props=policies),
+            after=[masters],
+        )
         cdk.Annotations.of(masters).add_info(curvine.master_count_note)
         workers = self.add_chart(
-            "CurvineWorkers", CurvineWorkerChart(self.k8s_app, "curvine-workers", props=curvine), after=[masters]
+            "CurvineWorkers", CurvineWorkerChart(self.k8s_app, "curvine-workers", props=curvine),
+            after=[masters, curvine_policies],
         )
         csi = self.add_chart("CurvineCsi", CurvineCsiChart(self.k8s_app, "curvine-csi", props=curvine), after=[workers])
         storage = self.add_chart(
@@ -70,9 +89,8 @@ class WorkloadsStack(cdk.Stack):
             CurvineStorageChart(self.k8s_app, "curvine-storage", props=curvine),
             after=[csi, self.serving_namespace],
         )
-        self.l2_ready: list[Construct] = [storage]
+        self.l2_ready: list[Construct] = [storage, serving_policies]
         self.endpoints: dict[str, eks.KubernetesManifest] = {}
-        operator_endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
         self.inference_operator = platform.inference_operator
         if operator_endpoints:
             self._operator_endpoints(env, platform, operator_endpoints)

@@ -31,6 +31,15 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     CurvineProps,
 )
 from kvtiers.k8s_charts.labels import HYPERPOD_INSTANCE_GROUP, component_labels
+from kvtiers.k8s_charts.namespaces import pod_security_labels
+from kvtiers.k8s_charts.security import container_context, pod_context
+
+CURVINE_ENFORCE = "privileged"
+"""Pod Security level enforced in the Curvine namespace: the CSI node plugin is privileged (FUSE mounts with
+bidirectional propagation) and the FUSE processes the driver starts run inside it; workers use the host network and
+a hostPath. Masters and the CSI controller meet restricted, which warn/audit report for every pod."""
+TMP_VOLUME = {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}
+TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}
 
 KUBELET = "/var/lib/kubelet"
 PLUGIN_DIR = f"{KUBELET}/plugins/{DRIVER}"
@@ -72,7 +81,7 @@ def _config_volume(path: str = CONF_PATH) -> tuple[dict, dict]:
 
 
 def _server_container(service: str, props: CurvineProps, *, hostname_env: list[dict], ports: dict[str, int],
-                      rpc: int, mounts: list[dict], startup: bool) -> dict:
+                      rpc: int, mounts: list[dict], startup: bool, root: bool) -> dict:
     """A ``curvine-server`` container (master or worker): config file, bind address, TCP probes on the RPC port.
 
     The server binary is the container's command, not the image's entrypoint script: the script keeps bash as PID 1
@@ -92,6 +101,9 @@ def _server_container(service: str, props: CurvineProps, *, hostname_env: list[d
         "livenessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 6},
         "resources": props.resources[service].to_k8s(),
         "volumeMounts": mounts,
+        # The server writes only its configured directories (meta/journal or data, all volumes) and logs to
+        # stdout (LogConf default, logger.rs): the image's root filesystem stays read-only.
+        "securityContext": container_context(root=root),
     }
     if startup:
         # A master replays its journal before it listens: give it up to 15 minutes.
@@ -106,7 +118,8 @@ class CurvineMasterChart(cdk8s.Chart):
         super().__init__(scope, id, disable_resource_name_hashes=True)
         p = props
         labels = component_labels(MASTER, "master")
-        ns = api_object(self, "namespace", "v1", "Namespace", {"name": p.namespace, "labels": labels}, {})
+        ns = api_object(self, "namespace", "v1", "Namespace",
+                        {"name": p.namespace, "labels": {**labels, **pod_security_labels(CURVINE_ENFORCE)}}, {})
         config = api_object(
             self, "config", "v1", "ConfigMap", {"name": CONFIG_MAP, "namespace": p.namespace},
             {"data": {"curvine-cluster.toml": p.config_toml}},
@@ -166,6 +179,11 @@ class CurvineMasterChart(cdk8s.Chart):
                     "template": {
                         "metadata": {"labels": labels, "annotations": {"kvtiers.io/config-sha256": p.config_checksum}},
                         "spec": {
+                            # Non-root although the image defines no user: the server binary needs none, and fsGroup
+                            # makes the EBS meta and journal volumes writable (fresh or written by an older root
+                            # master: the kubelet changes their group once, OnRootMismatch). No API calls: no token.
+                            "securityContext": pod_context(fs_group=True),
+                            "automountServiceAccountToken": False,
                             "terminationGracePeriodSeconds": GRACE_SECONDS["master"],
                             # Preempts serving pods on a replaced node: without a master there is no L2 at all.
                             "priorityClassName": "system-cluster-critical",
@@ -195,6 +213,7 @@ class CurvineMasterChart(cdk8s.Chart):
                                         {"name": "journal", "mountPath": JOURNAL_MOUNT},
                                     ],
                                     startup=True,
+                                    root=False,
                                 )
                             ],
                             "volumes": [volume],
@@ -248,6 +267,12 @@ class CurvineWorkerChart(cdk8s.Chart):
                     "template": {
                         "metadata": {"labels": labels, "annotations": {"kvtiers.io/config-sha256": p.config_checksum}},
                         "spec": {
+                            # Exceptions, each needed: the host network (the worker advertises the node IP that
+                            # FUSE clients on other nodes dial) and root, because its data directory is a hostPath
+                            # on the node's NVMe owned by root, which fsGroup does not reach. Capabilities are all
+                            # dropped: root writes the root-owned directory as its owner. No API calls: no token.
+                            "securityContext": pod_context(root=True),
+                            "automountServiceAccountToken": False,
                             "hostNetwork": True,
                             "dnsPolicy": "ClusterFirstWithHostNet",
                             "terminationGracePeriodSeconds": GRACE_SECONDS["worker"],
@@ -267,6 +292,7 @@ class CurvineWorkerChart(cdk8s.Chart):
                                     rpc=rpc,
                                     mounts=[mount, {"name": "nvme", "mountPath": DATA_MOUNT, "subPath": p.data_subpath}],
                                     startup=False,
+                                    root=True,
                                 )
                             ],
                             "initContainers": [_nvme_check(p)],
@@ -300,10 +326,13 @@ def _nvme_check(props: CurvineProps) -> dict:
         "env": [_env("TARGET", value=NVME_CHECK_TARGET), _env("HOST_PATH", value=props.nvme_mount)],
         "resources": props.resources["sidecar"].to_k8s(),
         "volumeMounts": [{"name": "nvme", "mountPath": NVME_CHECK_TARGET, "readOnly": True}],
+        # Reads only world-readable files (the mount table, sysfs): no root needed.
+        "securityContext": container_context(),
     }
 
 
-def _sidecar(name: str, image: str, args: list[str], props: CurvineProps, mounts: list[dict]) -> dict:
+def _sidecar(name: str, image: str, args: list[str], props: CurvineProps, mounts: list[dict], *, root: bool = False) -> dict:
+    """A CSI sidecar (static Go binary, distroless image): it writes nothing but sockets on its volumes."""
     return {
         "name": name,
         "image": image,
@@ -311,6 +340,7 @@ def _sidecar(name: str, image: str, args: list[str], props: CurvineProps, mounts
         "args": args,
         "resources": props.resources["sidecar"].to_k8s(),
         "volumeMounts": mounts,
+        "securityContext": container_context(root=root),
     }
 
 
@@ -379,6 +409,13 @@ class CurvineCsiChart(cdk8s.Chart):
                         "metadata": {"labels": controller_labels},
                         "spec": {
                             "serviceAccountName": CSI_CONTROLLER,
+                            # The provisioner and leader election call the API; the driver needs in-cluster
+                            # credentials to start at all (k8s_client.go NewK8sClient).
+                            "automountServiceAccountToken": True,
+                            # Non-root: the socket is on an emptyDir that every container of the pod shares with the
+                            # same UID; CreateVolume's curvine-cli and curvine-fuse validate-config only read files and
+                            # call the master.
+                            "securityContext": pod_context(),
                             "nodeSelector": {"kubernetes.io/os": "linux"},
                             "containers": [
                                 {
@@ -393,14 +430,16 @@ class CurvineCsiChart(cdk8s.Chart):
                                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": "healthz"}, "periodSeconds": 10, "failureThreshold": 5},
                                     "resources": p.resources["csi_controller"].to_k8s(),
                                     # CreateVolume runs `curvine-fuse validate-config` against this file.
-                                    "volumeMounts": [socket_mount, config_mount],
+                                    "volumeMounts": [socket_mount, config_mount, TMP_MOUNT],
+                                    # /tmp: scratch for the helper processes the driver runs.
+                                    "securityContext": container_context(),
                                 },
                                 _sidecar("csi-provisioner", p.images["csi_provisioner_image"],
                                          ["--csi-address=" + CSI_SOCKET, f"--timeout={PROVISIONER_TIMEOUT_S}s",
                                           "--leader-election", "--leader-election-namespace=" + ns], p, [socket_mount]),
                                 _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [socket_mount]),
                             ],
-                            "volumes": [{"name": "socket-dir", "emptyDir": {}}, config_volume],
+                            "volumes": [{"name": "socket-dir", "emptyDir": {}}, config_volume, TMP_VOLUME],
                         },
                     },
                 }
@@ -420,6 +459,10 @@ class CurvineCsiChart(cdk8s.Chart):
                         "metadata": {"labels": node_labels},
                         "spec": {
                             "serviceAccountName": CSI_NODE,
+                            # The driver does not start without in-cluster credentials (k8s_client.go
+                            # NewK8sClient, node.go newNodeService), although its account is granted nothing.
+                            "automountServiceAccountToken": True,
+                            "securityContext": pod_context(root=True),
                             "priorityClassName": "system-node-critical",
                             "hostNetwork": True,
                             "dnsPolicy": "ClusterFirstWithHostNet",
@@ -439,6 +482,10 @@ class CurvineCsiChart(cdk8s.Chart):
                                         # Locality: the FUSE child inherits this, and names itself like this node's worker.
                                         _env("CURVINE_CLIENT_HOSTNAME", value="$(NODE_IP)"),
                                     ],
+                                    # The exception of this project: FUSE mounts that the kubelet must see
+                                    # (Bidirectional propagation into /var/lib/kubelet) need a privileged container, and
+                                    # the FUSE processes of the node run inside it. Its root filesystem stays writable:
+                                    # the driver and its FUSE children write /tmp (logs, state_dir) and mount helpers.
                                     "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}},
                                     "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
                                     # No liveness probe: a restart kills this node's FUSE processes, and the driver's
@@ -455,8 +502,12 @@ class CurvineCsiChart(cdk8s.Chart):
                                 },
                                 _sidecar("node-driver-registrar", p.images["csi_node_driver_registrar_image"],
                                          ["--csi-address=" + CSI_SOCKET, f"--kubelet-registration-path={PLUGIN_DIR}/csi.sock"],
-                                         p, [plugin_mount, {"name": "registration-dir", "mountPath": "/registration"}]),
-                                _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [plugin_mount]),
+                                         p, [plugin_mount, {"name": "registration-dir", "mountPath": "/registration"}],
+                                         # Root: it creates its socket in the kubelet's root-owned registration dir.
+                                         root=True),
+                                # Root: it connects to the driver's socket, which the privileged plugin creates as root.
+                                _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [plugin_mount],
+                                         root=True),
                             ],
                             "volumes": [
                                 {"name": "plugin-dir", "hostPath": {"path": PLUGIN_DIR, "type": "DirectoryOrCreate"}},
@@ -534,6 +585,9 @@ class CurvineStorageChart(cdk8s.Chart):
             "spec": {
                 "restartPolicy": "Never",
                 "automountServiceAccountToken": False,
+                # Root without capabilities: the engines (root, their image has no user) own the chunk files, and
+                # only their owner may delete them; the root filesystem stays read-only.
+                "securityContext": pod_context(root=True),
                 "affinity": _in_groups(p.hyperpod_groups),
                 "tolerations": list(p.tolerations),
                 "containers": [
@@ -546,6 +600,8 @@ class CurvineStorageChart(cdk8s.Chart):
                             str(p.l2_capacity_bytes), str(p.eviction_high), str(p.eviction_low),
                         ],
                         "resources": p.resources["sidecar"].to_k8s(),
+                        "env": [_env("PYTHONDONTWRITEBYTECODE", value="1")],
+                        "securityContext": container_context(root=True),
                         "volumeMounts": [
                             {"name": "l2", "mountPath": JANITOR_L2_MOUNT},
                             {"name": "script", "mountPath": "/janitor", "readOnly": True},

@@ -9,6 +9,7 @@ from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts.security import container_context, pod_context
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import (
     CONFIG_CHECKSUM_ANNOTATION,
@@ -31,8 +32,49 @@ SYNC_RESOURCES = {"cpu": "1", "memory": "2Gi"}
 """The S3 copy container (its memory sits inside the engine's budget: init containers run before the engine)."""
 
 
+ENGINE_HOME = "/root"
+"""HOME of the engine image's user (root: LMCache's ``docker/Dockerfile`` release stage and the vLLM image it builds
+on set no ``USER``)."""
+ENGINE_WRITABLE = {
+    # name: (mount path, size limit, who writes there)
+    "tmp": ("/tmp", "10Gi", "torch inductor's default cache (tempfile.gettempdir()/torchinductor_root), NCCL and "
+            "Python tempfiles"),
+    "cache": (f"{ENGINE_HOME}/.cache", "20Gi", "vLLM's VLLM_CACHE_ROOT (~/.cache/vllm: torch.compile cache), "
+              "FlashInfer's JIT cache, huggingface_hub's default HF_HOME for tokenizers"),
+    "triton": (f"{ENGINE_HOME}/.triton", "5Gi", "Triton's kernel cache (TRITON_CACHE_DIR default ~/.triton/cache)"),
+    "config": (f"{ENGINE_HOME}/.config", "64Mi", "vLLM's VLLM_CONFIG_ROOT (~/.config/vllm)"),
+    "nv": (f"{ENGINE_HOME}/.nv", "2Gi", "the CUDA driver's JIT cache (CUDA_CACHE_PATH default ~/.nv/ComputeCache)"),
+}
+"""Every path the engine writes besides its volumes (/dev/shm, the model directory, the L2 mount), each an emptyDir,
+so that the image's root filesystem can be read-only."""
+SYNC_HOME = "/tmp"
+"""HOME of the S3 copy container (non-root, no passwd entry): the AWS CLI's scratch space."""
+
+
 def q(value: str | int) -> k8s.Quantity:
     return k8s.Quantity.from_string(value) if isinstance(value, str) else k8s.Quantity.from_number(value)
+
+
+def k8s_container_context(context: dict) -> k8s.SecurityContext:
+    return k8s.SecurityContext(
+        allow_privilege_escalation=context["allowPrivilegeEscalation"],
+        capabilities=k8s.Capabilities(drop=context["capabilities"]["drop"]),
+        read_only_root_filesystem=context["readOnlyRootFilesystem"],
+        seccomp_profile=k8s.SeccompProfile(type=context["seccompProfile"]["type"]),
+        run_as_non_root=context.get("runAsNonRoot"),
+        run_as_user=context.get("runAsUser"),
+        run_as_group=context.get("runAsGroup"),
+    )
+
+
+def k8s_pod_context(context: dict) -> k8s.PodSecurityContext:
+    return k8s.PodSecurityContext(
+        seccomp_profile=k8s.SeccompProfile(type=context["seccompProfile"]["type"]),
+        run_as_non_root=context.get("runAsNonRoot"),
+        run_as_user=context.get("runAsUser"),
+        run_as_group=context.get("runAsGroup"),
+        fs_group=context.get("fsGroup"),
+    )
 
 
 class EngineDeployment(Construct):
@@ -66,6 +108,8 @@ class EngineDeployment(Construct):
         env = [
             k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed),
             k8s.EnvVar(name="LMCACHE_CONFIG_FILE", value=f"{LMCACHE_CONFIG_DIR}/{LMCACHE_CONFIG_KEY}"),
+            # vLLM would report usage to stats.vllm.ai (and write ~/.config/vllm): egress the policies deny anyway.
+            k8s.EnvVar(name="VLLM_NO_USAGE_STATS", value="1"),
             # Declared before the LMCache overrides that reference it as $(POD_NAME).
             k8s.EnvVar(
                 name=POD_NAME_ENV,
@@ -85,6 +129,9 @@ class EngineDeployment(Construct):
             k8s.VolumeMount(name="models", mount_path=MODELS_DIR),
             k8s.VolumeMount(name="lmcache-config", mount_path=LMCACHE_CONFIG_DIR, read_only=True),
         ]
+        for name, (path, limit, _why) in ENGINE_WRITABLE.items():
+            volumes.append(k8s.Volume(name=name, empty_dir=k8s.EmptyDirVolumeSource(size_limit=q(limit))))
+            mounts.append(k8s.VolumeMount(name=name, mount_path=path))
         if props.l2_enabled:
             volumes.append(
                 k8s.Volume(
@@ -129,8 +176,14 @@ class EngineDeployment(Construct):
                         requests={k: q(v) for k, v in SYNC_RESOURCES.items()},
                         limits={k: q(v) for k, v in SYNC_RESOURCES.items()},
                     ),
-                    volume_mounts=[k8s.VolumeMount(name="models", mount_path=MODELS_DIR)],
-                    security_context=k8s.SecurityContext(allow_privilege_escalation=False),
+                    env=[k8s.EnvVar(name="HOME", value=SYNC_HOME)],
+                    volume_mounts=[
+                        k8s.VolumeMount(name="models", mount_path=MODELS_DIR),
+                        k8s.VolumeMount(name="tmp", mount_path=SYNC_HOME),
+                    ],
+                    # Non-root: the AWS CLI image defines no user, and the copy only writes the model emptyDir
+                    # (world-writable) and its HOME. The engine, root without capabilities, reads the 0644 files.
+                    security_context=k8s_container_context(container_context()),
                 )
             ]
         elif isinstance(weights, HuggingFaceWeights):
@@ -176,7 +229,10 @@ class EngineDeployment(Construct):
             ),
             readiness_probe=k8s.Probe(http_get=http, period_seconds=5, failure_threshold=3),
             liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
-            security_context=k8s.SecurityContext(allow_privilege_escalation=False),
+            # Root: the image defines no other user, and the L2 files on the shared Curvine mount are written by
+            # every engine as the same owner. Every capability is dropped, so root cannot bypass file permissions;
+            # the root filesystem is read-only, with each written path an explicit volume (ENGINE_WRITABLE).
+            security_context=k8s_container_context(container_context(root=True)),
         )
         selector = engine.pod_labels
         tolerations = [
@@ -203,6 +259,7 @@ class EngineDeployment(Construct):
                     spec=k8s.PodSpec(
                         service_account_name=engine.service_account_name,
                         automount_service_account_token=False,
+                        security_context=k8s_pod_context(pod_context(root=True)),
                         node_selector={labels.HYPERPOD_INSTANCE_GROUP: engine.instance_group},
                         tolerations=tolerations,
                         topology_spread_constraints=[

@@ -6,7 +6,8 @@ from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts import labels
-from kvtiers.k8s_charts.serving.endpoint import q
+from kvtiers.k8s_charts.security import container_context, pod_context
+from kvtiers.k8s_charts.serving.endpoint import k8s_container_context, k8s_pod_context, q
 from kvtiers.k8s_charts.serving.props import (
     ENGINE_PORT,
     LMCACHE_CONTROLLER_PULL_PORT,
@@ -25,6 +26,10 @@ ROUTER_RESOURCES = {"cpu": "1", "memory": "2Gi"}
 """Requests = limits; kvaware loads the model's tokenizer in the router, hence more than the chart's 1000Mi."""
 DISCOVERY_VERBS = ["get", "list", "watch"]
 """K8sPodIPServiceDiscovery lists/watches pods and reads one pod; it patches pods only for /sleep and /wake_up."""
+ROUTER_HOME = "/home/router"
+"""HOME and Hugging Face cache of the router (non-root: the image, python:3.12-slim with a venv in /opt/venv, defines
+no user and needs none); kvaware downloads the model's tokenizer there."""
+ROUTER_WRITABLE = {"home": (ROUTER_HOME, "2Gi"), "tmp": ("/tmp", "1Gi")}
 NLB_ANNOTATIONS = {
     # In-tree AWS cloud provider (EKS): an internal Network Load Balancer.
     "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
@@ -94,7 +99,11 @@ class Router(Construct):
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role_name),
             subjects=[k8s.Subject(kind="ServiceAccount", name=router.service_account_name, namespace=ns)],
         )
-        env = [k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed)]
+        env = [
+            k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed),
+            k8s.EnvVar(name="HOME", value=ROUTER_HOME),
+            k8s.EnvVar(name="HF_HOME", value=f"{ROUTER_HOME}/.cache/huggingface"),
+        ]
         if router.controller is not None and router.hf_token_secret:
             env.append(
                 k8s.EnvVar(
@@ -133,7 +142,8 @@ class Router(Construct):
                 failure_threshold=READINESS_FAILURES,
             ),
             liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
-            security_context=k8s.SecurityContext(allow_privilege_escalation=False),
+            volume_mounts=[k8s.VolumeMount(name=name, mount_path=path) for name, (path, _) in ROUTER_WRITABLE.items()],
+            security_context=k8s_container_context(container_context()),
         )
         hyperpod_key, hyperpod_value = next(iter(labels.HYPERPOD_NODE_SELECTOR.items()))
         self.deployment = k8s.KubeDeployment(
@@ -152,6 +162,13 @@ class Router(Construct):
                     metadata=k8s.ObjectMeta(labels=meta_labels),
                     spec=k8s.PodSpec(
                         service_account_name=router.service_account_name,
+                        # Pod discovery lists and watches pods through the API.
+                        automount_service_account_token=True,
+                        security_context=k8s_pod_context(pod_context()),
+                        volumes=[
+                            k8s.Volume(name=name, empty_dir=k8s.EmptyDirVolumeSource(size_limit=q(limit)))
+                            for name, (_, limit) in ROUTER_WRITABLE.items()
+                        ],
                         # Prefer the system node group: keep GPU nodes' memory for engines.
                         affinity=k8s.Affinity(
                             node_affinity=k8s.NodeAffinity(
