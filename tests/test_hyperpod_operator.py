@@ -240,3 +240,18 @@ def test_lmcaches_own_loader_reads_the_worker_env(operator_props):
         "remote_url": operator_props.l2_remote_url,
         "remote_serde": operator_props.l2.serde,
     }
+
+
+def test_a_hugging_face_source_on_the_pinned_addon_is_rejected(tmp_path):
+    """Chart 2.0.0's CRD (the pinned add-on's) allows only s3 and fsx model sources; huggingface came with 2.1.1."""
+    def to_huggingface(raw):
+        endpoint = next(e for e in raw["serving"]["endpoints"] if e.get("serving") == "operator")
+        endpoint["source"] = {"type": "huggingface"}
+
+    raw = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
+    to_huggingface(raw)
+    (tmp_path / "env.yaml").write_text(yaml.safe_dump(raw))
+    from kvtiers.config import ConfigError
+
+    with pytest.raises(ConfigError, match="source.type 'huggingface' is not a model source the Inference Operator add-on v1.0.0-eksbuild.1 accepts"):
+        load_environment(tmp_path / "env.yaml")

@@ -237,3 +237,19 @@ def test_kyverno_admission_runs_highly_available(prod_synth):
     assert pdb["enabled"] is True and 1 <= pdb["minAvailable"] < admission["replicas"]
     # chart 3.5.2's _pdb.tpl fails when both are set, and its default minAvailable is 1
     assert "maxUnavailable" not in pdb
+
+
+def test_the_namespaced_policy_filters_no_namespaces_as_kyverno_requires(l2_policy):
+    from tests.fakes.kyverno import check_policy
+
+    check_policy(l2_policy)  # Kyverno v1.15.2 refuses a namespaced Policy that filters namespaces
+    bad = json.loads(json.dumps(l2_policy))
+    bad["spec"]["rules"][0]["match"]["any"][0]["resources"]["namespaces"] = [bad["metadata"]["namespace"]]
+    with pytest.raises(ValueError, match="Filtering namespaces not allowed in namespaced policies"):
+        check_policy(bad)
+
+
+def test_a_replaced_endpoint_gets_a_new_policy_and_a_new_wait(props):
+    from kvtiers.k8s_charts.hyperpod_operator import policy_name
+
+    assert props.object_name in policy_name(props)

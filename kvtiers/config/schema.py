@@ -17,6 +17,7 @@ from kvtiers.aws_limits import gp3_problem
 from kvtiers.config.instance_types import G6E_INSTANCE_TYPES
 from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS
 from kvtiers.config.versions import (
+    OPERATOR_ADDON_MODEL_SOURCES,
     DEFAULT_ENGINE_IMAGE,
     DEFAULT_ROUTER_IMAGE,
     ENGINE_IMAGES,
@@ -748,6 +749,13 @@ class Environment(Strict):
                 raise ValueError(
                     f"{where}: serving 'operator' with inference_operator.l2_backend 'tieredstorage' needs "
                     "hyperpod.tiered_storage.enabled: true"
+                )
+            addon = self.inference_operator.addons.inference_operator
+            sources = OPERATOR_ADDON_MODEL_SOURCES.get(addon)
+            if endpoint.serving == "operator" and sources is not None and endpoint.source.type not in sources:
+                raise ValueError(
+                    f"{where}: source.type {endpoint.source.type!r} is not a model source the Inference Operator "
+                    f"add-on {addon} accepts (its CRD allows {', '.join(sources)}); copy the weights to S3"
                 )
         from kvtiers.config.sizing import size_environment  # sizing reads this model, so import late
 

@@ -109,3 +109,11 @@ def lmcache_versions_to_install() -> list[str]:
 
 if __name__ == "__main__":
     print(" ".join(lmcache_versions_to_install()))
+
+
+OPERATOR_ADDON_MODEL_SOURCES: dict[str, tuple[str, ...]] = {
+    # The add-on ships operator 3.0 with the CRD of chart 2.0.0 (aws/sagemaker-hyperpod-cli commit 51b8dd2):
+    # modelSourceType is s3 or fsx there; huggingface and huggingFaceModel arrived with chart 2.1.1 (4b76719).
+    "v1.0.0-eksbuild.1": ("s3", "fsx"),
+}
+"""Model sources each pinned Inference Operator add-on version accepts (``spec.modelSourceConfig.modelSourceType``)."""

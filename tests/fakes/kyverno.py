@@ -109,7 +109,19 @@ def strategic_merge(kubectl: Path, pod: dict, patch: dict) -> dict:
     return yaml.safe_load(out.stdout)
 
 
+def check_policy(policy: dict) -> None:
+    """What Kyverno's policy webhook refuses before any pod is seen (``api/kyverno/v1/resource_description_types.go``
+    at v1.15.2: a namespaced ``Policy`` may not filter namespaces; it applies in its own namespace only)."""
+    if policy["kind"] != "Policy":
+        return
+    for rule in policy["spec"]["rules"]:
+        for block in rule["match"].get("any", []) + rule["match"].get("all", []):
+            if block["resources"].get("namespaces"):
+                raise ValueError("Filtering namespaces not allowed in namespaced policies")
+
+
 def mutate(kubectl: Path, policy: dict, pod: dict, operation: str = "CREATE") -> dict:
+    check_policy(policy)
     for rule in policy["spec"]["rules"]:
         if "mutate" not in rule or not _rule_matches(rule, pod, operation):
             continue
@@ -127,6 +139,7 @@ def mutate(kubectl: Path, policy: dict, pod: dict, operation: str = "CREATE") ->
 
 
 def validate(policy: dict, pod: dict, operation: str = "CREATE") -> list[str]:
+    check_policy(policy)
     """Messages of the failed CEL expressions of every matching validate rule (empty: admitted)."""
     messages = []
     for rule in policy["spec"]["rules"]:

@@ -42,7 +42,9 @@ def _cel(value: str) -> str:
 
 
 def policy_name(props: OperatorEndpointProps) -> str:
-    return f"{props.name}-curvine-l2"
+    """Named after the endpoint object (with its fingerprint): a replaced endpoint gets a new policy, and the
+    readiness wait, which names the policy, runs again before the new endpoint's pods exist."""
+    return f"{props.object_name}-curvine-l2"
 
 
 def match_condition(props: OperatorEndpointProps) -> str:
@@ -110,9 +112,10 @@ def mutation(props: OperatorEndpointProps) -> dict:
 
 
 def policy(props: OperatorEndpointProps) -> dict:
+    # No namespace filter: a namespaced Policy applies in its own namespace only, and Kyverno refuses one that
+    # filters namespaces (api/kyverno/v1/resource_description_types.go, v1.15.2).
     match = {"any": [{"resources": {
-        "kinds": ["Pod"], "operations": ["CREATE"], "namespaces": [props.namespace],
-        "selector": {"matchLabels": props.pod_labels},
+        "kinds": ["Pod"], "operations": ["CREATE"], "selector": {"matchLabels": props.pod_labels},
     }}]}
     return {
         "apiVersion": "kyverno.io/v1",
