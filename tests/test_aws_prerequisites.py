@@ -179,6 +179,7 @@ def test_tiered_storage_used_by_the_operator_backend_is_not_reported(tmp_path):
 
     def operator_tiered(raw):
         raw["serving"]["endpoints"][0]["serving"] = "operator"
+        raw["serving"]["endpoints"][0]["source"] = {"type": "s3", "bucket": "models", "prefix": "qwen"}
         raw["inference_operator"] = {"l2_backend": "tieredstorage"}
 
     assert tiered_storage_report(load_environment(write_variant(tmp_path, operator_tiered))) == ()
