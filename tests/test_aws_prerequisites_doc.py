@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import ast
-import re
-
 from tests.conftest import ROOT
+from tests.contract_docs import existing_tests, named_tests
 
 DOC = ROOT / "docs" / "aws-prerequisites.md"
-
-
-def _test_names() -> set[str]:
-    names: set[str] = set()
-    for path in (ROOT / "tests").glob("test_*.py"):
-        names |= {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
-    return names
 
 
 def rows() -> list[list[str]]:
@@ -23,10 +14,10 @@ def rows() -> list[list[str]]:
 
 
 def test_every_row_names_an_existing_test_or_says_aws_account_only():
-    existing = _test_names()
+    existing = existing_tests()
     assert len(rows()) >= 20
     for requirement, source, where, test in rows():
-        named = re.findall(r"`(test_[a-z0-9_]+)`", test)
+        named = named_tests(test)
         assert named or "AWS account only" in test, requirement
         missing = sorted(set(named) - existing)
         assert not missing, f"{requirement}: no such test {missing}"

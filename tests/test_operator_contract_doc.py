@@ -3,21 +3,12 @@ it cites the versions the schema pins."""
 
 from __future__ import annotations
 
-import ast
-import re
-
 from kvtiers.config.schema import InferenceOperator
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from tests.conftest import ROOT
+from tests.contract_docs import existing_tests, named_tests, defined_tests
 
 DOC = ROOT / "docs" / "operator-contract.md"
-
-
-def _test_names() -> set[str]:
-    names: set[str] = set()
-    for path in (ROOT / "tests").glob("test_*.py"):
-        names |= {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
-    return names
 
 
 def behaviour_rows() -> list[list[str]]:
@@ -33,20 +24,18 @@ def behaviour_rows() -> list[list[str]]:
 
 
 def test_every_behaviour_names_an_existing_test_or_says_live_cluster_only():
-    existing = _test_names()
+    existing = existing_tests()
     rows = behaviour_rows()
     assert len(rows) >= 14
     for behaviour, source, test in rows:
-        named = re.findall(r"`(test_[a-z0-9_]+)`", test)
+        named = named_tests(test)
         assert named or "live cluster only" in test, behaviour
         assert not set(named) - existing, f"{behaviour[:60]}: no such test {sorted(set(named) - existing)}"
         assert source, behaviour
 
 
 def test_every_policy_test_is_in_the_contract():
-    tree = ast.parse((ROOT / "tests" / "test_hyperpod_operator_policy.py").read_text())
-    tests = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
-    missing = tests - set(re.findall(r"`(test_[a-z0-9_]+)`", DOC.read_text()))
+    missing = defined_tests(ROOT / "tests" / "test_hyperpod_operator_policy.py") - named_tests(DOC.read_text())
     assert not missing, sorted(missing)
 
 

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import ast
-import re
-
 from tests.conftest import ROOT
+from tests.contract_docs import existing_tests, named_tests
 
 DOC = ROOT / "docs" / "serving-contract.md"
 
 
 def test_every_row_names_an_existing_test():
-    existing: set[str] = set()
-    for path in (ROOT / "tests").glob("test_*.py"):
-        existing |= {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
+    existing = existing_tests()
     lines = [line for line in DOC.read_text().splitlines() if line.startswith("| ") and not line.startswith("| ---")]
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
     assert len(rows) >= 10
     for fact, source, test in rows:
-        named = re.findall(r"`(test_[a-z0-9_]+)`", test)
+        named = named_tests(test)
         assert named or "AWS account only" in test, fact
         assert not sorted(set(named) - existing), f"{fact}: no such test {sorted(set(named) - existing)}"
         assert "@" in source, f"{fact}: name the upstream version"
