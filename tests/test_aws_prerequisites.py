@@ -228,3 +228,10 @@ def test_a_group_without_a_secondary_volume_has_no_instance_storage_config(tmp_p
     out = synth(path, tmp_path / "out")
     cluster = next(r for r in out.template_json(out.graph.platform)["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster")
     assert "InstanceStorageConfigs" not in cluster["Properties"]["InstanceGroups"][0]
+
+
+def test_the_service_cidr_is_explicit_so_policies_can_name_the_api_service(dev_synth, dev_env):
+    cluster = next(r for r in dev_synth.template_json(dev_synth.graph.platform)["Resources"].values()
+                   if r["Type"] == "AWS::EKS::Cluster")
+    assert cluster["Properties"]["KubernetesNetworkConfig"]["ServiceIpv4Cidr"] == dev_env.eks.service_ipv4_cidr
+    assert dev_env.eks.api_service_ip == "172.20.0.1"

@@ -51,6 +51,10 @@ def endpoints(synth) -> dict[str, Endpoint]:
         "client": Endpoint("client", system_ip, "apps", {"app": "client"}),
         "hp-pod": Endpoint("hp-pod", hp_ip(1), "apps", {"app": "batch"}),
         "api": Endpoint("api", str(vpc.network_address + 0x0210)),
+        # The `kubernetes` Service address: what in-cluster clients dial (checked before translation by the CNI).
+        "api-service": Endpoint("api-service", env.eks.api_service_ip),
+        # A pod of another namespace on a system node: its address is in an EKS subnet, like the control plane's.
+        "system-pod": Endpoint("system-pod", str(vpc.network_address + 0x0220), "apps", {"app": "tools"}),
         "internet": Endpoint("internet", "52.94.0.10"),
         "pod-identity": Endpoint("pod-identity", "169.254.170.23"),
         "coredns": Endpoint("coredns", system_ip, "kube-system", {"k8s-app": "kube-dns"}),

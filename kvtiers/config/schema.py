@@ -211,6 +211,23 @@ class Eks(Strict):
     addons: EksAddonVersions = EksAddonVersions()
     """Pinned versions of the managed core add-ons and the EBS CSI driver."""
     system_nodegroup: SystemNodegroup = SystemNodegroup()
+    service_ipv4_cidr: str = "172.20.0.0/16"
+    """Kubernetes Service addresses, set explicitly because the NetworkPolicies must name the ``kubernetes``
+    Service's address (its first host). Default: what EKS picks for a VPC in 10.0.0.0/8; it must not overlap the
+    VPC."""
+
+    @field_validator("service_ipv4_cidr")
+    @classmethod
+    def _service_cidr(cls, value: str) -> str:
+        network = ipaddress.IPv4Network(value)
+        if not network.is_private or not 12 <= network.prefixlen <= 24:
+            raise ValueError(f"service_ipv4_cidr {value!r} must be a private IPv4 range between /12 and /24 (EKS)")
+        return value
+
+    @property
+    def api_service_ip(self) -> str:
+        """The ``kubernetes`` Service's ClusterIP: the first host of the service CIDR."""
+        return str(ipaddress.IPv4Network(self.service_ipv4_cidr).network_address + 1)
 
     @field_validator("public_access_cidrs")
     @classmethod

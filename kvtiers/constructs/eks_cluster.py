@@ -73,6 +73,9 @@ class EksClusterProps:
     logging: tuple[str, ...] = ("api", "audit", "authenticator")
     """Control-plane log types. Default: the ones needed to audit who changed what."""
     system_nodegroup: SystemNodegroupProps | None = field(default_factory=SystemNodegroupProps)
+    service_ipv4_cidr: str | None = None
+    """Kubernetes Service CIDR. Default: none, EKS picks 10.100.0.0/16 or 172.20.0.0/16 (whichever does not
+    overlap the VPC); set it when NetworkPolicies must name the ``kubernetes`` Service's address."""
     """Default: a small managed node group; ``None`` for none."""
 
 
@@ -114,6 +117,7 @@ class EksCluster(Construct):
             endpoint_access=access,
             cluster_logging=[LOG_TYPES[name] for name in props.logging],
             secrets_encryption_key=self.secrets_key,
+            service_ipv4_cidr=props.service_ipv4_cidr,
             default_capacity=0,
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             # The core add-ons below are EKS-managed and pinned; self-managed copies would conflict with them.

@@ -83,7 +83,11 @@ class NetworkPolicyProps:
     serving_namespace: str
     curvine_namespace: str
     node_cidr: str
-    """The VPC CIDR: the control plane's ENIs (Kubernetes API, the API server's pod proxy)."""
+    """The VPC CIDR: where the Kubernetes API's endpoints (the control plane's ENIs) are."""
+    api_service_ip: str
+    """The ``kubernetes`` Service's ClusterIP (the first address of the service CIDR): in-cluster clients dial it,
+    and the VPC CNI checks egress before the address is translated, without resolving a selector-less Service
+    (amazon-network-policy-controller-k8s ``pkg/resolvers/endpoints.go``)."""
     hyperpod_cidr: str
     """Where the HyperPod nodes are: the node IPs of the host-network Curvine workers and FUSE clients."""
     curvine_ports: dict[str, int]
@@ -94,9 +98,22 @@ class NetworkPolicyProps:
     client_peers: tuple[dict, ...] = field(default_factory=tuple)
     """Who may call the routers. Default (empty): anyone, on the router port only (routers are the entry point)."""
     operator_namespace: str = OPERATOR_NAMESPACE
+    control_plane_cidrs: tuple[str, ...] = ()
+    """Subnets of the control plane's ENIs, from which the API server's pod proxy connects (``kvtiers verify``).
+    Default: the whole VPC (an imported VPC's subnet ranges are not known at synth)."""
+
+    @property
+    def api_server(self) -> list[dict]:
+        """Peers for calls to the Kubernetes API: its Service address and its endpoints."""
+        return [_ip(f"{self.api_service_ip}/32"), _ip(self.node_cidr)]
+
+    @property
+    def api_proxy(self) -> list[dict]:
+        """Peers the API server's pod proxy connects from."""
+        return [_ip(c) for c in self.control_plane_cidrs] or [_ip(self.node_cidr)]
 
     @classmethod
-    def from_environment(cls, env: Environment) -> NetworkPolicyProps:
+    def from_environment(cls, env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()) -> NetworkPolicyProps:
         from kvtiers.config.schema import S3ModelSource
         from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
 
@@ -113,6 +130,8 @@ class NetworkPolicyProps:
             serving_namespace=env.serving.namespace,
             curvine_namespace=env.curvine.namespace,
             node_cidr=env.network.cidr,
+            api_service_ip=env.eks.api_service_ip,
+            control_plane_cidrs=control_plane_cidrs,
             # An existing VPC names its HyperPod subnet by ID only: fall back to the whole VPC.
             hyperpod_cidr=getattr(env.network, "hyperpod_subnet_cidr", None) or env.network.cidr,
             curvine_ports=env.curvine.ports.model_dump(),
@@ -163,8 +182,8 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
             router_ingress = [client_rule]
             router_egress = [
                 {"to": [engines], "ports": tcp(ENGINE_PORT, *e.kvaware_worker_ports)},
-                # Pod discovery: the Kubernetes API (the control plane's ENIs in the VPC).
-                {"to": [_ip(p.node_cidr)], "ports": tcp(443)},
+                # Pod discovery: the Kubernetes API.
+                {"to": p.api_server, "ports": tcp(443)},
             ]
             if e.kvaware:
                 # The engines register with the controller hosted in the router (pull and reply sockets).
@@ -172,7 +191,11 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
                 # kvaware tokenizes in the router: the Hugging Face tokenizer download.
                 router_egress.append({"to": [_ip(ANYWHERE)], "ports": tcp(443)})
             _policy(self, f"{e.name}-router", ns, router["podSelector"], ingress=router_ingress, egress=router_egress)
-            engine_ingress = [{"from": [router], "ports": tcp(ENGINE_PORT, *e.kvaware_worker_ports)}]
+            engine_ingress = [
+                {"from": [router], "ports": tcp(ENGINE_PORT, *e.kvaware_worker_ports)},
+                # `kvtiers verify` calls each engine through the API server's pod proxy (the cross-pod check).
+                {"from": p.api_proxy, "ports": tcp(ENGINE_PORT)},
+            ]
             if scraper:
                 engine_ingress.append({"from": scraper, "ports": tcp(ENGINE_PORT)})
             # The model source (S3 through the gateway endpoint, or the Hugging Face Hub), HTTPS only.
@@ -219,7 +242,6 @@ class CurvineNetworkPolicyChart(cdk8s.Chart):
         _baseline(self, ns)
         masters = {"podSelector": {"matchLabels": {labels.NAME: MASTER}}}
         controller = {"podSelector": {"matchLabels": {labels.NAME: CSI_CONTROLLER}}}
-        nodes = _ip(p.node_cidr)
         hyperpod = _ip(p.hyperpod_cidr)
         scraper = [p.metrics_scraper] if p.metrics_scraper else []
         master_ingress = [
@@ -228,7 +250,7 @@ class CurvineNetworkPolicyChart(cdk8s.Chart):
             # Workers and FUSE clients are on the host network: only their node IPs identify them.
             {"from": [hyperpod], "ports": tcp(ports["master_rpc"])},
             # `kvtiers verify` reads the web API through the API server's pod proxy (control-plane ENIs).
-            {"from": [nodes], "ports": tcp(ports["master_web"])},
+            {"from": p.api_proxy, "ports": tcp(ports["master_web"])},
         ]
         if scraper:
             master_ingress.append({"from": scraper, "ports": tcp(ports["master_web"])})
@@ -244,6 +266,6 @@ class CurvineNetworkPolicyChart(cdk8s.Chart):
             egress=[
                 {"to": [masters], "ports": tcp(ports["master_rpc"])},
                 # The provisioner and leader election call the Kubernetes API.
-                {"to": [nodes], "ports": tcp(443)},
+                {"to": p.api_server, "ports": tcp(443)},
             ],
         )

@@ -42,6 +42,7 @@ class PlatformStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, id, **kwargs)
         env = environment
+        self.network = network
         addons = env.eks.addons
         self.eks = EksCluster(
             self,
@@ -62,6 +63,7 @@ class PlatformStack(cdk.Stack):
                 public_access_cidrs=env.eks.public_access_cidrs,
                 admin_role_arns=env.eks.admin_role_arns,
                 logging=env.eks.control_plane_logging,
+                service_ipv4_cidr=env.eks.service_ipv4_cidr,
                 system_nodegroup=SystemNodegroupProps(
                     instance_type=env.eks.system_nodegroup.instance_type,
                     desired_size=env.eks.system_nodegroup.desired_size,

@@ -15,7 +15,7 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from kvtiers.config.schema import Environment, S3ModelSource
+from kvtiers.config.schema import Environment, NewVpc, S3ModelSource
 from kvtiers.constructs.model_access import ModelReadAccess, ModelReadAccessProps
 from kvtiers.k8s_charts.curvine_l2 import (
     CurvineCsiChart,
@@ -58,7 +58,11 @@ class WorkloadsStack(cdk.Stack):
                 enforce={env.serving.namespace: serving_enforce_level(bool(operator_endpoints))},
             ),
         )
-        policies = NetworkPolicyProps.from_environment(env)
+        # The control plane's ENIs are in the EKS subnets; an imported VPC's subnet ranges are not known at synth.
+        control_plane_cidrs = (
+            tuple(s.ipv4_cidr_block for s in platform.network.eks_subnets) if isinstance(env.network, NewVpc) else ()
+        )
+        policies = NetworkPolicyProps.from_environment(env, control_plane_cidrs=control_plane_cidrs)
         # Before any serving pod exists: default deny from the first pod on.
         serving_policies = self.add_chart(
             "ServingNetworkPolicies", ServingNetworkPolicyChart(self.k8s_app, "serving-network-policies", props=policies),

@@ -412,10 +412,11 @@ class CurvineCsiChart(cdk8s.Chart):
                             # The provisioner and leader election call the API; the driver needs in-cluster
                             # credentials to start at all (k8s_client.go NewK8sClient).
                             "automountServiceAccountToken": True,
-                            # Non-root: the socket is on an emptyDir that every container of the pod shares with the
-                            # same UID; CreateVolume's curvine-cli and curvine-fuse validate-config only read files and
-                            # call the master.
-                            "securityContext": pod_context(),
+                            # Root (capabilities dropped): CreateVolume's `curvine-cli fs mkdir` creates the L2
+                            # directories owned by this UID with mode 0755 (curvine-cli cmds/fs/common.rs), and the
+                            # engines, root without capabilities, must be able to write below them (FUSE mounts with
+                            # default_permissions, fuse_conf.rs). The sidecars share the root-owned socket.
+                            "securityContext": pod_context(root=True),
                             "nodeSelector": {"kubernetes.io/os": "linux"},
                             "containers": [
                                 {
@@ -432,12 +433,14 @@ class CurvineCsiChart(cdk8s.Chart):
                                     # CreateVolume runs `curvine-fuse validate-config` against this file.
                                     "volumeMounts": [socket_mount, config_mount, TMP_MOUNT],
                                     # /tmp: scratch for the helper processes the driver runs.
-                                    "securityContext": container_context(),
+                                    "securityContext": container_context(root=True),
                                 },
                                 _sidecar("csi-provisioner", p.images["csi_provisioner_image"],
                                          ["--csi-address=" + CSI_SOCKET, f"--timeout={PROVISIONER_TIMEOUT_S}s",
-                                          "--leader-election", "--leader-election-namespace=" + ns], p, [socket_mount]),
-                                _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [socket_mount]),
+                                          "--leader-election", "--leader-election-namespace=" + ns], p, [socket_mount],
+                                         root=True),
+                                _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [socket_mount],
+                                         root=True),
                             ],
                             "volumes": [{"name": "socket-dir", "emptyDir": {}}, config_volume, TMP_VOLUME],
                         },
