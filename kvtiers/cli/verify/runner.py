@@ -74,6 +74,7 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
         yield area, "engine pods Ready", lambda e=endpoint: k8s.check_engines(core, env, e)
         if endpoint.serving == "operator":
             # The operator runs its own router; what kvtiers adds is the L2, attached by the admission policy.
+            yield area, "operator endpoint", lambda e=endpoint: k8s.check_operator_endpoint(api, env, e)
             if _curvine_l2(env, endpoint):
                 yield area, "Curvine L2 attached", lambda e=endpoint: k8s.check_operator_l2(core, env, e)
             continue
