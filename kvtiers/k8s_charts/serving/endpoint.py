@@ -11,6 +11,8 @@ from constructs import Construct
 from kvtiers.k8s_charts import labels
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import (
+    PROMETHEUS_MULTIPROC_DIR,
+    PROMETHEUS_MULTIPROC_ENV,
     CONFIG_CHECKSUM_ANNOTATION,
     ENGINE_PORT,
     LMCACHE_CONFIG_DIR,
@@ -66,6 +68,10 @@ class EngineDeployment(Construct):
         env = [
             k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed),
             k8s.EnvVar(name="LMCACHE_CONFIG_FILE", value=f"{LMCACHE_CONFIG_DIR}/{LMCACHE_CONFIG_KEY}"),
+            # One prometheus_client multiprocess directory for the API server, engine core and workers: without it
+            # vLLM 0.12.0 (one API server) serves only its own process's registry, and LMCache's metrics, written
+            # by the workers, never reach /metrics (kvtiers/observability/metrics.py).
+            k8s.EnvVar(name=PROMETHEUS_MULTIPROC_ENV, value=PROMETHEUS_MULTIPROC_DIR),
             # Declared before the LMCache overrides that reference it as $(POD_NAME).
             k8s.EnvVar(
                 name=POD_NAME_ENV,
@@ -79,11 +85,13 @@ class EngineDeployment(Construct):
             # Node ephemeral storage, limited so that a download can never fill the node's disk.
             k8s.Volume(name="models", empty_dir=k8s.EmptyDirVolumeSource(size_limit=models_size)),
             k8s.Volume(name="lmcache-config", config_map=k8s.ConfigMapVolumeSource(name=config_map_name)),
+            k8s.Volume(name="prometheus", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=q("64Mi"))),
         ]
         mounts = [
             k8s.VolumeMount(name="shm", mount_path="/dev/shm"),
             k8s.VolumeMount(name="models", mount_path=MODELS_DIR),
             k8s.VolumeMount(name="lmcache-config", mount_path=LMCACHE_CONFIG_DIR, read_only=True),
+            k8s.VolumeMount(name="prometheus", mount_path=PROMETHEUS_MULTIPROC_DIR),
         ]
         if props.l2_enabled:
             volumes.append(
