@@ -44,3 +44,8 @@ def dev_objects(dev_synth):
 @pytest.fixture(scope="session")
 def prod_objects(prod_synth):
     return rendered_objects(prod_synth)
+
+
+@pytest.fixture(scope="session")
+def prod_env_objects(prod_objects):
+    return load_environment(CONFIG_DIR / "prod.yaml"), prod_objects
