@@ -115,6 +115,10 @@ def test_verify_passes_on_prod_built_from_its_rendered_objects(prod, objects, ku
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached by policy") in checked
     assert {("endpoint:llama31-70b", "router sees engines"), ("endpoint:qwen25-32b", "router sees engines")} <= checked
     assert f"cross-pod:{OPERATOR_ENDPOINT}" in {r.area for r in results}
+    # observability is on in prod: after the cross-pod checks, each endpoint's per-tier counters
+    tiers = {r.area: r for r in results if r.name == "per-tier counters"}
+    assert set(tiers) == {f"tiers:{e.name}" for e in prod.serving.endpoints}
+    assert "LMCache (L1+L2) 1941 (50%)" in tiers["tiers:qwen25-32b"].detail
 
 
 def test_verify_fails_clearly_when_an_operator_endpoint_lacks_its_l2(prod, objects, kubectl):
@@ -146,3 +150,18 @@ def test_verify_reports_the_operator_endpoints_state(prod, objects, kubectl, cha
     expected = {"pending": "is DeploymentInProgress, not DeploymentComplete",
                 "routing-off": "intelligentRoutingSpec.enabled is False", "missing": "HTTP 404"}[change]
     assert expected in check.detail
+
+
+def test_verify_fails_when_engines_lack_the_counters_the_rules_read(prod, objects, kubectl):
+    with FakeKube() as kube:
+        handles = build_healthy(kube, prod, objects, kubectl=kubectl)
+        for engine in handles["engines"].values():
+            engine.vllm_counters = False
+        failed = [r for r in kube_results(prod, kube) if not r.ok]
+    assert {r.area for r in failed} == {f"tiers:{e.name}" for e in prod.serving.endpoints}
+    assert all("missing" in r.detail and "vllm:prefix_cache_queries_total" in r.detail for r in failed)
+
+
+def test_dev_without_observability_does_not_read_tier_counters(dev_env):
+    steps = [name for _, name, _ in runner.steps(dev_env, runner.Clients(sagemaker=None, kube=None), True, 1, 1)]
+    assert "per-tier counters" not in steps
