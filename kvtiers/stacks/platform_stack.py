@@ -16,7 +16,6 @@ from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, HyperPodCluster
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies, HyperPodDependenciesProps
 from kvtiers.constructs.node_traffic import NodeTraffic, NodeTrafficProps
 from kvtiers.stacks.hyperpod_chart import HyperPodChartPlan
-from kvtiers.constructs.observability import Observability, ObservabilityProps
 from kvtiers.stacks.node_traffic_rules import node_traffic_rules, scraper_rules
 from kvtiers.constructs.journal_volumes import (
     EBS_CSI_MANAGED_POLICY,
@@ -213,7 +212,9 @@ class PlatformStack(cdk.Stack):
         )
         cdk.Annotations.of(self).add_warning_v2("kvtiers:review-only", reason)
 
-    def _observability(self, env: Environment, network: HyperPodNetwork) -> Observability:
+    def _observability(self, env: Environment, network: HyperPodNetwork):
+        # Imported only when enabled: the workspace, collector and topic modules cost synth time otherwise.
+        from kvtiers.constructs.observability import Observability, ObservabilityProps
         from kvtiers.observability.alertmanager import alertmanager_definition
         from kvtiers.observability.rules import rules_yaml
         from kvtiers.observability.scrape import scrape_configuration
