@@ -34,8 +34,7 @@ def relabel(target: dict, rules: list[dict]) -> dict | None:
             continue
         match = regex.match(value)
         if match:
-            labels[rule["target_label"]] = match.expand(rule.get("replacement", "$1").replace("$1", r"\g<1>")) \
-                if "replacement" not in rule or "$" in rule["replacement"] else rule["replacement"]
+            labels[rule["target_label"]] = match.expand(rule.get("replacement", "$1").replace("$1", r"\g<1>"))
     return labels
 
 

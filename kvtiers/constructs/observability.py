@@ -11,7 +11,7 @@ configuration (kvtiers/observability/scrape.py), and is one CloudFormation resou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
@@ -44,7 +44,7 @@ class ObservabilityProps:
     scrape_configuration: str
     rule_groups: str
     alert_topic_name: str
-    alertmanager_definition: object
+    alertmanager_definition: Callable[[str], str]
     """``(topic_arn) -> YAML``: the alert manager definition for the topic this construct creates."""
     environment_name: str
 
