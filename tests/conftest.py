@@ -29,3 +29,23 @@ def prod_synth(tmp_path_factory):
     from tests.synth import synth
 
     return synth("config/prod.yaml", tmp_path_factory.mktemp("prod") / "cdk.out", nag=True)
+
+
+def rendered_objects(synthesized) -> list[dict]:
+    """Every Kubernetes object the workloads stack renders, as its manifests carry them."""
+    return [obj for objects in synthesized.graph.workloads.chart_objects.values() for obj in objects]
+
+
+@pytest.fixture(scope="session")
+def dev_objects(dev_synth):
+    return rendered_objects(dev_synth)
+
+
+@pytest.fixture(scope="session")
+def prod_objects(prod_synth):
+    return rendered_objects(prod_synth)
+
+
+@pytest.fixture(scope="session")
+def prod_env_objects(prod_objects):
+    return load_environment(CONFIG_DIR / "prod.yaml"), prod_objects

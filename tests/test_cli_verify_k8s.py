@@ -14,9 +14,9 @@ FAST = {"metrics_timeout": 0.3, "poll": 0.05}
 
 
 @pytest.fixture
-def world(dev_env):
+def world(dev_env, dev_objects):
     with FakeKube() as kube:
-        handles = build_healthy(kube, dev_env)
+        handles = build_healthy(kube, dev_env, dev_objects)
         api = kube.api_client()
         yield kube, handles, api, CoreV1Api(api), AppsV1Api(api)
 
@@ -181,3 +181,26 @@ def test_cross_pod_completion_error(world, dev_env):
     kube.proxy("pods", "serving", "qwen2-7b-engine-0", names.ENGINE_PORT, FakeEngine("other/model", set()))
     check = cross(world, dev_env)
     assert not check.ok and "HTTP 404" in check.detail
+
+
+@pytest.mark.parametrize("drift", ["engine-label", "router-service-port", "master-web-port"])
+def test_a_chart_that_drifts_from_verify_fails_it(dev_env, dev_objects, drift):
+    """The fake cluster is the rendered objects: a chart change that verify does not follow fails a check."""
+    import copy
+
+    objects = copy.deepcopy(dev_objects)
+    kind, name = {"engine-label": ("Deployment", "qwen2-7b-engine"), "router-service-port": ("Service", "qwen2-7b-router"),
+                  "master-web-port": ("StatefulSet", "curvine-master")}[drift]
+    obj = next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+    if drift == "engine-label":
+        obj["spec"]["template"]["metadata"]["labels"][names.COMPONENT_LABEL] = "model-server"
+    elif drift == "router-service-port":
+        obj["spec"]["ports"][0]["port"] = 8080
+    else:
+        next(p for c in obj["spec"]["template"]["spec"]["containers"] for p in c["ports"] if p["name"] == "web")[
+            "containerPort"] = 9100
+    with FakeKube() as kube:
+        build_healthy(kube, dev_env, objects)
+        failed = {r.name for r in kube_checks(dev_env, kube.api_client()).values() if not r.ok}
+    assert failed >= {"engine-label": {"engine pods Ready"}, "router-service-port": {"router sees engines"},
+                      "master-web-port": {"master leader"}}[drift]

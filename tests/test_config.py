@@ -74,6 +74,10 @@ BAD_CASES = [
     ("account", "1234", "should match pattern"),
     ("region", "moon-1", "should match pattern"),
     ("hyperpod.instance_groups.0.threads_per_core", 3, "1 or 2"),
+    ("observability.enabled", "sometimes", "valid boolean"),
+    ("observability.scrape_interval_seconds", 5, "greater than or equal to 10"),
+    ("observability.alert_topic_name", "alerts topic", "should match pattern"),
+    ("serving.endpoints.0.ttft_p95_alert_seconds", 0, "greater than 0"),
 ]
 
 

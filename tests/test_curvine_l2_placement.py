@@ -19,9 +19,9 @@ FAST = {"metrics_timeout": 0.3, "poll": 0.05}
 
 
 @pytest.fixture
-def world(dev_env):
+def world(dev_env, dev_objects):
     with FakeKube() as kube:
-        handles = build_healthy(kube, dev_env)
+        handles = build_healthy(kube, dev_env, dev_objects)
         api = kube.api_client()
         yield kube, handles, api
 

@@ -21,6 +21,11 @@ def prod():
     return load_environment(CONFIG_DIR / "prod.yaml")
 
 
+@pytest.fixture(scope="module")
+def objects(prod_objects):
+    return prod_objects
+
+
 @pytest.fixture(scope="session")
 def kubectl(tmp_path_factory):
     from tools.layer_helm import extract_kubectl
@@ -32,9 +37,9 @@ def endpoint(env, name=OPERATOR_ENDPOINT):
     return next(e for e in env.serving.endpoints if e.name == name)
 
 
-def test_verify_finds_operator_pods_by_the_operators_label_and_sees_their_l2(prod, kubectl):
+def test_verify_finds_operator_pods_by_the_operators_label_and_sees_their_l2(prod, objects, kubectl):
     with FakeKube() as kube:
-        build_healthy(kube, prod, kubectl=kubectl)
+        build_healthy(kube, prod, objects, kubectl=kubectl)
         core = CoreV1Api(kube.api_client())
         e = endpoint(prod)
         engines = k8s.check_engines(core, prod, e)
@@ -46,9 +51,9 @@ def test_verify_finds_operator_pods_by_the_operators_label_and_sees_their_l2(pro
                    for _, path in kube.log)
 
 
-def test_verify_flags_operator_pods_admitted_without_the_policy(prod, kubectl):
+def test_verify_flags_operator_pods_admitted_without_the_policy(prod, objects, kubectl):
     with FakeKube() as kube:
-        build_healthy(kube, prod, kubectl=kubectl, operator_policy=False)
+        build_healthy(kube, prod, objects, kubectl=kubectl, operator_policy=False)
         check = k8s.check_operator_l2(CoreV1Api(kube.api_client()), prod, endpoint(prod))
         assert not check.ok
         assert "no volume curvine-l2" in check.detail and "LMCACHE_REMOTE_URL" not in check.detail
@@ -58,6 +63,7 @@ def test_verify_flags_operator_pods_admitted_without_the_policy(prod, kubectl):
 def test_verify_checks_the_l2_instead_of_our_router_for_operator_endpoints(prod):
     steps = [(area, name) for area, name, _ in runner.steps(prod, runner.Clients(sagemaker=None, kube=None), False, 1, 1)]
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached") in steps
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "operator endpoint") in steps
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "router") not in steps
     self_managed = next(e.name for e in prod.serving.endpoints if e.serving == "self_managed")
     assert (f"endpoint:{self_managed}", "router") in steps
@@ -90,3 +96,72 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
     cel_ok = not kyverno.validate(rule, pod)
     verify_ok = not k8s.missing_l2(_v1pod(pod), prod, next(e for e in prod.serving.endpoints if e.name == props.name))
     assert cel_ok == verify_ok == (variant in ("admitted", "renamed"))
+
+
+def kube_results(env, kube):
+    results = runner.run(env, runner.Clients(sagemaker=None, kube=kube.api_client()), show_progress=False,
+                         metrics_timeout=0.3, poll=0.05)
+    return [r for r in results if r.area != "hyperpod"]
+
+
+def test_verify_passes_on_prod_built_from_its_rendered_objects(prod, objects, kubectl):
+    """Both serving modes: self-managed endpoints with our routers, the operator endpoint with its own."""
+    with FakeKube() as kube:
+        build_healthy(kube, prod, objects, kubectl=kubectl)
+        results = kube_results(prod, kube)
+    assert all(r.ok for r in results), [r for r in results if not r.ok]
+    checked = {(r.area, r.name) for r in results}
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "operator endpoint deployed") in checked
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached by policy") in checked
+    assert {("endpoint:llama31-70b", "router sees engines"), ("endpoint:qwen25-32b", "router sees engines")} <= checked
+    assert f"cross-pod:{OPERATOR_ENDPOINT}" in {r.area for r in results}
+    # observability is on in prod: after the cross-pod checks, each endpoint's per-tier counters
+    tiers = {r.area: r for r in results if r.name == "per-tier counters"}
+    assert set(tiers) == {f"tiers:{e.name}" for e in prod.serving.endpoints}
+    assert "LMCache (L1+L2) 1941 (50%)" in tiers["tiers:qwen25-32b"].detail
+
+
+def test_verify_fails_clearly_when_an_operator_endpoint_lacks_its_l2(prod, objects, kubectl):
+    with FakeKube() as kube:
+        build_healthy(kube, prod, objects, kubectl=kubectl, operator_policy=False)
+        failed = [r for r in kube_results(prod, kube) if not r.ok]
+    (l2,) = [r for r in failed if r.name == "Curvine L2 attached by policy"]
+    assert l2.area == f"endpoint:{OPERATOR_ENDPOINT}"
+    assert "no volume curvine-l2 from claim curvine-l2" in l2.detail and "not mounted at" in l2.detail
+    assert "delete them to re-admit" in l2.hint
+
+
+@pytest.mark.parametrize("change", ["pending", "routing-off", "missing"])
+def test_verify_reports_the_operator_endpoints_state(prod, objects, kubectl, change):
+    from tests.fakes.cluster import object_path
+
+    with FakeKube() as kube:
+        build_healthy(kube, prod, objects, kubectl=kubectl)
+        iec = next(o for o in objects if o["kind"] == "InferenceEndpointConfig")
+        stored = kube.objects[object_path(iec)]
+        if change == "pending":
+            stored["status"]["state"] = "DeploymentInProgress"
+        elif change == "routing-off":
+            stored["spec"] = {**stored["spec"], "intelligentRoutingSpec": {"enabled": False}}
+        else:
+            del kube.objects[object_path(iec)]
+        (check,) = [r for r in kube_results(prod, kube) if r.name in ("operator endpoint deployed", "operator endpoint")]
+    assert not check.ok
+    expected = {"pending": "is DeploymentInProgress, not DeploymentComplete",
+                "routing-off": "intelligentRoutingSpec.enabled is False", "missing": "HTTP 404"}[change]
+    assert expected in check.detail
+
+
+def test_verify_fails_when_engines_lack_the_counters_the_rules_read(prod, objects, kubectl):
+    with FakeKube() as kube:
+        handles = build_healthy(kube, prod, objects, kubectl=kubectl)
+        for engine in handles["engines"].values():
+            engine.vllm_counters = False
+        failed = [r for r in kube_results(prod, kube) if not r.ok]
+    assert {r.area for r in failed} == {f"tiers:{e.name}" for e in prod.serving.endpoints}
+    assert all("missing" in r.detail and "vllm:prefix_cache_queries_total" in r.detail for r in failed)
+
+
+def test_dev_without_observability_does_not_read_tier_counters(dev_env):
+    steps = [name for _, name, _ in runner.steps(dev_env, runner.Clients(sagemaker=None, kube=None), True, 1, 1)]
+    assert "per-tier counters" not in steps

@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import ROOT
 
-PROJECT, CLUSTER = "project", "cluster"
-MEMBERS = {"control-plane": {CLUSTER, PROJECT}, "system": {CLUSTER}, "hyperpod": {PROJECT}}
+PROJECT, CLUSTER, SCRAPER = "project", "cluster", "scraper"
+MEMBERS = {"control-plane": {CLUSTER, PROJECT}, "system": {CLUSTER}, "hyperpod": {PROJECT}, "scraper": {SCRAPER}}
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ def group_of(reference) -> str:
         return CLUSTER
     if "NetworkSecurityGroup" in text:
         return PROJECT
+    if "ScraperSecurityGroup" in text:
+        return SCRAPER
     raise AssertionError(f"unknown security group reference {reference}")
 
 
@@ -105,6 +107,11 @@ def test_every_cross_kind_rule_is_in_the_matrix(request, environment):
         target = "hyperpod" if source == "system" else "system"
         for port in (rule.first, rule.last):
             assert (source, target, rule.protocol, port) in listed, rule
+    for rule in rules:
+        if rule.source == SCRAPER:  # the metrics collector: each port it may reach is a row
+            targets = {kind for kind, groups in MEMBERS.items() if rule.group in groups and kind != "scraper"}
+            for port in (rule.first, rule.last):
+                assert any((SCRAPER, t, rule.protocol, port) in listed for t in targets), rule
 
 
 def test_the_evaluator_denies_without_rules():

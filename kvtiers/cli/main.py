@@ -95,6 +95,55 @@ def verify(
     raise typer.Exit(0 if ok else 1)
 
 
+@app.command()
+def top(
+    url: str = typer.Option(..., "--url", help="Prometheus-compatible base URL: the AMP workspace's query endpoint "
+                            "(stack output PrometheusEndpoint; signed with SigV4) or a port-forwarded Prometheus."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Environment file: lists its endpoints even "
+                                          "before they have data."),
+    region: Optional[str] = typer.Option(None, "--region", help="Sign for this region (default: from an AMP URL)."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="AWS profile for signing. Default: the usual chain."),
+    interval: float = typer.Option(5.0, "--interval", min=1.0, help="Seconds between refreshes."),
+    once: bool = typer.Option(False, "--once", help="Print one snapshot and exit."),
+    as_json: bool = JsonOption,
+) -> None:
+    """Per-endpoint prompt tokens by tier (L0, L1, L2, recomputed), TTFT and queue, and the shared L2, live."""
+    import time
+
+    from kvtiers.cli import top as topview
+
+    names = [e.name for e in _load(config).serving.endpoints] if config else None
+    client = topview.PrometheusClient(url, region=region, profile=profile)
+
+    def take() -> topview.Snapshot:
+        try:
+            snap = topview.snapshot(client, names)
+        except topview.TopError as exc:
+            output.fail(str(exc))
+        return snap
+
+    if once or as_json:
+        snap = take()
+        if as_json:
+            output.print_json(snap.as_dict())
+        else:
+            output.console.print(topview.render(snap))
+        if snap.empty:
+            output.err_console.print("no kvtiers:* series yet: is observability.enabled on and the collector "
+                                     "scraping? (rules record every 30 s)", highlight=False)
+            raise typer.Exit(1)
+        return
+    from rich.live import Live
+
+    with Live(topview.render(take()), console=output.console, refresh_per_second=1) as live:
+        try:
+            while True:
+                time.sleep(interval)
+                live.update(topview.render(take()))
+        except KeyboardInterrupt:
+            pass
+
+
 def _lengths(value: str) -> list[int]:
     try:
         lengths = [int(x) for x in value.split(",") if x.strip()]

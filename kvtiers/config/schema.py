@@ -603,6 +603,8 @@ class Endpoint(Strict):
     """Expose the router through an internal NLB as well as the ClusterIP Service. Default off."""
     startup_timeout_seconds: int = Field(default=1800, ge=60)
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
+    ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
+    """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
 
     @model_validator(mode="after")
     def _checks(self) -> Endpoint:
@@ -696,6 +698,24 @@ class InferenceOperator(Strict):
     ``tieredstorage``: the operator's native node-local HyperPod tiered storage (needs tiered storage on)."""
 
 
+# --------------------------------------------------------------------------------------------------- observability
+
+
+class Observability(Strict):
+    """Metrics collection (Amazon Managed Service for Prometheus and its managed collector), recording and alert
+    rules, and alerts to an SNS topic. Default: off."""
+
+    enabled: bool = False
+    alert_topic_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,256}$")
+    """SNS topic the workspace's alert manager publishes to (created with the stack). Default: ``<name>-alerts``."""
+    scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
+    l2_nearly_full_ratio: float = Field(default=0.95, gt=0, lt=1)
+    """Alert when the Curvine L2 stays above this fraction of its capacity (eviction should keep it near
+    ``curvine.eviction.high_watermark``); must be above that watermark."""
+    l2_hit_collapse_ratio: float = Field(default=0.5, gt=0, lt=1)
+    """Alert when an endpoint's L2 hit ratio over 15 minutes falls below this fraction of its 6-hour ratio."""
+
+
 # --------------------------------------------------------------------------------------------------- root
 
 
@@ -722,6 +742,8 @@ class Environment(Strict):
     """Model endpoints and the settings they share. Default: no endpoints."""
     inference_operator: InferenceOperator = InferenceOperator()
     """Settings of the HyperPod Inference Operator path (``serving: operator`` endpoints)."""
+    observability: Observability = Observability()
+    """Metrics, rules, alerts and the dashboard's data source. Default: off."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Environment:
@@ -739,6 +761,11 @@ class Environment(Strict):
                     f"{self.curvine.worker.reserved_gb} = {need} GB does not fit the {group.shape.nvme_gb} GB NVMe "
                     f"of {group.instance_type} (group {group.name})"
                 )
+        if self.observability.enabled and self.observability.l2_nearly_full_ratio <= self.curvine.eviction.high_watermark:
+            raise ValueError(
+                f"observability.l2_nearly_full_ratio {self.observability.l2_nearly_full_ratio} must be above "
+                f"curvine.eviction.high_watermark {self.curvine.eviction.high_watermark} (eviction keeps the L2 there)"
+            )
         names = [e.name for e in self.serving.endpoints]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -793,6 +820,10 @@ class Environment(Strict):
             e.serving == "operator" for e in self.serving.endpoints
         )
         return self.hyperpod.tiered_storage.enabled and not uses
+
+    @property
+    def alert_topic_name(self) -> str:
+        return self.observability.alert_topic_name or f"{self.name}-alerts"
 
     @property
     def curvine_worker_groups(self) -> tuple[InstanceGroup, ...]:

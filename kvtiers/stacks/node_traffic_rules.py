@@ -63,3 +63,20 @@ def _merged(rules: list[PortRule]) -> tuple[PortRule, ...]:
             rule = PortRule(rule.protocol, rule.port, f"{by_range[key].reason}; {rule.reason}", rule.to_port)
         by_range[key] = rule
     return tuple(by_range.values())
+
+
+KUBERNETES_API_PORT = 443
+
+
+def scraper_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[PortRule, ...]]:
+    """``(to_hyperpod, to_system)``: what the managed metrics collector (its own security group, ENIs in the EKS
+    subnets) must reach, from its scrape targets. The system side also carries the control plane's ENIs, which
+    serve the Kubernetes API it discovers pods with."""
+    from kvtiers.observability.scrape import ROUTER, targets
+
+    to_hyperpod, to_system = [], [PortRule("tcp", KUBERNETES_API_PORT, "metrics collector discovers pods through the "
+                                           "Kubernetes API (control plane ENIs)")]
+    for target in targets(env):
+        rule = PortRule("tcp", target.port, f"metrics collector scrapes {target.job} /metrics")
+        (to_system if target.component == ROUTER else to_hyperpod).append(rule)
+    return _merged(to_hyperpod), _merged(to_system)

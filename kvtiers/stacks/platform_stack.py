@@ -16,7 +16,7 @@ from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, HyperPodCluster
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies, HyperPodDependenciesProps
 from kvtiers.constructs.node_traffic import NodeTraffic, NodeTrafficProps
 from kvtiers.stacks.hyperpod_chart import HyperPodChartPlan
-from kvtiers.stacks.node_traffic_rules import node_traffic_rules
+from kvtiers.stacks.node_traffic_rules import node_traffic_rules, scraper_rules
 from kvtiers.constructs.journal_volumes import (
     EBS_CSI_MANAGED_POLICY,
     EBS_CSI_SERVICE_ACCOUNT,
@@ -86,6 +86,7 @@ class PlatformStack(cdk.Stack):
                     hyperpod_to_system=to_system,
                 ),
             )
+        self.observability = self._observability(env, network) if env.observability.enabled else None
         self.hyperpod_dependencies: HyperPodDependencies | None = None
         self.hyperpod: HyperPodCluster | None = None
         self.inference_operator: InferenceOperator | None = None
@@ -212,3 +213,32 @@ class PlatformStack(cdk.Stack):
             ],
         )
         cdk.Annotations.of(self).add_warning_v2("kvtiers:review-only", reason)
+
+    def _observability(self, env: Environment, network: HyperPodNetwork):
+        # Imported only when enabled: the workspace, collector and topic modules cost synth time otherwise.
+        from kvtiers.constructs.observability import Observability, ObservabilityProps
+        from kvtiers.observability.alertmanager import alertmanager_definition
+        from kvtiers.observability.rules import rules_yaml
+        from kvtiers.observability.scrape import scrape_configuration
+
+        cluster = self.eks.cluster
+        to_hyperpod, to_system = scraper_rules(env)
+        return Observability(
+            self,
+            "Observability",
+            props=ObservabilityProps(
+                cluster_name=cluster.cluster_name,
+                cluster_arn=cluster.cluster_arn,
+                vpc=network.vpc,
+                subnets=network.eks_subnets,
+                hyperpod_security_group=network.security_group,
+                system_security_group_id=cluster.cluster_security_group_id,
+                to_hyperpod=to_hyperpod,
+                to_system=to_system,
+                scrape_configuration=scrape_configuration(env),
+                rule_groups=rules_yaml(env),
+                alert_topic_name=env.alert_topic_name,
+                alertmanager_definition=lambda topic: alertmanager_definition(topic, env.region, env.name),
+                environment_name=env.name,
+            ),
+        )

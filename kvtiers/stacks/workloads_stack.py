@@ -101,6 +101,13 @@ class WorkloadsStack(cdk.Stack):
         for endpoint in env.serving.endpoints:
             if endpoint.serving == "self_managed":
                 self._self_managed_endpoint(env, endpoint)
+        if platform.observability is not None:
+            from kvtiers.constructs.observability import COLLECTOR_USER
+            from kvtiers.k8s_charts.scraper_rbac import ScraperRbacChart
+
+            rbac = ScraperRbacChart(self.k8s_app, "metrics-collector-rbac", user=COLLECTOR_USER,
+                                    namespaces=(env.serving.namespace, env.curvine.namespace))
+            self.add_chart("MetricsCollectorRbac", rbac, after=[self.serving_namespace, masters])
 
     def _operator_endpoints(self, env: Environment, platform: PlatformStack, endpoints) -> None:
         self.inference_operator = platform.inference_operator

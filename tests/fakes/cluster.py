@@ -1,4 +1,12 @@
-"""A healthy deployment of an environment on the fake API server, as the charts would leave it."""
+"""A healthy deployment of an environment on the fake API server, built from the objects the charts render.
+
+Every workload comes from the synthesized manifests (``WorkloadsStack.chart_objects``), not from the names
+``kvtiers verify`` looks for (``kvtiers/cli/names.py``): the StatefulSet, DaemonSets, Deployments, the L2 claim and
+the InferenceEndpointConfigs are stored as rendered, with a healthy status; each pod carries its template's labels
+and containers; engines and routers answer on the ports their containers and Services declare. Drift between a
+chart and ``verify`` therefore fails a test. Operator pods, which no chart renders, come from the operator pod model
+(tests/fakes/operator_pod.py) admitted through the endpoint's Kyverno policy (tests/fakes/kyverno.py).
+"""
 
 from __future__ import annotations
 
@@ -9,14 +17,26 @@ from kvtiers.cli import names
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps, policy
 from tests.fakes import kyverno
-from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply
+from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply, matches
 from tests.fakes.operator_pod import operator_pod
 from tools.layer_helm import extract_kubectl
 
+PLURALS = {"StatefulSet": "statefulsets", "DaemonSet": "daemonsets", "Deployment": "deployments",
+           "PersistentVolumeClaim": "persistentvolumeclaims", "Service": "services",
+           "InferenceEndpointConfig": "inferenceendpointconfigs"}
+COMPLETE = "DeploymentComplete"
+"""``status.state`` of a deployed InferenceEndpointConfig (the CRD's enum)."""
+
+
+def object_path(obj: dict) -> str:
+    api = obj["apiVersion"]
+    prefix = "/api/v1" if api == "v1" else f"/apis/{api}"
+    return f"{prefix}/namespaces/{obj['metadata']['namespace']}/{PLURALS[obj['kind']]}/{obj['metadata']['name']}"
+
 
 def operator_pods(env: Environment, endpoint_name: str, kubectl: Path | None, with_policy: bool = True) -> list[dict]:
-    """The pods of an operator endpoint as stored after admission: the operator pod model (tests/fakes/operator_pod)
-    passed through the endpoint's Kyverno policy with the real merge and CEL engines (tests/fakes/kyverno)."""
+    """The pods of an operator endpoint as stored after admission: the operator pod model passed through the
+    endpoint's Kyverno policy with the real merge and CEL engines."""
     props = OperatorEndpointProps.from_environment(env, endpoint_name)
     rule = policy(props) if props.curvine_l2 and with_policy else None
     if kubectl is None:
@@ -24,101 +44,110 @@ def operator_pods(env: Environment, endpoint_name: str, kubectl: Path | None, wi
     return [kyverno.admit(kubectl, rule, operator_pod(props, index=i)).pod for i in range(props.replicas)]
 
 
+def _template_port(template: dict, name: str) -> int:
+    return next(p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", ())
+                if p.get("name") == name)
+
+
+def _served_model(container: dict) -> str:
+    args = container.get("args") or []
+    return args[args.index("--served-model-name") + 1] if "--served-model-name" in args else args[0]
+
+
 def build_healthy(
-    kube: FakeKube, env: Environment, *, kubectl: Path | None = None, operator_policy: bool = True
+    kube: FakeKube, env: Environment, objects: list[dict], *, kubectl: Path | None = None,
+    operator_policy: bool = True,
 ) -> dict:
-    """Nodes, Curvine, L2 claim, engines and routers of ``env``; returns handles the tests mutate. Operator endpoints
-    get the operator's pods (admitted through the L2 policy unless ``operator_policy`` is false) and no router of
-    ours."""
-    cv, sv = env.curvine.namespace, env.serving.namespace
+    """Nodes, then every rendered workload of ``env`` (``objects``) as running; returns handles the tests mutate."""
     nodes = []
     for group in env.hyperpod.instance_groups:
         for i in range(group.count):
             name = f"hyperpod-i-{group.name}-{i}"
-            kube.add_node(
-                name, {**names.HYPERPOD_NODE_SELECTOR, names.HYPERPOD_INSTANCE_GROUP_LABEL: group.name}
-            )
+            kube.add_node(name, {**names.HYPERPOD_NODE_SELECTOR, names.HYPERPOD_INSTANCE_GROUP_LABEL: group.name})
             nodes.append(name)
     kube.add_node("system-1", {"eks.amazonaws.com/nodegroup": "system"})
+    by_kind: dict[str, list[dict]] = {}
+    for obj in objects:
+        if obj["kind"] in PLURALS:
+            by_kind.setdefault(obj["kind"], []).append(obj)
+            if obj["kind"] != "Service":
+                kube.put(object_path(obj), {**obj, "status": {}})
+    handles = {"nodes": nodes, "overview": {}, "engines": {}, "routers": {}, "l2": set(), "curvine": None,
+               "placement": {"worker": "local"}}
+    _curvine(kube, env, by_kind, handles)
+    for claim in by_kind.get("PersistentVolumeClaim", ()):
+        kube.objects[object_path(claim)].update(spec={**claim["spec"], "volumeName": "pvc-1234"},
+                                                status={"phase": "Bound"})
+    _deployments(kube, env, by_kind, handles)
+    _operator_endpoints(kube, env, by_kind, handles, kubectl, operator_policy)
+    return handles
 
-    master_labels = {"app.kubernetes.io/name": "curvine", "app.kubernetes.io/component": "master"}
-    replicas = env.curvine.master.replicas
-    kube.put(
-        f"/apis/apps/v1/namespaces/{cv}/statefulsets/{names.CURVINE_MASTER_STATEFULSET}",
-        {
-            "metadata": {"name": names.CURVINE_MASTER_STATEFULSET},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": master_labels}, "template": {},
-                     "serviceName": names.CURVINE_MASTER_STATEFULSET},
-            "status": {"replicas": replicas, "readyReplicas": replicas},
-        },
-    )
-    overview, masters = {}, {}
-    for i in range(replicas):
-        pod = f"{names.CURVINE_MASTER_STATEFULSET}-{i}"
-        kube.add_pod(cv, pod, master_labels, "system-1")
-        overview[pod] = {
-            "cluster_id": env.curvine.cluster_id,
-            "master_state": names.CURVINE_LEADER_STATE if i == 0 else "Standby",
-            "live_workers": env.sizing.curvine_workers,
-            "lost_workers": 0,
-        }
-        masters[pod] = FakeCurvineMaster(overview[pod])
-        kube.proxy("pods", cv, pod, env.curvine.ports.master_web, masters[pod])
-    leader = masters[f"{names.CURVINE_MASTER_STATEFULSET}-0"]
-    # How the fake master places a stored chunk: "local" (the writer's node IP) or a fixed worker hostname.
-    placement = {"worker": "local"}
-    for ds, component in ((names.CURVINE_WORKER_DAEMONSET, "worker"), (names.CURVINE_CSI_NODE_DAEMONSET, "csi-node")):
-        labels = {"app.kubernetes.io/name": "curvine", "app.kubernetes.io/component": component}
-        kube.put(
-            f"/apis/apps/v1/namespaces/{cv}/daemonsets/{ds}",
-            {"metadata": {"name": ds}, "spec": {"selector": {"matchLabels": labels}, "template": {}}, "status": {
-                "currentNumberScheduled": len(nodes), "desiredNumberScheduled": len(nodes), "numberMisscheduled": 0,
-                "numberReady": len(nodes)}},
-        )
-        for node in nodes:
-            kube.add_pod(cv, f"{ds}-{node[-1]}", labels, node)
 
-    kube.put(
-        f"/api/v1/namespaces/{sv}/persistentvolumeclaims/{env.serving.l2_claim_name}",
-        {"metadata": {"name": env.serving.l2_claim_name}, "spec": {"volumeName": "pvc-1234"},
-         "status": {"phase": "Bound"}},
-    )
+def _curvine(kube: FakeKube, env: Environment, by_kind: dict, handles: dict) -> None:
+    for sts in by_kind.get("StatefulSet", ()):
+        ns, name, replicas = sts["metadata"]["namespace"], sts["metadata"]["name"], sts["spec"]["replicas"]
+        kube.objects[object_path(sts)]["status"] = {"replicas": replicas, "readyReplicas": replicas}
+        template = sts["spec"]["template"]
+        for i in range(replicas):
+            pod = f"{name}-{i}"
+            kube.add_pod(ns, pod, template["metadata"]["labels"], "system-1")
+            handles["overview"][pod] = {
+                "cluster_id": env.curvine.cluster_id, "master_state": "Active" if i == 0 else "Standby",
+                "live_workers": env.sizing.curvine_workers, "lost_workers": 0,
+            }
+            master = FakeCurvineMaster(handles["overview"][pod])
+            handles["curvine"] = handles["curvine"] or master
+            kube.proxy("pods", ns, pod, _template_port(template, "web"), master)
+    for ds in by_kind.get("DaemonSet", ()):
+        ns, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
+        kube.objects[object_path(ds)]["status"] = {
+            "currentNumberScheduled": len(handles["nodes"]), "desiredNumberScheduled": len(handles["nodes"]),
+            "numberMisscheduled": 0, "numberReady": len(handles["nodes"])}
+        for node in handles["nodes"]:
+            kube.add_pod(ns, f"{name}-{node[-1]}", ds["spec"]["template"]["metadata"]["labels"], node)
 
-    l2: set = set()
-    engines, routers = {}, {}
-    for endpoint in env.serving.endpoints:
-        engine_labels = {names.ENDPOINT_LABEL: endpoint.name, names.COMPONENT_LABEL: names.ENGINE_COMPONENT}
-        operator = endpoint.serving == "operator"
-        admitted = operator_pods(env, endpoint.name, kubectl, operator_policy) if operator else []
-        pods = []
-        for i in range(endpoint.replicas):
-            pod = admitted[i]["metadata"]["name"] if operator else f"{endpoint.name}-engine-{i}"
-            added = kube.add_pod(sv, pod, admitted[i]["metadata"]["labels"] if operator else engine_labels,
-                                 nodes[i % len(nodes)])
-            if operator:
-                added["spec"] = {**admitted[i]["spec"], "nodeName": added["spec"]["nodeName"]}
-            host = kube.node_ip(nodes[i % len(nodes)])
 
-            def store(prompt: str, host=host, name=endpoint.name) -> None:
-                worker = host if placement["worker"] == "local" else placement["worker"]
-                leader.write(f"{env.curvine.fs_path}/pvc-1234/{name}/{abs(hash(prompt))}.pt", [worker, worker])
+def _engine(kube: FakeKube, env: Environment, handles: dict, namespace: str, pod: str, node: str, model: str,
+            port: int, endpoint: str) -> FakeEngine:
+    host = kube.node_ip(node)
 
-            engine = FakeEngine(endpoint.model, l2, on_store=store)
-            engines[pod] = engine
-            kube.proxy("pods", sv, pod, names.ENGINE_PORT, engine)
-            pods.append(pod)
-        if operator:
-            continue  # the operator's own router; verify does not check it
-        router = names.router_name(endpoint.name)
-        kube.put(
-            f"/apis/apps/v1/namespaces/{sv}/deployments/{router}",
-            {"metadata": {"name": router},
-             "spec": {"replicas": endpoint.router_replicas, "selector": {"matchLabels": {"a": "b"}}, "template": {}},
-             "status": {"availableReplicas": endpoint.router_replicas, "readyReplicas": endpoint.router_replicas}},
-        )
-        state = {"engines": [{"engine_id": p, "serving_models": [endpoint.model], "created": 1} for p in pods],
+    def store(prompt: str) -> None:
+        worker = host if handles["placement"]["worker"] == "local" else handles["placement"]["worker"]
+        handles["curvine"].write(f"{env.curvine.fs_path}/pvc-1234/{endpoint}/{abs(hash(prompt))}.pt", [worker, worker])
+
+    engine = FakeEngine(model, handles["l2"], on_store=store)
+    handles["engines"][pod] = engine
+    kube.proxy("pods", namespace, pod, port, engine)
+    return engine
+
+
+def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict) -> None:
+    images = env.serving.images
+    routers = []
+    for deployment in by_kind.get("Deployment", ()):
+        ns, name, replicas = (deployment["metadata"]["namespace"], deployment["metadata"]["name"],
+                              deployment["spec"]["replicas"])
+        kube.objects[object_path(deployment)]["status"] = {"availableReplicas": replicas, "readyReplicas": replicas}
+        template = deployment["spec"]["template"]
+        container = template["spec"]["containers"][0]
+        if container["image"] == images.vllm_image:
+            for i in range(replicas):
+                node = handles["nodes"][i % len(handles["nodes"])]
+                pod = f"{name}-{i}"
+                kube.add_pod(ns, pod, template["metadata"]["labels"], node)
+                _engine(kube, env, handles, ns, pod, node, _served_model(container), _template_port(template, "http"),
+                        template["metadata"]["labels"][names.ENDPOINT_LABEL])
+        elif container["image"] == images.router_image:
+            routers.append(deployment)
+    for deployment in routers:
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        engine_selector = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        selector = engine_selector[engine_selector.index("--k8s-label-selector") + 1]
+        pods = [p for p in kube.pods if matches(p["metadata"]["labels"], selector)]
+        state = {"engines": [{"engine_id": p["metadata"]["name"], "created": 1,
+                              "serving_models": [handles["engines"][p["metadata"]["name"]].model]} for p in pods],
                  "health": 200}
-        routers[endpoint.name] = state
+        handles["routers"][labels[names.ENDPOINT_LABEL]] = state
 
         def route(method, path, body, state=state):
             if path == "/engines":
@@ -127,6 +156,24 @@ def build_healthy(
                 return json_reply(state["health"], {"status": "healthy" if state["health"] == 200 else "down"})
             return json_reply(404, {})
 
-        kube.proxy("services", sv, router, names.ROUTER_SERVICE_PORT, route)
-    return {"nodes": nodes, "overview": overview, "engines": engines, "routers": routers, "l2": l2,
-            "curvine": leader, "placement": placement}
+        for service in by_kind.get("Service", ()):
+            if service["spec"].get("selector") == labels and service["spec"].get("type", "ClusterIP") == "ClusterIP":
+                http = next(p for p in service["spec"]["ports"] if p["name"] == "http")
+                kube.proxy("services", service["metadata"]["namespace"], service["metadata"]["name"], http["port"],
+                           route)
+
+
+def _operator_endpoints(kube: FakeKube, env: Environment, by_kind: dict, handles: dict, kubectl: Path | None,
+                        operator_policy: bool) -> None:
+    for iec in by_kind.get("InferenceEndpointConfig", ()):
+        endpoint = next(e for e in env.serving.endpoints if e.serving == "operator"
+                        and OperatorEndpointProps.from_environment(env, e.name).object_name == iec["metadata"]["name"])
+        kube.objects[object_path(iec)]["status"] = {"state": COMPLETE, "replicas": iec["spec"].get("replicas")}
+        port = iec["spec"]["worker"]["modelInvocationPort"]["containerPort"]
+        for i, admitted in enumerate(operator_pods(env, endpoint.name, kubectl, operator_policy)):
+            node = handles["nodes"][i % len(handles["nodes"])]
+            added = kube.add_pod(iec["metadata"]["namespace"], admitted["metadata"]["name"],
+                                 admitted["metadata"]["labels"], node)
+            added["spec"] = {**admitted["spec"], "nodeName": node}
+            _engine(kube, env, handles, iec["metadata"]["namespace"], admitted["metadata"]["name"], node,
+                    _served_model(iec["spec"]["worker"]), port, endpoint.name)

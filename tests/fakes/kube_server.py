@@ -196,6 +196,7 @@ class FakeEngine:
 
     def __init__(self, model: str, l2: set | None, lmcache: bool = True, on_store: Callable[[str], None] | None = None) -> None:
         self.model, self.l2, self.lmcache, self.on_store = model, l2, lmcache, on_store
+        self.vllm_counters = True
         self.stored = 0
         self.hit = 0
         self.local: set[str] = set()
@@ -219,6 +220,12 @@ class FakeEngine:
             return json_reply(200, {"choices": [{"text": "x"}], "usage": {"prompt_tokens": n}})
         if path == "/metrics":
             lines = ["# HELP vllm:num_requests_running running", "vllm:num_requests_running{model_name=\"m\"} 0"]
+            if self.vllm_counters:  # vLLM 0.12.0: every prompt token is queried; the L2's hits are connector hits
+                queried = self.stored + self.hit
+                lines += [f'vllm:prefix_cache_queries_total{{model_name="{self.model}",engine="0"}} {float(queried)}',
+                          f'vllm:prefix_cache_hits_total{{model_name="{self.model}",engine="0"}} 0.0',
+                          f'vllm:external_prefix_cache_hits_total{{model_name="{self.model}",engine="0"}} '
+                          f'{float(self.hit)}']
             if self.lmcache:
                 lines += [
                     "# TYPE lmcache:num_stored_tokens counter",

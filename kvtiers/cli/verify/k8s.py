@@ -255,6 +255,32 @@ def check_router(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environm
     return results
 
 
+OPERATOR_DEPLOYED = "DeploymentComplete"
+"""``status.state`` of an InferenceEndpointConfig the operator has finished deploying (the CRD's enum)."""
+
+
+def check_operator_endpoint(api: ApiClient, env: Environment, endpoint: Endpoint) -> CheckResult:
+    """The InferenceEndpointConfig the workloads stack applied: deployed by the operator, with managed routing on."""
+    from kubernetes.client import CustomObjectsApi
+
+    from kvtiers.k8s_charts.hyperpod_operator import API_VERSION, OperatorEndpointProps
+
+    props = OperatorEndpointProps.from_environment(env, endpoint.name)
+    group, version = API_VERSION.split("/")
+    ns, area, name = env.serving.namespace, f"endpoint:{endpoint.name}", "operator endpoint deployed"
+    obj = CustomObjectsApi(api).get_namespaced_custom_object(
+        group, version, ns, "inferenceendpointconfigs", props.object_name)
+    state = (obj.get("status") or {}).get("state")
+    routing = ((obj.get("spec") or {}).get("intelligentRoutingSpec") or {}).get("enabled")
+    hint = (f"kubectl -n {ns} describe inferenceendpointconfig {props.object_name}; "
+            "operator logs: kubectl -n hyperpod-inference-system logs deployment/hyperpod-inference-controller-manager")
+    if state != OPERATOR_DEPLOYED:
+        return failed(area, name, f"{props.object_name} is {state or 'without status'}, not {OPERATOR_DEPLOYED}", hint)
+    if routing is not True:
+        return failed(area, name, f"{props.object_name}: intelligentRoutingSpec.enabled is {routing}", hint)
+    return passed(area, name, f"{props.object_name} {state}, managed routing {props.routing}")
+
+
 def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
     """What an operator pod lacks of the Curvine L2 the admission policy attaches (empty: attached). The same
     conditions as the policy's CEL check: containers that mount the model are the model servers."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kvtiers.cli import output
-from kvtiers.cli.verify import aws, crosspod, k8s, placement
+from kvtiers.cli.verify import aws, crosspod, k8s, placement, tiers
 from kvtiers.cli.verify.result import CheckResult, failed
 from kvtiers.config.schema import Environment
 
@@ -74,6 +74,7 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
         yield area, "engine pods Ready", lambda e=endpoint: k8s.check_engines(core, env, e)
         if endpoint.serving == "operator":
             # The operator runs its own router; what kvtiers adds is the L2, attached by the admission policy.
+            yield area, "operator endpoint", lambda e=endpoint: k8s.check_operator_endpoint(api, env, e)
             if _curvine_l2(env, endpoint):
                 yield area, "Curvine L2 attached", lambda e=endpoint: k8s.check_operator_l2(core, env, e)
             continue
@@ -93,6 +94,10 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
                 yield area, placement.NAME, lambda e=endpoint: placement.check_l2_placement(
                     core, apps, api, env, e, started[e.name]
                 )
+    if env.observability.enabled:
+        # After the cross-pod check, so that every tier has counted something.
+        for endpoint in env.serving.endpoints:
+            yield f"tiers:{endpoint.name}", tiers.NAME, lambda e=endpoint: tiers.check_tier_counters(core, api, env, e)
 
 
 def _curvine_l2(env: Environment, endpoint) -> bool:

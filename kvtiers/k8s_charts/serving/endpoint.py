@@ -12,6 +12,8 @@ from kvtiers.k8s_charts import labels
 from kvtiers.k8s_charts.security import container_context, pod_context
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import (
+    PROMETHEUS_MULTIPROC_DIR,
+    PROMETHEUS_MULTIPROC_ENV,
     CONFIG_CHECKSUM_ANNOTATION,
     ENGINE_PORT,
     LMCACHE_CONFIG_DIR,
@@ -110,6 +112,10 @@ class EngineDeployment(Construct):
             k8s.EnvVar(name="LMCACHE_CONFIG_FILE", value=f"{LMCACHE_CONFIG_DIR}/{LMCACHE_CONFIG_KEY}"),
             # vLLM would report usage to stats.vllm.ai (and write ~/.config/vllm): egress the policies deny anyway.
             k8s.EnvVar(name="VLLM_NO_USAGE_STATS", value="1"),
+            # One prometheus_client multiprocess directory for the API server, engine core and workers: without it
+            # vLLM 0.12.0 (one API server) serves only its own process's registry, and LMCache's metrics, written
+            # by the workers, never reach /metrics (kvtiers/observability/metrics.py).
+            k8s.EnvVar(name=PROMETHEUS_MULTIPROC_ENV, value=PROMETHEUS_MULTIPROC_DIR),
             # Declared before the LMCache overrides that reference it as $(POD_NAME).
             k8s.EnvVar(
                 name=POD_NAME_ENV,
@@ -123,11 +129,13 @@ class EngineDeployment(Construct):
             # Node ephemeral storage, limited so that a download can never fill the node's disk.
             k8s.Volume(name="models", empty_dir=k8s.EmptyDirVolumeSource(size_limit=models_size)),
             k8s.Volume(name="lmcache-config", config_map=k8s.ConfigMapVolumeSource(name=config_map_name)),
+            k8s.Volume(name="prometheus", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=q("64Mi"))),
         ]
         mounts = [
             k8s.VolumeMount(name="shm", mount_path="/dev/shm"),
             k8s.VolumeMount(name="models", mount_path=MODELS_DIR),
             k8s.VolumeMount(name="lmcache-config", mount_path=LMCACHE_CONFIG_DIR, read_only=True),
+            k8s.VolumeMount(name="prometheus", mount_path=PROMETHEUS_MULTIPROC_DIR),
         ]
         for name, (path, limit, _why) in ENGINE_WRITABLE.items():
             volumes.append(k8s.Volume(name=name, empty_dir=k8s.EmptyDirVolumeSource(size_limit=q(limit))))

@@ -38,6 +38,10 @@ LMCACHE_MISSED_HEARTBEATS = 3
 LMCACHE_CONFIG_DIR = "/etc/lmcache"
 LMCACHE_CONFIG_KEY = "lmcache.yaml"
 MODELS_DIR = "/models"
+PROMETHEUS_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+PROMETHEUS_MULTIPROC_DIR = "/var/run/prometheus-multiproc"
+"""prometheus_client's multiprocess directory, shared by every process of an engine pod (a memory-backed emptyDir,
+wiped with the pod, as vLLM asks)."""
 CONFIG_CHECKSUM_ANNOTATION = "kvtiers.io/lmcache-config-sha256"
 MODEL_ROLE_ANNOTATION = "kvtiers.io/model-role-arn"
 ENGINE_COMPONENT = "engine"

@@ -1,0 +1,98 @@
+"""Every upstream metric the rules, dashboard and ``kvtiers top`` read, with the file at the pinned version that
+registers it. A test checks that each name used by a rule is listed here (and, where the source is installed, that it
+is registered there).
+
+Where the metrics are served:
+- vLLM 0.12.0 serves ``/metrics`` on its API port (the engine port; ``vllm/entrypoints/openai/api_server.py``
+  ``mount_metrics``). With ``PROMETHEUS_MULTIPROC_DIR`` set it reads a multiprocess registry
+  (``vllm/v1/metrics/prometheus.py``), which is how metrics of the engine-core and worker processes reach it.
+- LMCache 0.3.11 registers its metrics with ``prometheus_client`` in the process that runs it (the vLLM worker and
+  scheduler), in the multiprocess directory (``lmcache/observability.py`` ``PrometheusLogger``; it defaults the
+  variable to ``/tmp/lmcache_prometheus`` only in its own process). vLLM 0.12.0 sets ``PROMETHEUS_MULTIPROC_DIR``
+  itself only with several API servers (``vllm/entrypoints/cli/serve.py``), so the engine pods set it (one
+  directory for every process of the pod) and LMCache's metrics appear on vLLM's ``/metrics``. LMCache's own
+  internal API server (``internal_api_server_enabled``, default off, port 6999 + offset) is not used.
+- The production-stack router (vllm-stack-0.1.12) serves ``/metrics`` on its port
+  (``src/vllm_router/routers/metrics_router.py``); some of its gauges reuse vLLM's names (``vllm:num_requests_waiting``
+  with a ``server`` label), so rules select engines by the ``component`` label the scrape configuration sets.
+- Curvine v0.4.1 masters and workers serve ``/metrics`` on their web ports (``curvine-master/src/master/
+  router_handler.rs``; the worker's web server); names carry no prefix and counters no ``_total`` (the Rust
+  ``prometheus`` crate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+VLLM_SOURCE = "vllm-project/vllm@v0.12.0:vllm/v1/metrics/loggers.py"
+LMCACHE_SOURCE = "LMCache/LMCache@v0.3.11:lmcache/observability.py"
+ROUTER_SOURCE = "vllm-project/production-stack@vllm-stack-0.1.12:src/vllm_router/services/metrics_service/__init__.py"
+CURVINE_MASTER_SOURCE = "CurvineIO/curvine@v0.4.1:curvine-master/src/master/master_metrics.rs"
+CURVINE_WORKER_SOURCE = "CurvineIO/curvine@v0.4.1:curvine-worker/src/worker/worker_metrics.rs"
+PROMETHEUS_SOURCE = "Prometheus: the synthetic per-target series every scrape writes"
+
+
+@dataclass(frozen=True)
+class Metric:
+    registered: str
+    """The name the upstream code registers (what the test looks for in the source)."""
+    kind: Literal["counter", "gauge", "histogram"]
+    source: str
+    exposed_suffix: str = ""
+    """``_total`` for Python ``prometheus_client`` counters; empty for Rust counters and for gauges."""
+
+    @property
+    def name(self) -> str:
+        return self.registered + self.exposed_suffix
+
+    def series(self, suffix: str) -> str:
+        """A histogram's ``_bucket``/``_sum``/``_count`` series."""
+        assert self.kind == "histogram"
+        return self.registered + suffix
+
+
+def _py_counter(name: str, source: str) -> Metric:
+    return Metric(name, "counter", source, "_total")
+
+
+# vLLM (engine): prefix-cache counters count tokens; queries = the prompt tokens of each scheduled request, hits = the
+# tokens found in the GPU prefix cache (L0); external hits = the tokens the KV connector (LMCache: L1 + L2) loaded.
+PREFIX_CACHE_QUERIES = _py_counter("vllm:prefix_cache_queries", VLLM_SOURCE)
+PREFIX_CACHE_HITS = _py_counter("vllm:prefix_cache_hits", VLLM_SOURCE)
+EXTERNAL_PREFIX_CACHE_HITS = _py_counter("vllm:external_prefix_cache_hits", VLLM_SOURCE)
+TTFT = Metric("vllm:time_to_first_token_seconds", "histogram", VLLM_SOURCE)
+REQUESTS_WAITING = Metric("vllm:num_requests_waiting", "gauge", VLLM_SOURCE)
+REQUESTS_RUNNING = Metric("vllm:num_requests_running", "gauge", VLLM_SOURCE)
+
+# LMCache (in the engine): no per-backend hit counter; bytes read from the remote backend (the Curvine L2) are.
+LMCACHE_HIT_TOKENS = _py_counter("lmcache:num_hit_tokens", LMCACHE_SOURCE)
+LMCACHE_REMOTE_READ_BYTES = _py_counter("lmcache:num_remote_read_bytes", LMCACHE_SOURCE)
+LMCACHE_REMOTE_READ_REQUESTS = _py_counter("lmcache:num_remote_read_requests", LMCACHE_SOURCE)
+
+# The router
+ROUTER_HEALTHY_PODS = Metric("vllm:healthy_pods_total", "gauge", ROUTER_SOURCE)
+
+# Curvine: the master reports the whole cluster's capacity and use; eviction counters are the master's.
+CURVINE_CAPACITY = Metric("capacity", "gauge", CURVINE_MASTER_SOURCE)
+CURVINE_FS_USED = Metric("fs_used", "gauge", CURVINE_MASTER_SOURCE)
+CURVINE_EVICTION_BYTES = Metric("eviction_bytes_freed", "counter", CURVINE_MASTER_SOURCE)
+CURVINE_WORKER_CAPACITY = Metric("capacity", "gauge", CURVINE_WORKER_SOURCE)
+
+UP = Metric("up", "gauge", PROMETHEUS_SOURCE)
+
+CATALOGUE: tuple[Metric, ...] = (
+    PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, EXTERNAL_PREFIX_CACHE_HITS, TTFT, REQUESTS_WAITING, REQUESTS_RUNNING,
+    LMCACHE_HIT_TOKENS, LMCACHE_REMOTE_READ_BYTES, LMCACHE_REMOTE_READ_REQUESTS, ROUTER_HEALTHY_PODS,
+    CURVINE_CAPACITY, CURVINE_FS_USED, CURVINE_EVICTION_BYTES, CURVINE_WORKER_CAPACITY, UP,
+)
+
+
+def exposed_names() -> dict[str, list[Metric]]:
+    """Series name as scraped -> the catalogue entries that expose it (``capacity``: master and worker)."""
+    names: dict[str, list[Metric]] = {}
+    for metric in CATALOGUE:
+        for name in ([metric.series(s) for s in ("_bucket", "_sum", "_count")] if metric.kind == "histogram"
+                     else [metric.name]):
+            names.setdefault(name, []).append(metric)
+    return names

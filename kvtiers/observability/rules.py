@@ -1,0 +1,159 @@
+"""Recording and alert rules, generated from the environment, as Prometheus rule-file YAML (what an Amazon Managed
+Service for Prometheus rule groups namespace takes).
+
+Per endpoint (label ``endpoint``), over 5 minutes:
+- prompt tokens, and how they were served: from L0 (vLLM's GPU prefix cache hits), from LMCache (L1 + L2: vLLM's
+  KV-connector hits), recomputed (the rest);
+- L1 versus L2 (``derived="true"``): LMCache 0.3.11 counts bytes read from its remote backend (the Curvine L2) but
+  has no per-backend hit counter, so L2 tokens are remote bytes read divided by the endpoint's KV bytes per token
+  from the sizing, and L1 tokens are LMCache's hits minus those;
+- time to first token p50/p95 (vLLM's histogram), engine queue length (requests waiting).
+The L2 is one Curvine namespace shared by every endpoint: its use and eviction rate are cluster-wide series.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from kvtiers.config.schema import Environment
+from kvtiers.observability import metrics as m
+from kvtiers.observability.scrape import COMPONENT, CURVINE_MASTER, CURVINE_WORKER, ENDPOINT, ENGINE
+
+WINDOW = "5m"
+BY = f"sum by ({ENDPOINT})"
+ENGINES = f'{{{COMPONENT}="{ENGINE}"}}'
+MASTERS = f'{{{COMPONENT}="{CURVINE_MASTER}"}}'
+
+# Recorded series: the names the dashboard and `kvtiers top` read.
+PROMPT_TOKENS = "kvtiers:prompt_tokens:rate5m"
+L0_TOKENS = "kvtiers:l0_hit_tokens:rate5m"
+LMCACHE_TOKENS = "kvtiers:lmcache_hit_tokens:rate5m"
+L1_TOKENS = "kvtiers:l1_hit_tokens:rate5m"
+L2_TOKENS = "kvtiers:l2_hit_tokens:rate5m"
+RECOMPUTED_TOKENS = "kvtiers:recomputed_tokens:rate5m"
+L2_HIT_RATIO = "kvtiers:l2_hit_ratio:rate5m"
+TTFT_P50 = "kvtiers:ttft_seconds:p50_5m"
+TTFT_P95 = "kvtiers:ttft_seconds:p95_5m"
+QUEUE = "kvtiers:queue_length"
+L2_USED_BYTES = "kvtiers:l2_used_bytes"
+L2_CAPACITY_BYTES = "kvtiers:l2_capacity_bytes"
+L2_USED_RATIO = "kvtiers:l2_used_ratio"
+L2_EVICTED_BYTES = "kvtiers:l2_evicted_bytes:rate5m"
+TIER_SERIES = {"L0": L0_TOKENS, "L1": L1_TOKENS, "L2": L2_TOKENS, "recomputed": RECOMPUTED_TOKENS}
+"""Where each prompt token came from, in display order."""
+DERIVED = {"derived": "true"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    expr: str
+    record: str | None = None
+    alert: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    for_: str | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out: dict = {"record": self.record} if self.record else {"alert": self.alert}
+        out["expr"] = self.expr
+        if self.for_:
+            out["for"] = self.for_
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        return out
+
+
+def rate(metric: m.Metric | str, selector: str = ENGINES, window: str = WINDOW) -> str:
+    name = metric if isinstance(metric, str) else metric.name
+    return f"{BY} (rate({name}{selector}[{window}]))"
+
+
+def tier_rules(env: Environment) -> list[Rule]:
+    rules = [
+        Rule(rate(m.PREFIX_CACHE_QUERIES), record=PROMPT_TOKENS),
+        Rule(rate(m.PREFIX_CACHE_HITS), record=L0_TOKENS),
+        Rule(rate(m.EXTERNAL_PREFIX_CACHE_HITS), record=LMCACHE_TOKENS),
+        Rule(f"clamp_min({PROMPT_TOKENS} - {L0_TOKENS} - {LMCACHE_TOKENS}, 0)", record=RECOMPUTED_TOKENS),
+    ]
+    for endpoint, sized in zip(env.serving.endpoints, env.sizing.endpoints):
+        if not sized.l2_enabled:
+            continue
+        selector = f'{{{COMPONENT}="{ENGINE}",{ENDPOINT}="{endpoint.name}"}}'
+        rules.append(Rule(f"{rate(m.LMCACHE_REMOTE_READ_BYTES, selector)} / {sized.kv_bytes_per_token}",
+                          record=L2_TOKENS, labels=dict(DERIVED)))
+    rules += [
+        Rule(f"clamp_min({LMCACHE_TOKENS} - ignoring(derived) {L2_TOKENS}, 0) or {LMCACHE_TOKENS}", record=L1_TOKENS,
+             labels=dict(DERIVED)),
+        Rule(f"{L2_TOKENS} / ignoring(derived) ({PROMPT_TOKENS} > 0)", record=L2_HIT_RATIO, labels=dict(DERIVED)),
+        Rule(f"histogram_quantile(0.5, sum by ({ENDPOINT}, le) (rate({m.TTFT.series('_bucket')}{ENGINES}[{WINDOW}])))",
+             record=TTFT_P50),
+        Rule(f"histogram_quantile(0.95, sum by ({ENDPOINT}, le) (rate({m.TTFT.series('_bucket')}{ENGINES}[{WINDOW}])))",
+             record=TTFT_P95),
+        Rule(f"{BY} ({m.REQUESTS_WAITING.name}{ENGINES})", record=QUEUE),
+    ]
+    return rules
+
+
+def l2_rules() -> list[Rule]:
+    # Every master reports the cluster's figures; the maximum is the leader's (followers may lag or report 0).
+    return [
+        Rule(f"max({m.CURVINE_FS_USED.name}{MASTERS})", record=L2_USED_BYTES),
+        Rule(f"max({m.CURVINE_CAPACITY.name}{MASTERS})", record=L2_CAPACITY_BYTES),
+        Rule(f"{L2_USED_BYTES} / ({L2_CAPACITY_BYTES} > 0)", record=L2_USED_RATIO),
+        Rule(f"sum(rate({m.CURVINE_EVICTION_BYTES.name}{MASTERS}[{WINDOW}]))", record=L2_EVICTED_BYTES),
+    ]
+
+
+def alert_rules(env: Environment) -> list[Rule]:
+    obs = env.observability
+    page = {"severity": "page"}
+    rules = [
+        Rule(f"{L2_USED_RATIO} > {obs.l2_nearly_full_ratio}", alert="KvtiersL2NearlyFull", for_="15m",
+             labels={"severity": "warning"},
+             annotations={"summary": "The Curvine L2 is {{ $value | humanizePercentage }} full",
+                          "description": f"Eviction (high watermark {env.curvine.eviction.high_watermark}) is not "
+                          "keeping up: raise curvine.worker.capacity_gb or lower file_ttl_hours."}),
+        Rule(f'{m.UP.name}{MASTERS} == 0', alert="KvtiersCurvineMasterDown", for_="5m", labels=dict(page),
+             annotations={"summary": "Curvine master {{ $labels.pod }} is not answering /metrics",
+                          "description": "Without a master leader the L2 is unavailable and engines recompute."}),
+        Rule(f'{m.UP.name}{{{COMPONENT}="{CURVINE_WORKER}"}} == 0', alert="KvtiersCurvineWorkerDown", for_="5m",
+             labels=dict(page),
+             annotations={"summary": "Curvine worker {{ $labels.pod }} on {{ $labels.node }} is down",
+                          "description": "Its node's L2 blocks are unreadable; writes from that node go remote."}),
+    ]
+    for endpoint, sized in zip(env.serving.endpoints, env.sizing.endpoints):
+        name = endpoint.name
+        rules.append(Rule(f'{TTFT_P95}{{{ENDPOINT}="{name}"}} > {endpoint.ttft_p95_alert_seconds:g}',
+                          alert="KvtiersTTFTHigh", for_="10m", labels={"severity": "warning", ENDPOINT: name},
+                          annotations={"summary": f"{name}: TTFT p95 {{{{ $value }}}}s above "
+                                       f"{endpoint.ttft_p95_alert_seconds:g}s"}))
+        if sized.l2_enabled:
+            selector = f'{{{COMPONENT}="{ENGINE}",{ENDPOINT}="{name}"}}'
+            now = (f"({rate(m.LMCACHE_REMOTE_READ_BYTES, selector, '15m')} / "
+                   f"{rate(m.PREFIX_CACHE_QUERIES, selector, '15m')})")
+            before = (f"({rate(m.LMCACHE_REMOTE_READ_BYTES, selector, '6h')} / "
+                      f"{rate(m.PREFIX_CACHE_QUERIES, selector, '6h')})")
+            rules.append(Rule(
+                f"{now} < {obs.l2_hit_collapse_ratio} * {before} and {before} > 0",
+                alert="KvtiersL2HitRateCollapsed", for_="15m", labels={"severity": "warning", ENDPOINT: name, **DERIVED},
+                annotations={"summary": f"{name}: L2 hit rate fell below {obs.l2_hit_collapse_ratio:g}x its 6-hour "
+                             "level", "description": "Check the L2 mount (kvtiers verify), PYTHONHASHSEED and the "
+                             "Curvine workers; derived from LMCache's remote bytes read per prompt token."}))
+    return rules
+
+
+def rule_groups(env: Environment) -> dict:
+    interval = f"{env.observability.scrape_interval_seconds}s"
+    return {"groups": [
+        {"name": "kvtiers-tiers", "interval": interval, "rules": [r.to_dict() for r in tier_rules(env)]},
+        {"name": "kvtiers-l2", "interval": interval, "rules": [r.to_dict() for r in l2_rules()]},
+        {"name": "kvtiers-alerts", "interval": interval, "rules": [r.to_dict() for r in alert_rules(env)]},
+    ]}
+
+
+def rules_yaml(env: Environment) -> str:
+    return yaml.safe_dump(rule_groups(env), sort_keys=False, width=1000)

@@ -1,0 +1,75 @@
+"""The metrics collection in the deploy graph: on in prod (workspace, collector, rules, alerts, RBAC), off in dev."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+import yaml
+
+from kvtiers.config import ConfigError, load_environment
+from kvtiers.constructs.observability import COLLECTOR_USER
+from kvtiers.observability.rules import rules_yaml
+from kvtiers.observability.scrape import scrape_configuration
+from tests.conftest import CONFIG_DIR
+
+
+def resources(synthesized, stack, kind):
+    template = synthesized.template_json(stack)
+    return [r["Properties"] for r in template["Resources"].values() if r["Type"] == kind]
+
+
+def test_prod_collects_into_an_encrypted_workspace_with_rules_and_alerts(prod_synth):
+    env = load_environment(CONFIG_DIR / "prod.yaml")
+    platform = prod_synth.graph.platform
+    (workspace,) = resources(prod_synth, platform, "AWS::APS::Workspace")
+    assert "Fn::GetAtt" in workspace["KmsKeyArn"]
+    assert "sns_configs" in str(workspace["AlertManagerDefinition"])
+    (scraper,) = resources(prod_synth, platform, "AWS::APS::Scraper")
+    assert scraper["ScrapeConfiguration"]["ConfigurationBlob"] == {"Fn::Base64": scrape_configuration(env)}
+    assert len(scraper["Source"]["EksConfiguration"]["SubnetIds"]) == 2
+    (rules,) = resources(prod_synth, platform, "AWS::APS::RuleGroupsNamespace")
+    assert rules["Data"] == rules_yaml(env)
+    (topic,) = resources(prod_synth, platform, "AWS::SNS::Topic")
+    assert topic["TopicName"] == "kvtiers-prod-alerts" and "KmsMasterKeyId" in topic
+    (entry,) = [e for e in resources(prod_synth, platform, "AWS::EKS::AccessEntry") if e.get("Username") == COLLECTOR_USER]
+    assert "Scraper" in str(entry["PrincipalArn"])
+    (policy,) = [p for p in resources(prod_synth, platform, "AWS::IAM::ManagedPolicy")
+                 if "aps:QueryMetrics" in str(p["PolicyDocument"])]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert statement["Resource"] == {"Fn::GetAtt": [next(iter(
+        k for k, r in prod_synth.template_json(platform)["Resources"].items() if r["Type"] == "AWS::APS::Workspace")),
+        "Arn"]}
+    rbac = prod_synth.graph.workloads.chart_objects["MetricsCollectorRbac"]
+    bindings = [o for o in rbac if o["kind"] == "RoleBinding"]
+    assert {b["metadata"]["namespace"] for b in bindings} == {env.serving.namespace, env.curvine.namespace}
+    assert all(b["subjects"] == [{"kind": "User", "name": COLLECTOR_USER, "apiGroup": "rbac.authorization.k8s.io"}]
+               for b in bindings)
+    (role,) = [o for o in rbac if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+
+
+def test_the_alert_manager_sends_to_the_environments_topic(prod_synth):
+    (workspace,) = resources(prod_synth, prod_synth.graph.platform, "AWS::APS::Workspace")
+    definition = workspace["AlertManagerDefinition"]
+    text = "".join(part if isinstance(part, str) else "TOPIC" for part in definition["Fn::Join"][1])
+    config = yaml.safe_load(yaml.safe_load(text)["alertmanager_config"])
+    (receiver,) = config["receivers"]
+    assert receiver["sns_configs"] == [{"topic_arn": "TOPIC", "sigv4": {"region": "us-east-1"},
+                                        "attributes": {"environment": "kvtiers-prod"}}]
+
+
+def test_dev_has_no_collection(dev_synth):
+    for stack in dev_synth.graph.stacks:
+        template = dev_synth.template_json(stack)
+        assert not [r for r in template["Resources"].values() if r["Type"].startswith("AWS::APS::")]
+    assert "MetricsCollectorRbac" not in dev_synth.graph.workloads.chart_objects
+
+
+def test_the_full_threshold_must_be_above_the_eviction_watermark(tmp_path):
+    raw = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
+    raw["observability"]["l2_nearly_full_ratio"] = 0.8
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="must be above curvine.eviction.high_watermark 0.85"):
+        load_environment(path)
