@@ -51,8 +51,9 @@ KUBE_DNS = {
     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
     "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
 }
-NOT_KVTIERS = {"matchExpressions": [{"key": labels.PART_OF_KEY, "operator": "DoesNotExist"}]}
-"""Pods the project does not render (the operator's): they carry no ``app.kubernetes.io/part-of`` label."""
+NOT_KVTIERS = {"matchExpressions": [{"key": labels.PART_OF_KEY, "operator": "NotIn", "values": [labels.PART_OF]}]}
+"""Pods the project does not render (the operator's): their ``app.kubernetes.io/part-of`` label is absent or another
+project's (``NotIn`` matches both; the operator might set the label to its own name)."""
 
 
 def tcp(*ports: int) -> list[dict]:
