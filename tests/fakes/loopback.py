@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, body) -> None:
+    """Write ``body`` as a JSON response with its length (keep-alive clients need it)."""
+    data = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 class LoopbackServer:

@@ -8,13 +8,13 @@ can share one ``seen`` store (a cross-replica L2).
 
 from __future__ import annotations
 
-from tests.fakes.loopback import LoopbackServer
-
 import json
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
+
+from tests.fakes.loopback import LoopbackServer, send_json
 
 
 class PrefixStore:
@@ -71,12 +71,7 @@ class FakeOpenAI(LoopbackServer):
                 fake.connections += 1
 
             def _json(self, code: int, body) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, body)
 
             def _body(self) -> dict:
                 length = int(self.headers.get("Content-Length") or 0)

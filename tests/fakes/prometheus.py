@@ -3,11 +3,10 @@ SigV4-signed requests (service ``aps``), as an Amazon Managed Service for Promet
 
 from __future__ import annotations
 
-import json
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.loopback import LoopbackServer, send_json
 
 
 class FakePrometheus(LoopbackServer):
@@ -27,13 +26,8 @@ class FakePrometheus(LoopbackServer):
             def log_message(self, *args) -> None:
                 pass
 
-            def _reply(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+            def _reply(self, code: int, body) -> None:
+                send_json(self, code, body)
 
             def do_GET(self) -> None:
                 url = urlparse(self.path)
