@@ -16,7 +16,6 @@ from typing import Callable, Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks as eks_v1
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
@@ -62,7 +61,10 @@ class Observability(Construct):
             actions=["kms:GenerateDataKey*", "kms:Decrypt"], principals=[iam.ServicePrincipal(SERVICE)],
             resources=["*"], conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
         ))
-        self.workspace = aps.CfnWorkspace(self, "Workspace", alias=props.environment_name, kms_key_arn=self.key.key_arn)
+        # The workspace keeps AMP's own encryption at rest (an AWS-owned key): a customer-managed key would need a
+        # source and target role configuration on the managed collector to write to it. The key encrypts the
+        # alert topic.
+        self.workspace = aps.CfnWorkspace(self, "Workspace", alias=props.environment_name)
         self.topic = sns.Topic(self, "AlertTopic", topic_name=props.alert_topic_name, master_key=self.key,
                                enforce_ssl=True)
         self.topic.add_to_resource_policy(iam.PolicyStatement(
@@ -103,15 +105,12 @@ class Observability(Construct):
             destination=aps.CfnScraper.DestinationProperty(
                 amp_configuration=aps.CfnScraper.AmpConfigurationProperty(workspace_arn=self.workspace.attr_arn)),
             scrape_configuration=aps.CfnScraper.ScrapeConfigurationProperty(
-                configuration_blob=cdk.Fn.base64(props.scrape_configuration)),
+                # Plain YAML: the resource handler encodes it (its CloudFormation example passes the text).
+                configuration_blob=props.scrape_configuration),
         )
-        # The collector's service-linked role, by name: access entries take a role ARN without its path
-        # (aws-service-role/scraper.aps.amazonaws.com/).
-        role_name = cdk.Fn.select(3, cdk.Fn.split("/", self.scraper.attr_role_arn))
-        self.access_entry = eks_v1.CfnAccessEntry(
-            self, "ScraperAccess", cluster_name=props.cluster_name, username=COLLECTOR_USER, type="STANDARD",
-            principal_arn=cdk.Fn.join("", ["arn:", stack.partition, ":iam::", stack.account, ":role/", role_name]),
-        )
+        # No access entry here: with API authentication, Amazon Managed Service for Prometheus creates the
+        # collector's entry itself (as COLLECTOR_USER) when the scraper is created, and a second one would fail.
+        # The Kubernetes RBAC for that user is the workloads stack's ScraperRbacChart.
         # For Grafana, `kvtiers top` and scripts: read-only queries of this workspace, nothing else.
         self.query_policy = iam.ManagedPolicy(
             self, "QueryPolicy", description=f"{props.environment_name}: query the metrics workspace",
