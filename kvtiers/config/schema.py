@@ -813,6 +813,10 @@ class Environment(Strict):
         """Derived memory, GPU and cache-capacity facts, computed once during validation."""
         return self._sizing
 
+    def sized_endpoints(self):
+        """Each endpoint with its sizing, paired by name (never by list position)."""
+        return ((e, self.sizing.endpoint(e.name)) for e in self.serving.endpoints)
+
     @property
     def tiered_storage_unused(self) -> bool:
         """HyperPod reserves tiered-storage memory that no endpoint reads (only the operator's backend uses it)."""

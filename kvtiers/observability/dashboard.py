@@ -40,7 +40,7 @@ def _row(panel_id: int, title: str, y: int) -> dict:
 def dashboard(env: Environment) -> dict:
     panels: list[dict] = []
     y, next_id = 0, 1
-    for endpoint, sized in zip(env.serving.endpoints, env.sizing.endpoints):
+    for endpoint, sized in env.sized_endpoints():
         sel = f'{{{ENDPOINT}="{endpoint.name}"}}'
         l2 = "L2 on" if sized.l2_enabled else "L2 off"
         panels.append(_row(next_id, f"{endpoint.name} ({endpoint.serving}, {l2})", y))

@@ -79,7 +79,7 @@ def tier_rules(env: Environment) -> list[Rule]:
         Rule(rate(m.EXTERNAL_PREFIX_CACHE_HITS), record=LMCACHE_TOKENS),
         Rule(f"clamp_min({PROMPT_TOKENS} - {L0_TOKENS} - {LMCACHE_TOKENS}, 0)", record=RECOMPUTED_TOKENS),
     ]
-    for endpoint, sized in zip(env.serving.endpoints, env.sizing.endpoints):
+    for endpoint, sized in env.sized_endpoints():
         if not sized.l2_enabled:
             continue
         selector = f'{{{COMPONENT}="{ENGINE}",{ENDPOINT}="{endpoint.name}"}}'
@@ -116,7 +116,7 @@ def alert_rules(env: Environment) -> list[Rule]:
              labels={"severity": "warning"},
              annotations={"summary": "The Curvine L2 is {{ $value | humanizePercentage }} full",
                           "description": f"Eviction (high watermark {env.curvine.eviction.high_watermark}) is not "
-                          "keeping up: raise curvine.worker.capacity_gb or lower file_ttl_hours."}),
+                          "keeping up: raise curvine.worker.capacity_gb or run curvine.eviction.janitor_schedule more often."}),
         Rule(f'{m.UP.name}{MASTERS} == 0', alert="KvtiersCurvineMasterDown", for_="5m", labels=dict(page),
              annotations={"summary": "Curvine master {{ $labels.pod }} is not answering /metrics",
                           "description": "Without a master leader the L2 is unavailable and engines recompute."}),
@@ -125,7 +125,7 @@ def alert_rules(env: Environment) -> list[Rule]:
              annotations={"summary": "Curvine worker {{ $labels.pod }} on {{ $labels.node }} is down",
                           "description": "Its node's L2 blocks are unreadable; writes from that node go remote."}),
     ]
-    for endpoint, sized in zip(env.serving.endpoints, env.sizing.endpoints):
+    for endpoint, sized in env.sized_endpoints():
         name = endpoint.name
         rules.append(Rule(f'{TTFT_P95}{{{ENDPOINT}="{name}"}} > {endpoint.ttft_p95_alert_seconds:g}',
                           alert="KvtiersTTFTHigh", for_="10m", labels={"severity": "warning", ENDPOINT: name},

@@ -86,7 +86,7 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
             started[e.name] = time.time()
             return crosspod.check_cross_pod(core, api, env, e, metrics_timeout, poll)
 
-        for endpoint, sized in zip(env.serving.endpoints, env.sizing.endpoints):
+        for endpoint, sized in env.sized_endpoints():
             if sized.l2_enabled:
                 area = f"cross-pod:{endpoint.name}"
                 yield area, crosspod.NAME, lambda e=endpoint: cross(e)
