@@ -88,6 +88,8 @@ def _eval(world: World, node, t: float):
         if name == "clamp_min":
             vector, low = _eval(world, node.args[0], t), _eval(world, node.args[1], t)
             return {_drop_name(k): max(v, low) for k, v in vector.items()}
+        if name == "absent":
+            return {} if _eval(world, node.args[0], t) else {frozenset(): 1.0}
         if name == "histogram_quantile":
             return _quantile(_eval(world, node.args[0], t), _eval(world, node.args[1], t))
         raise NotImplementedError(name)

@@ -140,7 +140,8 @@ def engine_world(env, endpoint: str, *, queries=1000.0, l0=300.0, lmcache=500.0,
         world.add(m.CURVINE_FS_USED.name, used * factor, component="curvine-master", pod=pod)
         world.add(m.CURVINE_CAPACITY.name, capacity * factor, component="curvine-master", pod=pod)
         world.add(m.CURVINE_EVICTION_BYTES.name, counter(4096.0 * factor), component="curvine-master", pod=pod)
-        world.add("up", 1.0, component="curvine-master", pod=pod)
+    for i in range(env.curvine.master.replicas):
+        world.add("up", 1.0, component="curvine-master", pod=f"curvine-master-{i}")
     world.add("up", 0.0, component="curvine-worker", pod="curvine-worker-x")
     return world
 
@@ -189,3 +190,16 @@ def test_alerts_fire_on_a_full_l2_a_collapsed_hit_rate_and_slow_ttft():
     assert not any(dict(k).get("endpoint") == "qwen25-32b" for k in alerts["KvtiersTTFTHigh"])
     world = engine_world(env, "qwen25-32b")
     assert any(dict(k)["endpoint"] == "qwen25-32b" for k in run_rules(world, r.rule_groups(slow), T)["KvtiersTTFTHigh"])
+
+
+@pytest.mark.parametrize("workers_up, fires", [(None, True), (1, True), ("all", False)])
+def test_the_worker_alert_counts_against_the_deployed_workers(workers_up, fires):
+    """A worker pod that is gone has no `up` series: the alert compares with the environment's worker count."""
+    env = ENVIRONMENTS["prod"]
+    world = engine_world(env, "qwen25-32b")
+    world.series = [s for s in world.series if s.labels.get("component") != "curvine-worker"]
+    count = {None: 0, 1: 1, "all": env.sizing.curvine_workers}[workers_up]
+    for i in range(count):
+        world.add("up", 1.0, component="curvine-worker", pod=f"curvine-worker-{i}")
+    alerts = run_rules(world, r.rule_groups(env), T)
+    assert bool(alerts["KvtiersCurvineWorkerDown"]) is fires

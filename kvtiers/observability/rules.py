@@ -117,13 +117,15 @@ def alert_rules(env: Environment) -> list[Rule]:
              annotations={"summary": "The Curvine L2 is {{ $value | humanizePercentage }} full",
                           "description": f"Eviction (high watermark {env.curvine.eviction.high_watermark}) is not "
                           "keeping up: raise curvine.worker.capacity_gb or run curvine.eviction.janitor_schedule more often."}),
-        Rule(f'{m.UP.name}{MASTERS} == 0', alert="KvtiersCurvineMasterDown", for_="5m", labels=dict(page),
-             annotations={"summary": "Curvine master {{ $labels.pod }} is not answering /metrics",
-                          "description": "Without a master leader the L2 is unavailable and engines recompute."}),
-        Rule(f'{m.UP.name}{{{COMPONENT}="{CURVINE_WORKER}"}} == 0', alert="KvtiersCurvineWorkerDown", for_="5m",
+        # Counted against what the environment deploys: a pod that is gone or Pending has no `up` series at all.
+        Rule(_fewer_up(MASTERS, env.curvine.master.replicas), alert="KvtiersCurvineMasterDown", for_="5m",
              labels=dict(page),
-             annotations={"summary": "Curvine worker {{ $labels.pod }} on {{ $labels.node }} is down",
-                          "description": "Its node's L2 blocks are unreadable; writes from that node go remote."}),
+             annotations={"summary": f"fewer than {env.curvine.master.replicas} Curvine master(s) answer /metrics",
+                          "description": "Without a master leader the L2 is unavailable and engines recompute."}),
+        Rule(_fewer_up(f'{{{COMPONENT}="{CURVINE_WORKER}"}}', env.sizing.curvine_workers),
+             alert="KvtiersCurvineWorkerDown", for_="5m", labels=dict(page),
+             annotations={"summary": f"fewer than {env.sizing.curvine_workers} Curvine worker(s) answer /metrics",
+                          "description": "A missing worker's node L2 blocks are unreadable; its writes go remote."}),
     ]
     for endpoint, sized in env.sized_endpoints():
         name = endpoint.name
@@ -157,3 +159,8 @@ def rule_groups(env: Environment) -> dict:
 
 def rules_yaml(env: Environment) -> str:
     return yaml.safe_dump(rule_groups(env), sort_keys=False, width=1000)
+
+
+def _fewer_up(selector: str, expected: int) -> str:
+    """Fewer than ``expected`` targets up, including none at all (``absent``: no series to compare)."""
+    return f"sum({m.UP.name}{selector}) < {expected} or absent({m.UP.name}{selector})"
