@@ -25,6 +25,23 @@ class PortRule:
     to_port: int | None = None
     """Last port of a range. Default: ``port`` alone."""
 
+    def __post_init__(self) -> None:
+        if not 0 < self.port <= self.last_port < 65536:
+            raise ValueError(f"PortRule {self.reason!r}: bad port range {self.port}-{self.last_port}")
+
+    @property
+    def last_port(self) -> int:
+        return self.to_port if self.to_port is not None else self.port
+
+
+def allow_ingress(scope: Construct, id: str, rule: PortRule, *, group_id: str, source_group_id: str
+                  ) -> ec2.CfnSecurityGroupIngress:
+    """One ``AWS::EC2::SecurityGroupIngress`` for ``rule``, from one security group to another."""
+    return ec2.CfnSecurityGroupIngress(
+        scope, id, group_id=group_id, source_security_group_id=source_group_id, ip_protocol=rule.protocol,
+        from_port=rule.port, to_port=rule.last_port, description=rule.reason,
+    )
+
 
 @dataclass(frozen=True)
 class NodeTrafficProps:
@@ -49,16 +66,5 @@ class NodeTraffic(Construct):
             ("ToSystem", props.hyperpod_to_system, props.system_security_group_id, hyperpod),
         ):
             for rule in rules:
-                last = rule.to_port if rule.to_port is not None else rule.port
-                if not 0 < rule.port <= last < 65536:
-                    raise ValueError(f"NodeTraffic: PortRule {rule.reason!r}: bad port range {rule.port}-{last}")
-                ec2.CfnSecurityGroupIngress(
-                    self,
-                    f"{direction}{rule.protocol.capitalize()}{rule.port}",
-                    group_id=group,
-                    source_security_group_id=source,
-                    ip_protocol=rule.protocol,
-                    from_port=rule.port,
-                    to_port=last,
-                    description=rule.reason,
-                )
+                allow_ingress(self, f"{direction}{rule.protocol.capitalize()}{rule.port}", rule,
+                              group_id=group, source_group_id=source)

@@ -21,7 +21,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from kvtiers.constructs.node_traffic import PortRule
+from kvtiers.constructs.node_traffic import PortRule, allow_ingress
 
 COLLECTOR_USER = "aps-collector-user"
 """The Kubernetes user the collector's access entry maps to; the RBAC objects bind it (AWS managed-collector docs)."""
@@ -87,15 +87,12 @@ class Observability(Construct):
                                             props.hyperpod_security_group.security_group_id),
                                            ("System", props.to_system, props.system_security_group_id)):
             for rule in rules:
-                last = rule.to_port if rule.to_port is not None else rule.port
-                ec2.CfnSecurityGroupIngress(
-                    self, f"ScrapeTo{direction}{rule.port}", group_id=group_id, ip_protocol=rule.protocol,
-                    source_security_group_id=self.security_group.security_group_id, from_port=rule.port,
-                    to_port=last, description=rule.reason)
+                allow_ingress(self, f"ScrapeTo{direction}{rule.port}", rule, group_id=group_id,
+                              source_group_id=self.security_group.security_group_id)
                 ec2.CfnSecurityGroupEgress(
                     self, f"ScrapeFrom{direction}{rule.port}", group_id=self.security_group.security_group_id,
                     ip_protocol=rule.protocol, destination_security_group_id=group_id, from_port=rule.port,
-                    to_port=last, description=rule.reason)
+                    to_port=rule.last_port, description=rule.reason)
 
         self.scraper = aps.CfnScraper(
             self, "Scraper", alias=f"{props.environment_name}-eks",

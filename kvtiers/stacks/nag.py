@@ -44,6 +44,8 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
     )
     platform = graph.platform
     cluster = platform.eks.cluster
+    # The CDK asset bucket's objects, which aws-cdk-lib's handlers read (default bootstrap qualifier).
+    asset_objects = f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-{platform.account}-{platform.region}/*]"
     kubectl = cluster.node.find_child("KubectlProvider")
     acknowledge(
         kubectl,
@@ -73,7 +75,7 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
             "AwsSolutions-IAM5[Action::s3:GetBucket*]",
             "AwsSolutions-IAM5[Action::s3:GetObject*]",
             "AwsSolutions-IAM5[Action::s3:List*]",
-            f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-{platform.account}-{platform.region}/*]",
+            asset_objects,
         )
     hyperpod = platform.hyperpod
     if hyperpod is None:
@@ -119,7 +121,7 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
         "AwsSolutions-IAM5[Action::s3:Abort*]",
         "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
         "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/*]",
-        f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-{platform.account}-{platform.region}/*]",
+        asset_objects,
         "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
         "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
     )
