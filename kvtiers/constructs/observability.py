@@ -1,5 +1,5 @@
-"""Metrics for one environment: an Amazon Managed Service for Prometheus workspace (customer-managed KMS key), its
-managed collector for the EKS cluster, the rule groups, and the alert manager publishing to an SNS topic.
+"""Metrics for one environment: an Amazon Managed Service for Prometheus workspace (AMP's own encryption at rest), its
+managed collector for the EKS cluster, the rule groups, and the alert manager publishing to an encrypted SNS topic.
 
 Why the managed collector and not the HyperPod observability add-on: the add-on installs its own collectors for
 cluster, node, GPU and EFA metrics into a workspace it manages, with its own dashboards; it has no place for the

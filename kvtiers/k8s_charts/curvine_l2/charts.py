@@ -626,7 +626,9 @@ class CurvineStorageChart(cdk8s.Chart):
                     "concurrencyPolicy": "Forbid",
                     "successfulJobsHistoryLimit": 1,
                     "failedJobsHistoryLimit": 3,
-                    "jobTemplate": {"spec": {"backoffLimit": 0, "template": job_pod}},
+                    # A run stuck on a dead mount must not block the next ones (Forbid waits for it).
+                    "startingDeadlineSeconds": 300,
+                    "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 1800, "template": job_pod}},
                 }
             },
         )

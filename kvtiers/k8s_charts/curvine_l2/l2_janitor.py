@@ -25,13 +25,17 @@ class ChunkFile:
 
 
 def stored_files(root: str) -> list[ChunkFile]:
-    """Every regular file below ``root``; unreadable entries (a file another pod just renamed) are skipped."""
+    """Every regular file below ``root``; unreadable entries (a file another pod just renamed) are skipped, but an
+    unreadable ``root`` (a dead FUSE mount) raises: a janitor that sees nothing must not report success."""
     files: list[ChunkFile] = []
     stack = [root]
     while stack:
+        folder = stack.pop()
         try:
-            entries = list(os.scandir(stack.pop()))
+            entries = list(os.scandir(folder))
         except OSError:
+            if folder == root:
+                raise
             continue
         for entry in entries:
             try:
@@ -65,17 +69,21 @@ def main(argv: list[str]) -> int:
     files = stored_files(root)
     used = sum(f.size for f in files)
     chosen = victims(files, int(capacity), float(high), float(low))
-    freed = 0
+    removed, freed, failed = 0, 0, 0
     for file in chosen:
         if not dry_run:
             try:
                 os.unlink(file.path)
+            except FileNotFoundError:
+                continue  # already gone (another writer's rename or a previous run)
             except OSError:
+                failed += 1
                 continue
+        removed += 1
         freed += file.size
-    print(f"kvtiers l2-janitor: {len(files)} files, {used} of {capacity} bytes; removed {len(chosen)} files, "
-          f"{freed} bytes{' (dry run)' if dry_run else ''}")
-    return 0
+    print(f"kvtiers l2-janitor: {len(files)} files, {used} of {capacity} bytes; removed {removed} files, "
+          f"{freed} bytes{' (dry run)' if dry_run else ''}{f'; {failed} could not be removed' if failed else ''}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
