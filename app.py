@@ -34,14 +34,21 @@ def main() -> None:
     stage = app.node.try_get_context("kvtiers:stage") or "all"
     try:
         if stage not in ("all", "eks"):
-            raise DeployGraphError(f"-c kvtiers:stage={stage}: use 'eks' (first stage of an external-chart deploy) or 'all'")
+            raise DeployGraphError(
+                f"-c kvtiers:stage={stage}: use 'eks' (first stage of an external-chart deploy) or 'all'"
+            )
         chart_dir = vendored_chart(HYPERPOD_CHECKOUT, environment.hyperpod.dependency_chart.revision)
-        graph = build_deploy_graph(app, environment, hyperpod_chart_dir=chart_dir, review=review, eks_only=stage == "eks")
+        graph = build_deploy_graph(
+            app, environment, hyperpod_chart_dir=chart_dir, review=review, eks_only=stage == "eks"
+        )
     except DeployGraphError as error:
         print(f"error: {config_path}: {error}", file=sys.stderr)
         sys.exit(1)
     if review:
-        print("kvtiers: offline review synth (-c kvtiers:review=true): for reading and CI, not for deploying", file=sys.stderr)
+        print(
+            "kvtiers: offline review synth (-c kvtiers:review=true): for reading and CI, not for deploying",
+            file=sys.stderr,
+        )
     synthesize(app, graph)
     for line in (*l2_report(environment), *l2_revision_report(environment), *tiered_storage_report(environment)):
         print(f"kvtiers: {line}", file=sys.stderr)

@@ -49,9 +49,7 @@ def _parse_embedded(text: str) -> Any:
 
 
 def snapshot(outdir: Path) -> dict[str, Any]:
-    templates = {
-        path.name: _normalize(json.loads(path.read_text())) for path in sorted(outdir.glob("*.template.json"))
-    }
+    templates = {path.name: _normalize(json.loads(path.read_text())) for path in sorted(outdir.glob("*.template.json"))}
     objects = {
         str(path.relative_to(outdir / "k8s")): _normalize(yaml.safe_load(path.read_text()))
         for path in sorted((outdir / "k8s").rglob("*.yaml"))

@@ -9,8 +9,8 @@ leaves these forms is noticed rather than mis-evaluated. Instant vectors are ``{
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import promql_parser as pp
 
@@ -18,8 +18,14 @@ Labels = frozenset
 Vector = dict
 
 ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": lambda a, b: a / b if b else float("nan")}
-COMPARE = {">": operator.gt, "<": operator.lt, "==": operator.eq, ">=": operator.ge, "<=": operator.le,
-           "!=": operator.ne}
+COMPARE = {
+    ">": operator.gt,
+    "<": operator.lt,
+    "==": operator.eq,
+    ">=": operator.ge,
+    "<=": operator.le,
+    "!=": operator.ne,
+}
 
 
 @dataclass
@@ -52,7 +58,7 @@ def _select(world: World, node, t: float, window: float | None = None) -> Vector
     if name in world.recorded:
         assert window is None, "rate over a recorded series"
         for labels, value in world.recorded[name].items():
-            if all(dict(labels).get(k) == v for k, v, in ((k, v) for k, _, v in matchers)):
+            if all(dict(labels).get(k) == v for k, v in ((k, v) for k, _, v in matchers)):
                 out[labels] = value
         return out
     for s in world.series:
@@ -83,8 +89,10 @@ def _eval(world: World, node, t: float):
         name = node.func.name
         if name == "rate":
             matrix = node.args[0]
-            return {_drop_name(k): v for k, v in
-                    _select(world, matrix.vector_selector, t, matrix.range.total_seconds()).items()}
+            return {
+                _drop_name(k): v
+                for k, v in _select(world, matrix.vector_selector, t, matrix.range.total_seconds()).items()
+            }
         if name == "clamp_min":
             vector, low = _eval(world, node.args[0], t), _eval(world, node.args[1], t)
             return {_drop_name(k): max(v, low) for k, v in vector.items()}
@@ -123,7 +131,9 @@ def _quantile(q: float, buckets: Vector) -> Vector:
         rank, lower, below = q * total, 0.0, 0.0
         for upper, count in points:
             if count >= rank:
-                out[key] = lower if upper == float("inf") else lower + (upper - lower) * (rank - below) / (count - below)
+                out[key] = (
+                    lower if upper == float("inf") else lower + (upper - lower) * (rank - below) / (count - below)
+                )
                 break
             lower, below = upper, count
     return out

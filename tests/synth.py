@@ -37,13 +37,19 @@ class Synthesized:
         return sorted(self.outdir.glob("*.template.json"))
 
 
-def synth(config: str | Path, outdir: Path, *, nag: bool = False, chart_dir: Path | None = None,
-          eks_only: bool = False) -> Synthesized:
+def synth(
+    config: str | Path, outdir: Path, *, nag: bool = False, chart_dir: Path | None = None, eks_only: bool = False
+) -> Synthesized:
     """Without ``chart_dir`` this is an offline review synth (the platform template refuses to deploy), as
     ``make synth`` does without a vendored chart."""
     app = cdk.App(context=cdk_context(), outdir=str(outdir))
-    graph = build_deploy_graph(app, load_environment(ROOT / config), hyperpod_chart_dir=chart_dir,
-                               review=chart_dir is None, eks_only=eks_only, nag=nag)
+    graph = build_deploy_graph(
+        app,
+        load_environment(ROOT / config),
+        hyperpod_chart_dir=chart_dir,
+        review=chart_dir is None,
+        eks_only=eks_only,
+        nag=nag,
+    )
     synthesize(app, graph)
     return Synthesized(graph=graph, outdir=outdir)
-

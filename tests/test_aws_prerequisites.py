@@ -35,8 +35,11 @@ def actions_of(statement: dict) -> set[str]:
 
 def test_ebs_csi_key_rights_are_exactly_the_documented_list(dev_synth):
     # EKS user guide, "Store Kubernetes volumes with Amazon EBS" (KMS key for encryption on EBS).
-    kms = [s for s in role_statements(dev_synth.template_json(dev_synth.graph.platform), "EbsCsiRole")
-           if any(a.startswith("kms:") for a in actions_of(s))]
+    kms = [
+        s
+        for s in role_statements(dev_synth.template_json(dev_synth.graph.platform), "EbsCsiRole")
+        if any(a.startswith("kms:") for a in actions_of(s))
+    ]
     by_actions = {frozenset(actions_of(s)): s for s in kms}
     assert set(by_actions) == {
         frozenset({"kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"}),
@@ -65,15 +68,23 @@ def test_keda_role_trust_checks_audience_and_subject(prod_synth):
 
 @pytest.mark.parametrize(
     "size, iops, throughput, ok",
-    [(20, 3000, 125, True), (1, 3000, 125, True), (20, 10000, 125, True), (20, 10001, 125, False),
-     (100, 16000, 1000, True), (100, 3000, 751, False)],
+    [
+        (20, 3000, 125, True),
+        (1, 3000, 125, True),
+        (20, 10000, 125, True),
+        (20, 10001, 125, False),
+        (100, 16000, 1000, True),
+        (100, 3000, 751, False),
+    ],
 )
 def test_gp3_limits(size, iops, throughput, ok):
     assert (gp3_problem(size_gib=size, iops=iops, throughput_mibps=throughput) is None) is ok
 
 
 def test_gp3_iops_above_500_per_gib_is_rejected(tmp_path):
-    message = rejected(tmp_path, lambda raw: raw["curvine"].update(master={"replicas": 1, "meta_volume_gib": 10, "volume_iops": 6000}))
+    message = rejected(
+        tmp_path, lambda raw: raw["curvine"].update(master={"replicas": 1, "meta_volume_gib": 10, "volume_iops": 6000})
+    )
     assert "curvine.master: " in message and "500 IOPS per GiB" in message and "meta_volume_gib" in message
 
 
@@ -83,8 +94,11 @@ def test_journal_volume_construct_checks_gp3_limits():
     from kvtiers.constructs.journal_volumes import CurvineJournalVolumes, JournalVolumesProps
 
     with pytest.raises(ValueError, match="JournalVolumesProps.meta_size_gib: .*500 IOPS per GiB"):
-        CurvineJournalVolumes(cdk.Stack(), "J", props=JournalVolumesProps(availability_zone="us-east-1a", masters=1,
-                                                                          meta_size_gib=4, iops=4000))
+        CurvineJournalVolumes(
+            cdk.Stack(),
+            "J",
+            props=JournalVolumesProps(availability_zone="us-east-1a", masters=1, meta_size_gib=4, iops=4000),
+        )
 
 
 def test_public_endpoint_needs_explicit_cidrs(tmp_path):
@@ -93,14 +107,18 @@ def test_public_endpoint_needs_explicit_cidrs(tmp_path):
 
 
 def test_public_access_cidrs_must_be_cidrs(tmp_path):
-    message = rejected(tmp_path, lambda raw: raw["eks"].update(endpoint_access="public_and_private",
-                                                               public_access_cidrs=["office"]))
+    message = rejected(
+        tmp_path, lambda raw: raw["eks"].update(endpoint_access="public_and_private", public_access_cidrs=["office"])
+    )
     assert "eks.public_access_cidrs: 'office' is not an IPv4 CIDR" in message
 
 
 def test_endpoint_is_private_by_default(dev_synth):
-    cluster = next(r for r in dev_synth.template_json(dev_synth.graph.platform)["Resources"].values()
-                   if r["Type"] == "AWS::EKS::Cluster")
+    cluster = next(
+        r
+        for r in dev_synth.template_json(dev_synth.graph.platform)["Resources"].values()
+        if r["Type"] == "AWS::EKS::Cluster"
+    )
     vpc_config = cluster["Properties"]["ResourcesVpcConfig"]
     assert vpc_config["EndpointPublicAccess"] is False and vpc_config["EndpointPrivateAccess"] is True
 
@@ -109,10 +127,14 @@ def test_public_endpoint_is_limited_to_the_given_cidrs(tmp_path):
     from tests.synth import synth
     from tests.test_config import write_variant
 
-    path = write_variant(tmp_path, lambda raw: raw["eks"].update(endpoint_access="public_and_private",
-                                                                 public_access_cidrs=["203.0.113.0/24"]))
+    path = write_variant(
+        tmp_path,
+        lambda raw: raw["eks"].update(endpoint_access="public_and_private", public_access_cidrs=["203.0.113.0/24"]),
+    )
     out = synth(path, tmp_path / "out")
-    cluster = next(r for r in out.template_json(out.graph.platform)["Resources"].values() if r["Type"] == "AWS::EKS::Cluster")
+    cluster = next(
+        r for r in out.template_json(out.graph.platform)["Resources"].values() if r["Type"] == "AWS::EKS::Cluster"
+    )
     assert cluster["Properties"]["ResourcesVpcConfig"]["PublicAccessCidrs"] == ["203.0.113.0/24"]
 
 
@@ -121,10 +143,19 @@ def test_public_endpoint_is_limited_to_the_given_cidrs(tmp_path):
 
 CNI_ACTIONS = {
     # AmazonEKS_CNI_Policy's IPv4 actions, as both reference templates give them to the execution role.
-    "ec2:AssignPrivateIpAddresses", "ec2:AttachNetworkInterface", "ec2:CreateNetworkInterface",
-    "ec2:DeleteNetworkInterface", "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute",
-    "ec2:UnassignPrivateIpAddresses", "ec2:DescribeInstances", "ec2:DescribeInstanceTypes",
-    "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DescribeTags", "ec2:CreateTags",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:AttachNetworkInterface",
+    "ec2:CreateNetworkInterface",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DetachNetworkInterface",
+    "ec2:ModifyNetworkInterfaceAttribute",
+    "ec2:UnassignPrivateIpAddresses",
+    "ec2:DescribeInstances",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeTags",
+    "ec2:CreateTags",
 }
 
 
@@ -135,7 +166,11 @@ def test_execution_role_can_give_pods_ip_addresses(dev_synth):
     tags = next(s for s in statements if actions_of(s) == {"ec2:CreateTags"})
     assert "network-interface/*" in str(tags["Resource"])
     mutating = next(s for s in statements if "ec2:CreateNetworkInterface" in actions_of(s))
-    assert "*" != mutating["Resource"] and "subnet/" in str(mutating["Resource"]) and "security-group/" in str(mutating["Resource"])
+    assert (
+        "*" != mutating["Resource"]
+        and "subnet/" in str(mutating["Resource"])
+        and "security-group/" in str(mutating["Resource"])
+    )
 
 
 # --------------------------------------------------------------------------------------------------- 5: taints and DHC
@@ -169,7 +204,9 @@ def test_unused_tiered_storage_is_reported(dev_env):
     from kvtiers.config.report import tiered_storage_report
 
     (line,) = tiered_storage_report(dev_env)
-    assert "reserves 20 % of memory (76.8 GiB of 384 GiB on each ml.g6e.12xlarge" in line and "no endpoint uses it" in line
+    assert (
+        "reserves 20 % of memory (76.8 GiB of 384 GiB on each ml.g6e.12xlarge" in line and "no endpoint uses it" in line
+    )
 
 
 def test_tiered_storage_used_by_the_operator_backend_is_not_reported(tmp_path):
@@ -226,12 +263,17 @@ def test_a_group_without_a_secondary_volume_has_no_instance_storage_config(tmp_p
 
     path = write_variant(tmp_path, lambda raw: raw["hyperpod"]["instance_groups"][0].update(ebs_volume_gb=0))
     out = synth(path, tmp_path / "out")
-    cluster = next(r for r in out.template_json(out.graph.platform)["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster")
+    cluster = next(
+        r for r in out.template_json(out.graph.platform)["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"
+    )
     assert "InstanceStorageConfigs" not in cluster["Properties"]["InstanceGroups"][0]
 
 
 def test_the_service_cidr_is_explicit_so_policies_can_name_the_api_service(dev_synth, dev_env):
-    cluster = next(r for r in dev_synth.template_json(dev_synth.graph.platform)["Resources"].values()
-                   if r["Type"] == "AWS::EKS::Cluster")
+    cluster = next(
+        r
+        for r in dev_synth.template_json(dev_synth.graph.platform)["Resources"].values()
+        if r["Type"] == "AWS::EKS::Cluster"
+    )
     assert cluster["Properties"]["KubernetesNetworkConfig"]["ServiceIpv4Cidr"] == dev_env.eks.service_ipv4_cidr
     assert dev_env.eks.api_service_ip == "172.20.0.1"

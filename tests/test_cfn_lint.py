@@ -20,8 +20,15 @@ def test_templates_pass_cfn_lint(request, synthesized):
     result = request.getfixturevalue(synthesized)
     region = result.graph.platform.region
     command = [
-        str(Path(sys.executable).with_name("cfn-lint")), "--format", "parseable", "--regions", region,
-        "--ignore-checks", *IGNORED, "--", *map(str, result.templates),
+        str(Path(sys.executable).with_name("cfn-lint")),
+        "--format",
+        "parseable",
+        "--regions",
+        region,
+        "--ignore-checks",
+        *IGNORED,
+        "--",
+        *map(str, result.templates),
     ]
     run = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert run.stdout.strip() == "" and run.returncode == 0, run.stdout + run.stderr
@@ -38,7 +45,9 @@ def test_cfn_lint_catches_a_bad_hyperpod_cluster(tmp_path):
     )
     run = subprocess.run(
         [str(Path(sys.executable).with_name("cfn-lint")), "--format", "parseable", "--", str(bad)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode & 2, run.stdout
     assert "E3030" in run.stdout and "E3034" in run.stdout

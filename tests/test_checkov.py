@@ -23,8 +23,10 @@ BAD_DEPLOYMENT = {
         "selector": {"matchLabels": {"app": "bad"}},
         "template": {
             "metadata": {"labels": {"app": "bad"}},
-            "spec": {"hostPID": True, "containers": [{"name": "c", "image": "busybox:1.36",
-                                                      "securityContext": {"privileged": True}}]},
+            "spec": {
+                "hostPID": True,
+                "containers": [{"name": "c", "image": "busybox:1.36", "securityContext": {"privileged": True}}],
+            },
         },
     },
 }
@@ -35,8 +37,7 @@ def acknowledgments() -> list[dict]:
 
 
 def command(framework: str, targets: list[str]) -> list[str]:
-    return [str(CHECKOV), *targets, "--framework", framework, "--skip-download", "--compact", "--quiet",
-            "-o", "json"]
+    return [str(CHECKOV), *targets, "--framework", framework, "--skip-download", "--compact", "--quiet", "-o", "json"]
 
 
 def failed(output: str) -> list[tuple[str, str]]:
@@ -46,8 +47,11 @@ def failed(output: str) -> list[tuple[str, str]]:
 
 
 def unacknowledged(findings: list[tuple[str, str]], acks: list[dict]) -> list[tuple[str, str]]:
-    return [(check, resource) for check, resource in findings
-            if not any(a["check"] == check and fnmatch.fnmatchcase(resource, a["object"]) for a in acks)]
+    return [
+        (check, resource)
+        for check, resource in findings
+        if not any(a["check"] == check and fnmatch.fnmatchcase(resource, a["object"]) for a in acks)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +64,21 @@ def scans(tmp_path_factory, request) -> dict[str, list[tuple[str, str]]]:
     jobs: dict[str, list[str]] = {}
     for env in ENVIRONMENTS:
         # dev and prod come from the session's synths; any other environment file is synthesized here.
-        out = request.getfixturevalue(f"{env}_synth") if env in ("dev", "prod") else \
-            synth(f"config/{env}.yaml", tmp_path_factory.mktemp(env) / "cdk.out")
+        out = (
+            request.getfixturevalue(f"{env}_synth")
+            if env in ("dev", "prod")
+            else synth(f"config/{env}.yaml", tmp_path_factory.mktemp(env) / "cdk.out")
+        )
         templates = [t for p in out.templates for t in ("-f", str(p))]
         jobs[f"{env}:cloudformation"] = command("cloudformation", templates)
         jobs[f"{env}:kubernetes"] = command("kubernetes", ["-d", str(out.outdir / "k8s")])
     bad = tmp_path_factory.mktemp("bad")
     (bad / "deployment.yaml").write_text(yaml.safe_dump(BAD_DEPLOYMENT))
     jobs["bad:kubernetes"] = command("kubernetes", ["-d", str(bad)])
-    running = {name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for name, cmd in jobs.items()}
+    running = {
+        name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, cmd in jobs.items()
+    }
     results = {}
     for name, proc in running.items():
         stdout, stderr = proc.communicate(timeout=300)
@@ -83,16 +92,19 @@ def scans(tmp_path_factory, request) -> dict[str, list[tuple[str, str]]]:
 def test_checkov_finds_nothing_unacknowledged(scans, env, framework):
     findings = scans[f"{env}:{framework}"]
     left = unacknowledged(findings, acknowledgments())
-    assert not left, "unacknowledged checkov findings (fix them or reason them in checkov-acknowledgments.yaml):\n" + \
-        "\n".join(f"{check} {resource}" for check, resource in left)
+    assert not left, (
+        "unacknowledged checkov findings (fix them or reason them in checkov-acknowledgments.yaml):\n"
+        + "\n".join(f"{check} {resource}" for check, resource in left)
+    )
 
 
 def test_every_acknowledgment_is_reasoned_and_used(scans):
     every = [f for name, found in scans.items() if not name.startswith("bad") for f in found]
     for ack in acknowledgments():
         assert set(ack) == {"object", "check", "reason"} and len(ack["reason"]) > 30, ack
-        assert any(check == ack["check"] and fnmatch.fnmatchcase(resource, ack["object"]) for check, resource in every), \
-            f"acknowledgment matches no finding (remove it): {ack}"
+        assert any(
+            check == ack["check"] and fnmatch.fnmatchcase(resource, ack["object"]) for check, resource in every
+        ), f"acknowledgment matches no finding (remove it): {ack}"
 
 
 def test_the_scan_fails_on_a_bad_object(scans):

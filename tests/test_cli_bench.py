@@ -42,7 +42,7 @@ def test_speedup_matches_the_server():
     completions = server.requests
     assert all(r["stream"] and r["stream_options"] == {"include_usage": True} for r in completions)
     colds = [r["prompt"] for r in completions[::2]]
-    assert len(set(p.split("\n")[0] for p in colds)) == len(colds)
+    assert len({p.split("\n")[0] for p in colds}) == len(colds)
 
 
 def test_table_output():
@@ -82,8 +82,19 @@ def test_without_tokenize_reports_the_server_count():
 def test_multi_turn_replay():
     with FakeOpenAI(BASE_S, PER_TOKEN_S) as server:
         result = bench(
-            "--url", server.url, "--lengths", "100", "--repeats", "1",
-            "--turns", "3", "--turn-context", "300", "--turn-extend", "50", "--json",
+            "--url",
+            server.url,
+            "--lengths",
+            "100",
+            "--repeats",
+            "1",
+            "--turns",
+            "3",
+            "--turn-context",
+            "300",
+            "--turn-extend",
+            "50",
+            "--json",
         )
     assert result.exit_code == 0, result.output
     turns = [r for r in json.loads(result.output) if r["mode"] == "multi_turn"]
@@ -97,8 +108,9 @@ def test_multi_turn_replay():
 def test_csv_and_plot(tmp_path):
     out_csv, out_png = tmp_path / "ttft.csv", tmp_path / "ttft.png"
     with FakeOpenAI(BASE_S, PER_TOKEN_S) as server:
-        result = bench("--url", server.url, "--lengths", "100,200", "--repeats", "1",
-                       "--csv", str(out_csv), "--plot", str(out_png))
+        result = bench(
+            "--url", server.url, "--lengths", "100,200", "--repeats", "1", "--csv", str(out_csv), "--plot", str(out_png)
+        )
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(out_csv.open()))
     assert [int(r["prompt_tokens"]) for r in rows] == [100, 200]

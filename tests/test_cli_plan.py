@@ -50,8 +50,9 @@ def test_plan_json_reuses_sizing_numbers(dev_env):
 def test_hf_config_override_resizes_through_the_schema(tmp_path):
     cfg = tmp_path / "config.json"
     # Llama-3.1-8B shape: 32 layers, 8 KV heads, head dim 4096/32 = 128 -> 131,072 B per token in bf16.
-    cfg.write_text(json.dumps({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                               "hidden_size": 4096}))
+    cfg.write_text(
+        json.dumps({"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096})
+    )
     result = invoke("plan", "-c", DEV, "--json", "--hf-config", f"qwen2-7b={cfg}")
     assert result.exit_code == 0, result.output
     endpoint = json.loads(result.output)["endpoints"][0]

@@ -17,10 +17,17 @@ from tests.fakes.prometheus import FakePrometheus
 runner = CliRunner()
 E = {"endpoint": "qwen2-7b"}
 RESULTS = {
-    r.PROMPT_TOKENS: [(E, 1000.0)], r.L0_TOKENS: [(E, 300.0)], r.L1_TOKENS: [({**E, "derived": "true"}, 300.0)],
-    r.L2_TOKENS: [({**E, "derived": "true"}, 200.0)], r.RECOMPUTED_TOKENS: [(E, 200.0)],
-    r.TTFT_P50: [(E, 0.287)], r.TTFT_P95: [(E, 0.774)], r.QUEUE: [(E, 2.0)],
-    r.L2_USED_RATIO: [({}, 0.42)], r.L2_USED_BYTES: [({}, 420 * 2**30)], r.L2_CAPACITY_BYTES: [({}, 1000 * 2**30)],
+    r.PROMPT_TOKENS: [(E, 1000.0)],
+    r.L0_TOKENS: [(E, 300.0)],
+    r.L1_TOKENS: [({**E, "derived": "true"}, 300.0)],
+    r.L2_TOKENS: [({**E, "derived": "true"}, 200.0)],
+    r.RECOMPUTED_TOKENS: [(E, 200.0)],
+    r.TTFT_P50: [(E, 0.287)],
+    r.TTFT_P95: [(E, 0.774)],
+    r.QUEUE: [(E, 2.0)],
+    r.L2_USED_RATIO: [({}, 0.42)],
+    r.L2_USED_BYTES: [({}, 420 * 2**30)],
+    r.L2_CAPACITY_BYTES: [({}, 1000 * 2**30)],
     r.L2_EVICTED_BYTES: [({}, 0.0)],
 }
 
@@ -34,9 +41,17 @@ def test_once_json_reports_each_tier_per_endpoint():
         result = top("--url", prom.url, "--once", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["endpoints"]["qwen2-7b"] == {"prompt": 1000.0, "L0": 300.0, "L1": 300.0, "L2": 200.0,
-                                             "recomputed": 200.0, "l2_hit_ratio": None, "ttft_p50": 0.287,
-                                             "ttft_p95": 0.774, "queue": 2.0}
+    assert data["endpoints"]["qwen2-7b"] == {
+        "prompt": 1000.0,
+        "L0": 300.0,
+        "L1": 300.0,
+        "L2": 200.0,
+        "recomputed": 200.0,
+        "l2_hit_ratio": None,
+        "ttft_p50": 0.287,
+        "ttft_p95": 0.774,
+        "queue": 2.0,
+    }
     assert data["l2"]["used_ratio"] == 0.42
     assert set(prom.queries) == set(RESULTS) | {r.L2_HIT_RATIO}
 
@@ -98,6 +113,5 @@ def test_an_amp_url_is_signed_for_its_region():
 
 
 def test_a_failing_query_is_reported():
-    with FakePrometheus(RESULTS) as prom:
-        with pytest.raises(TopError, match="bad_data: parse error"):
-            PrometheusClient(prom.url).query("bad(")
+    with FakePrometheus(RESULTS) as prom, pytest.raises(TopError, match="bad_data: parse error"):
+        PrometheusClient(prom.url).query("bad(")

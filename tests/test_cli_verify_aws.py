@@ -13,7 +13,7 @@ from kvtiers.cli.verify import aws
 
 NAME = "kvtiers-dev"
 ARN = "arn:aws:sagemaker:us-east-1:111111111111:cluster/abcdef123456"
-LAUNCH = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+LAUNCH = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
 
 def cluster(**overrides) -> dict:
@@ -22,8 +22,13 @@ def cluster(**overrides) -> dict:
         "ClusterName": NAME,
         "ClusterStatus": "InService",
         "InstanceGroups": [
-            {"InstanceGroupName": "g6e-serving", "InstanceType": "ml.g6e.12xlarge", "CurrentCount": 2,
-             "TargetCount": 2, "Status": "InService"}
+            {
+                "InstanceGroupName": "g6e-serving",
+                "InstanceType": "ml.g6e.12xlarge",
+                "CurrentCount": 2,
+                "TargetCount": 2,
+                "Status": "InService",
+            }
         ],
         "TieredStorageConfig": {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 20},
         "NodeRecovery": "Automatic",
@@ -36,8 +41,13 @@ def node(i: int, state: str = "Running", message: str | None = None) -> dict:
     status = {"Status": state}
     if message:
         status["Message"] = message
-    return {"InstanceGroupName": "g6e-serving", "InstanceId": f"i-0{i}", "InstanceType": "ml.g6e.12xlarge",
-            "LaunchTime": LAUNCH, "InstanceStatus": status}
+    return {
+        "InstanceGroupName": "g6e-serving",
+        "InstanceId": f"i-0{i}",
+        "InstanceType": "ml.g6e.12xlarge",
+        "LaunchTime": LAUNCH,
+        "InstanceStatus": status,
+    }
 
 
 @pytest.fixture
@@ -79,9 +89,11 @@ def test_not_in_service(stubbed, dev_env):
 
 @pytest.mark.parametrize(
     ("tiered", "expect"),
-    [({"Mode": "Enable", "InstanceMemoryAllocationPercentage": 30}, "Mode Enable, 30 %"),
-     ({"Mode": "Disable"}, "Mode Disable"),
-     (None, "absent")],
+    [
+        ({"Mode": "Enable", "InstanceMemoryAllocationPercentage": 30}, "Mode Enable, 30 %"),
+        ({"Mode": "Disable"}, "Mode Disable"),
+        (None, "absent"),
+    ],
 )
 def test_tiered_storage_mismatch(stubbed, dev_env, tiered, expect):
     described = cluster()
@@ -99,8 +111,15 @@ def test_node_recovery_mismatch(stubbed, dev_env):
 
 
 def test_instance_group_below_target(stubbed, dev_env):
-    groups = [{"InstanceGroupName": "g6e-serving", "InstanceType": "ml.g6e.12xlarge", "CurrentCount": 1,
-               "TargetCount": 2, "Status": "Updating"}]
+    groups = [
+        {
+            "InstanceGroupName": "g6e-serving",
+            "InstanceType": "ml.g6e.12xlarge",
+            "CurrentCount": 1,
+            "TargetCount": 2,
+            "Status": "Updating",
+        }
+    ]
     check = run(stubbed, dev_env, cluster(InstanceGroups=groups))["instance group g6e-serving"]
     assert not check.ok and "1 of 2 instances" in check.detail and "status Updating" in check.detail
 
@@ -136,11 +155,16 @@ def test_with_moto(dev_env):
         client = boto3.client("sagemaker", region_name="us-east-1")
         client.create_cluster(
             ClusterName=NAME,
-            InstanceGroups=[{
-                "InstanceCount": 2, "InstanceGroupName": "g6e-serving", "InstanceType": "ml.g5.12xlarge",
-                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/x", "OnCreate": "on_create.sh"},
-                "ExecutionRole": "arn:aws:iam::123456789012:role/r", "ThreadsPerCore": 1,
-            }],
+            InstanceGroups=[
+                {
+                    "InstanceCount": 2,
+                    "InstanceGroupName": "g6e-serving",
+                    "InstanceType": "ml.g5.12xlarge",
+                    "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/x", "OnCreate": "on_create.sh"},
+                    "ExecutionRole": "arn:aws:iam::123456789012:role/r",
+                    "ThreadsPerCore": 1,
+                }
+            ],
         )
         results = {r.name: r for r in aws.check_hyperpod(client, dev_env.hyperpod)}
     assert results["cluster InService"].ok

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kubernetes.client import AppsV1Api, CoreV1Api
 import pytest
+from kubernetes.client import AppsV1Api, CoreV1Api
 
 from kvtiers.cli import names
 from kvtiers.cli.verify import crosspod, k8s, runner
@@ -31,13 +31,21 @@ def kube_checks(env, api):
 
 
 def test_healthy_cluster_passes_every_kubernetes_check(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, api, _core, _apps = world
     results = kube_checks(dev_env, api)
     assert all(r.ok for r in results.values()), [r for r in results.values() if not r.ok]
     assert set(results) >= {
-        "HyperPod nodes joined", "masters Ready", "master leader", "workers registered",
-        "Curvine worker on every GPU node", "CSI node on every GPU node", "L2 claim Bound", "engine pods Ready",
-        "router available", "router sees engines", crosspod.NAME,
+        "HyperPod nodes joined",
+        "masters Ready",
+        "master leader",
+        "workers registered",
+        "Curvine worker on every GPU node",
+        "CSI node on every GPU node",
+        "L2 claim Bound",
+        "engine pods Ready",
+        "router available",
+        "router sees engines",
+        crosspod.NAME,
     }
     cross = results[crosspod.NAME]
     assert "stored 1941" in cross.detail and "hit 1941" in cross.detail and "100%" in cross.detail
@@ -47,22 +55,23 @@ def test_healthy_cluster_passes_every_kubernetes_check(world, dev_env):
 
 
 def test_node_not_ready(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, _api, core, _apps = world
     kube.nodes[1]["status"]["conditions"][0]["status"] = "False"
     check = k8s.check_gpu_nodes(core, dev_env)
     assert not check.ok and "not Ready: hyperpod-i-g6e-serving-1" in check.detail and check.hint
 
 
 def test_masters_not_ready(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, api, core, apps = world
     kube.objects[f"/apis/apps/v1/namespaces/curvine/statefulsets/{names.CURVINE_MASTER_STATEFULSET}"]["status"][
-        "readyReplicas"] = 0
+        "readyReplicas"
+    ] = 0
     check = by_name(k8s.check_curvine_masters(core, apps, api, dev_env))["masters Ready"]
     assert not check.ok and "0 Ready of 1" in check.detail
 
 
 def test_no_leader(world, dev_env):
-    kube, handles, api, core, apps = world
+    _kube, handles, api, core, apps = world
     handles["overview"]["curvine-master-0"]["master_state"] = "Standby"
     results = by_name(k8s.check_curvine_masters(core, apps, api, dev_env))
     assert not results["master leader"].ok and "0 leaders" in results["master leader"].detail
@@ -70,21 +79,21 @@ def test_no_leader(world, dev_env):
 
 
 def test_master_web_unreachable(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, api, core, apps = world
     del kube.proxies[("pods", "curvine", "curvine-master-0", dev_env.curvine.ports.master_web)]
     check = by_name(k8s.check_curvine_masters(core, apps, api, dev_env))["master leader"]
     assert not check.ok and "no /api/overview from curvine-master-0" in check.detail
 
 
 def test_workers_not_registered(world, dev_env):
-    kube, handles, api, core, apps = world
+    _kube, handles, api, core, apps = world
     handles["overview"]["curvine-master-0"].update(live_workers=1, lost_workers=1)
     check = by_name(k8s.check_curvine_masters(core, apps, api, dev_env))["workers registered"]
     assert not check.ok and "1 live worker(s) (1 lost), expected 2" in check.detail
 
 
 def test_worker_missing_on_a_node(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, _api, core, apps = world
     kube.pods.remove(kube.pod(f"{names.CURVINE_WORKER_DAEMONSET}-1"))
     kube.pod(f"{names.CURVINE_CSI_NODE_DAEMONSET}-0")["status"]["conditions"][0]["status"] = "False"
     results = by_name(k8s.check_curvine_nodes(core, apps, dev_env))
@@ -94,14 +103,14 @@ def test_worker_missing_on_a_node(world, dev_env):
 
 
 def test_l2_claim_pending(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, _api, core, _apps = world
     kube.objects["/api/v1/namespaces/serving/persistentvolumeclaims/curvine-l2"]["status"]["phase"] = "Pending"
     check = k8s.check_l2_claim(core, dev_env)
     assert not check.ok and "is Pending" in check.detail and "describe pvc" in check.hint
 
 
 def test_missing_objects_become_failed_checks(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, api, _core, _apps = world
     del kube.objects["/api/v1/namespaces/serving/persistentvolumeclaims/curvine-l2"]
     del kube.objects["/apis/apps/v1/namespaces/serving/deployments/qwen2-7b-router"]
     results = kube_checks(dev_env, api)
@@ -110,7 +119,7 @@ def test_missing_objects_become_failed_checks(world, dev_env):
 
 
 def test_engine_not_ready(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, _api, core, _apps = world
     kube.pod("qwen2-7b-engine-1")["status"]["conditions"][0]["status"] = "False"
     endpoint = dev_env.serving.endpoints[0]
     check = k8s.check_engines(core, dev_env, endpoint)
@@ -129,14 +138,14 @@ def test_router_sees_too_few_engines(world, dev_env):
 
 
 def test_router_service_without_endpoints(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, api, core, apps = world
     del kube.proxies[("services", "serving", "qwen2-7b-router", 80)]
     results = by_name(k8s.check_router(core, apps, api, dev_env, dev_env.serving.endpoints[0]))
     assert not results["router sees engines"].ok and "/engines HTTP 503" in results["router sees engines"].detail
 
 
 def cross(world, dev_env):
-    kube, handles, api, core, apps = world
+    _kube, _handles, api, core, _apps = world
     return crosspod.check_cross_pod(core, api, dev_env, dev_env.serving.endpoints[0], timeout=0.3, poll=0.05)
 
 
@@ -147,7 +156,7 @@ def test_cross_pod_needs_two_nodes(world, dev_env):
 
 
 def test_cross_pod_without_shared_l2(world, dev_env):
-    kube, handles, api, core, apps = world
+    _kube, handles, _api, _core, _apps = world
     for engine in handles["engines"].values():
         engine.l2 = None  # each engine keeps its own cache: B never hits what A stored
     check = cross(world, dev_env)
@@ -155,7 +164,7 @@ def test_cross_pod_without_shared_l2(world, dev_env):
 
 
 def test_cross_pod_without_lmcache_metrics(world, dev_env):
-    kube, handles, api, core, apps = world
+    _kube, handles, _api, _core, _apps = world
     for engine in handles["engines"].values():
         engine.lmcache = False
     check = cross(world, dev_env)
@@ -163,7 +172,7 @@ def test_cross_pod_without_lmcache_metrics(world, dev_env):
 
 
 def test_cross_pod_store_never_happens(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, handles, _api, _core, _apps = world
     original = handles["engines"]["qwen2-7b-engine-0"]
 
     def no_store(method, path, body):
@@ -177,7 +186,7 @@ def test_cross_pod_store_never_happens(world, dev_env):
 
 
 def test_cross_pod_completion_error(world, dev_env):
-    kube, handles, api, core, apps = world
+    kube, _handles, _api, _core, _apps = world
     kube.proxy("pods", "serving", "qwen2-7b-engine-0", names.ENGINE_PORT, FakeEngine("other/model", set()))
     check = cross(world, dev_env)
     assert not check.ok and "HTTP 404" in check.detail
@@ -189,8 +198,11 @@ def test_a_chart_that_drifts_from_verify_fails_it(dev_env, dev_objects, drift):
     import copy
 
     objects = copy.deepcopy(dev_objects)
-    kind, name = {"engine-label": ("Deployment", "qwen2-7b-engine"), "router-service-port": ("Service", "qwen2-7b-router"),
-                  "master-web-port": ("StatefulSet", "curvine-master")}[drift]
+    kind, name = {
+        "engine-label": ("Deployment", "qwen2-7b-engine"),
+        "router-service-port": ("Service", "qwen2-7b-router"),
+        "master-web-port": ("StatefulSet", "curvine-master"),
+    }[drift]
     obj = next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
     if drift == "engine-label":
         obj["spec"]["template"]["metadata"]["labels"][names.COMPONENT_LABEL] = "model-server"
@@ -198,9 +210,16 @@ def test_a_chart_that_drifts_from_verify_fails_it(dev_env, dev_objects, drift):
         obj["spec"]["ports"][0]["port"] = 8080
     else:
         next(p for c in obj["spec"]["template"]["spec"]["containers"] for p in c["ports"] if p["name"] == "web")[
-            "containerPort"] = 9100
+            "containerPort"
+        ] = 9100
     with FakeKube() as kube:
         build_healthy(kube, dev_env, objects)
         failed = {r.name for r in kube_checks(dev_env, kube.api_client()).values() if not r.ok}
-    assert failed >= {"engine-label": {"engine pods Ready"}, "router-service-port": {"router sees engines"},
-                      "master-web-port": {"master leader"}}[drift]
+    assert (
+        failed
+        >= {
+            "engine-label": {"engine pods Ready"},
+            "router-service-port": {"router sees engines"},
+            "master-web-port": {"master leader"},
+        }[drift]
+    )

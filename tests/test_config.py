@@ -138,7 +138,9 @@ def test_hyperpod_subnet_outside_the_vpc(tmp_path):
 
 
 def test_vpc_cni_older_than_hyperpod_minimum(tmp_path):
-    message = rejected(tmp_path, lambda raw: set_path(raw, "eks", {**raw["eks"], "addons": {"vpc_cni": "v1.18.2-eksbuild.1"}}))
+    message = rejected(
+        tmp_path, lambda raw: set_path(raw, "eks", {**raw["eks"], "addons": {"vpc_cni": "v1.18.2-eksbuild.1"}})
+    )
     assert "eks.addons: " in message and "older than v1.18.3" in message
 
 
@@ -159,7 +161,11 @@ def test_synth_with_a_bad_file_exits_non_zero_without_a_traceback(tmp_path):
     result = subprocess.run(
         [sys.executable, "app.py"],
         cwd=ROOT,
-        env={"CDK_CONTEXT_JSON": f'{{"config": "{path}"}}', "CDK_OUTDIR": str(tmp_path / "out"), "PATH": "/usr/bin:/bin"},
+        env={
+            "CDK_CONTEXT_JSON": f'{{"config": "{path}"}}',
+            "CDK_OUTDIR": str(tmp_path / "out"),
+            "PATH": "/usr/bin:/bin",
+        },
         capture_output=True,
         text=True,
         timeout=120,

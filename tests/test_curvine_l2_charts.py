@@ -28,7 +28,9 @@ CHARTS = (CurvineMasterChart, CurvineWorkerChart, CurvineCsiChart, CurvineStorag
 def props_for(env) -> CurvineProps:
     n = env.curvine.master.replicas
     return CurvineProps.from_environment(
-        env, journal_volume_ids=tuple((f"vol-meta{i}", f"vol-journal{i}") for i in range(n)), availability_zone="us-east-1b"
+        env,
+        journal_volume_ids=tuple((f"vol-meta{i}", f"vol-journal{i}") for i in range(n)),
+        availability_zone="us-east-1b",
     )
 
 
@@ -74,13 +76,18 @@ def test_toml_parses_and_agrees_with_the_objects(rendered):
     service = objects(charts, "Service")[0]
     statefulset = objects(charts, "StatefulSet")[0]
     assert statefulset["spec"]["replicas"] == env.curvine.master.replicas == len(config["journal"]["journal_addrs"])
-    hosts = [f"{MASTER}-{i}.{service['metadata']['name']}.{env.curvine.namespace}.svc.cluster.local" for i in range(props.masters)]
+    hosts = [
+        f"{MASTER}-{i}.{service['metadata']['name']}.{env.curvine.namespace}.svc.cluster.local"
+        for i in range(props.masters)
+    ]
     assert [a["hostname"] for a in config["journal"]["journal_addrs"]] == hosts
     assert [a["hostname"] for a in config["client"]["master_addrs"]] == hosts
     assert {a["port"] for a in config["journal"]["journal_addrs"]} == {ports.journal}
     assert {a["port"] for a in config["client"]["master_addrs"]} == {ports.master_rpc}
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
-        "rpc": ports.master_rpc, "journal": ports.journal, "web": ports.master_web
+        "rpc": ports.master_rpc,
+        "journal": ports.journal,
+        "web": ports.master_web,
     }
     assert config["master"]["rpc_port"] == ports.master_rpc and config["master"]["web_port"] == ports.master_web
     assert config["worker"]["rpc_port"] == ports.worker_rpc and config["worker"]["web_port"] == ports.worker_web
@@ -106,13 +113,15 @@ def test_toml_parses_and_agrees_with_the_objects(rendered):
 
 def test_config_change_rolls_the_pods(rendered):
     env, props, charts = rendered
-    annotation = objects(charts, "StatefulSet")[0]["spec"]["template"]["metadata"]["annotations"]["kvtiers.io/config-sha256"]
+    annotation = objects(charts, "StatefulSet")[0]["spec"]["template"]["metadata"]["annotations"][
+        "kvtiers.io/config-sha256"
+    ]
     other = props_for(env.model_copy(update={"curvine": env.curvine.model_copy(update={"block_size": "128MB"})}))
     assert other.config_checksum != annotation == props.config_checksum
 
 
 def test_persistent_volumes_use_the_cdk_volumes_in_the_hyperpod_zone(rendered):
-    env, props, charts = rendered
+    _env, props, charts = rendered
     pvs = objects(charts, "PersistentVolume")
     assert len(pvs) == 2 * props.masters
     handles = {pv["spec"]["csi"]["volumeHandle"] for pv in pvs}
@@ -128,7 +137,7 @@ def test_persistent_volumes_use_the_cdk_volumes_in_the_hyperpod_zone(rendered):
 
 
 def test_claim_and_storage_class_agree_on_the_curvine_path(rendered):
-    env, props, charts = rendered
+    env, _props, charts = rendered
     storage_class = objects(charts, "StorageClass")[0]
     claim = objects(charts, "PersistentVolumeClaim")[0]
     assert claim["spec"]["storageClassName"] == storage_class["metadata"]["name"]
@@ -138,7 +147,9 @@ def test_claim_and_storage_class_agree_on_the_curvine_path(rendered):
     assert storage_class["parameters"]["fs-path"] == env.curvine.fs_path
     assert storage_class["parameters"]["master-addrs"].split(",") == [
         f"{a['hostname']}:{a['port']}"
-        for a in tomllib.loads(objects(charts, "ConfigMap")[0]["data"]["curvine-cluster.toml"])["client"]["master_addrs"]
+        for a in tomllib.loads(objects(charts, "ConfigMap")[0]["data"]["curvine-cluster.toml"])["client"][
+            "master_addrs"
+        ]
     ]
 
 
@@ -191,8 +202,17 @@ def test_props_reject_a_volume_count_that_does_not_match(dev_env):
 
 def test_manifests_are_ordered_after_the_ebs_csi_driver(dev_synth):
     resources = dev_synth.template_json(dev_synth.graph.workloads)["Resources"]
-    ids = {name: next(k for k in resources if k.startswith(name)) for name in
-           ("ServingNamespace", "CurvineMasters", "CurvineWorkers", "CurvineCsi", "CurvineStorage", "EndpointQwen27b")}
+    ids = {
+        name: next(k for k in resources if k.startswith(name))
+        for name in (
+            "ServingNamespace",
+            "CurvineMasters",
+            "CurvineWorkers",
+            "CurvineCsi",
+            "CurvineStorage",
+            "EndpointQwen27b",
+        )
+    }
 
     def depends(name: str) -> set[str]:
         return set(resources[ids[name]].get("DependsOn", []))
@@ -205,7 +225,11 @@ def test_manifests_are_ordered_after_the_ebs_csi_driver(dev_synth):
     workloads = dev_synth.graph.workloads
     assert dev_synth.graph.platform in workloads.dependencies
     platform = dev_synth.template_json(dev_synth.graph.platform)["Resources"]
-    addon = next(k for k, r in platform.items() if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "aws-ebs-csi-driver")
+    addon = next(
+        k
+        for k, r in platform.items()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "aws-ebs-csi-driver"
+    )
     assert any(platform[d]["Type"] == "AWS::SageMaker::Cluster" for d in platform[addon]["DependsOn"])
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.contract_docs import existing_tests, named_tests, defined_tests
+from tests.contract_docs import defined_tests, existing_tests, named_tests
 from tests.synth import ROOT
 
 DOC = ROOT / "docs" / "curvine-contract.md"

@@ -22,8 +22,13 @@ def chunk(root: Path, name: str, size: int, age: int) -> Path:
 
 
 def run(root: Path, capacity: int, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), str(root), str(capacity), "0.85", "0.70", *extra],
-                          capture_output=True, text=True, timeout=60, check=True)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), str(root), str(capacity), "0.85", "0.70", *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
 
 
 def test_above_the_high_watermark_the_oldest_files_go_down_to_the_low_one(tmp_path):
@@ -58,13 +63,23 @@ def test_dry_run_removes_nothing(tmp_path):
 
 def test_victims_is_oldest_first_and_stops_at_the_low_watermark():
     files = [l2_janitor.ChunkFile(f"f{i}", mtime=i, size=10) for i in range(10)]
-    assert [f.path for f in l2_janitor.victims(files, capacity=100, high=0.9, low=0.5)] == ["f0", "f1", "f2", "f3", "f4"]
+    assert [f.path for f in l2_janitor.victims(files, capacity=100, high=0.9, low=0.5)] == [
+        "f0",
+        "f1",
+        "f2",
+        "f3",
+        "f4",
+    ]
     assert l2_janitor.victims(files, capacity=200, high=0.9, low=0.5) == []
 
 
 def test_an_unreadable_l2_fails_the_job_instead_of_reporting_nothing_to_do(tmp_path):
-    result = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "dead-mount"), "1000", "0.85", "0.70"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path / "dead-mount"), "1000", "0.85", "0.70"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0 and "FileNotFoundError" in result.stderr
 
 
@@ -73,6 +88,8 @@ def test_a_stuck_run_cannot_block_the_next_ones(dev_env):
 
     from kvtiers.k8s_charts.curvine_l2 import CurvineProps, CurvineStorageChart
 
-    props = CurvineProps.from_environment(dev_env, journal_volume_ids=(("vol-1", "vol-2"),), availability_zone="us-east-1a")
+    props = CurvineProps.from_environment(
+        dev_env, journal_volume_ids=(("vol-1", "vol-2"),), availability_zone="us-east-1a"
+    )
     cronjob = next(o for o in CurvineStorageChart(cdk8s.App(), "s", props=props).to_json() if o["kind"] == "CronJob")
     assert cronjob["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] > 0

@@ -32,7 +32,7 @@ def checks(env, api) -> dict:
 
 
 def test_verify_reports_blocks_on_the_writers_node(world, dev_env):
-    kube, handles, api = world
+    kube, _handles, api = world
     results = checks(dev_env, api)
     assert results[crosspod.NAME].ok
     check = results[placement.NAME]
@@ -45,7 +45,7 @@ def test_verify_reports_blocks_on_the_writers_node(world, dev_env):
 
 
 def test_verify_fails_when_blocks_land_on_another_worker(world, dev_env):
-    kube, handles, api = world
+    _kube, handles, api = world
     handles["placement"]["worker"] = "localhost"  # the v0.4.1 standalone FUSE pod's client hostname
     check = checks(dev_env, api)[placement.NAME]
     assert not check.ok and "localhost: 2" in check.detail
@@ -53,7 +53,7 @@ def test_verify_fails_when_blocks_land_on_another_worker(world, dev_env):
 
 
 def test_verify_fails_when_nothing_was_written_since_the_check_started(world, dev_env):
-    kube, handles, api = world
+    _kube, handles, api = world
     handles["curvine"].write("/l2cache/pvc-1234/old.pt", ["10.0.0.9"])
     handles["curvine"].mtime_ms = 1  # every file is older than the check
     check = placement.check_l2_placement(

@@ -189,17 +189,23 @@ def test_no_client_ttl_because_it_would_expire_the_l2_directories(rendered):
 def test_the_janitor_evicts_the_claim_between_the_watermarks(rendered):
     """v0.4.1's quota eviction deletes only expired files (``quota_manager.rs`` -> ``ttl_executor.rs``
     ``execute_by_id``), so a CronJob on the claim removes the oldest chunk files instead (l2_janitor.py)."""
-    env, props, charts = rendered
+    env, _props, charts = rendered
     cronjob = _named(charts, "CronJob", "curvine-l2-janitor")
-    assert cronjob["metadata"]["namespace"] == env.serving.namespace and cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    assert (
+        cronjob["metadata"]["namespace"] == env.serving.namespace and cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    )
     pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (janitor,) = pod["containers"]
     mount = next(m["mountPath"] for m in janitor["volumeMounts"] if m["name"] == "l2")
     claim = next(v for v in pod["volumes"] if v["name"] == "l2")["persistentVolumeClaim"]["claimName"]
     assert claim == env.serving.l2_claim_name
     capacity = env.sizing.curvine_workers * env.curvine.worker.capacity_gb * 1000**3
-    assert janitor["command"][2:] == [mount, str(capacity), str(env.curvine.eviction.high_watermark),
-                                      str(env.curvine.eviction.low_watermark)]
+    assert janitor["command"][2:] == [
+        mount,
+        str(capacity),
+        str(env.curvine.eviction.high_watermark),
+        str(env.curvine.eviction.low_watermark),
+    ]
     script = _named(charts, "ConfigMap", "curvine-l2-janitor")["data"]
     assert janitor["command"][1].rsplit("/", 1)[1] in script
 
@@ -227,7 +233,9 @@ def test_master_audit_log_follows_the_setting(rendered, dev_env):
     env, _, charts = rendered
     assert _config(charts)["master"]["audit_logging_enabled"] is env.curvine.master.audit_log is False
     master = dev_env.curvine.master.model_copy(update={"audit_log": True})
-    on = render(props_for(dev_env.model_copy(update={"curvine": dev_env.curvine.model_copy(update={"master": master})})))
+    on = render(
+        props_for(dev_env.model_copy(update={"curvine": dev_env.curvine.model_copy(update={"master": master})}))
+    )
     assert _config(on)["master"]["audit_logging_enabled"] is True
 
 

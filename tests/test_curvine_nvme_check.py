@@ -61,8 +61,13 @@ class FakeNode:
 
     def check(self) -> subprocess.CompletedProcess:
         self.mountinfo.write_text("\n".join(self.lines) + "\n")
-        env = {"TARGET": NVME_CHECK_TARGET, "HOST_PATH": "/opt/dlami/nvme", "MOUNTINFO": str(self.mountinfo),
-               "SYSFS": str(self.sys), "PATH": "/usr/bin:/bin"}
+        env = {
+            "TARGET": NVME_CHECK_TARGET,
+            "HOST_PATH": "/opt/dlami/nvme",
+            "MOUNTINFO": str(self.mountinfo),
+            "SYSFS": str(self.sys),
+            "PATH": "/usr/bin:/bin",
+        }
         return subprocess.run(["bash", "-c", NVME_CHECK_SCRIPT], env=env, capture_output=True, text=True, timeout=30)
 
 
@@ -130,7 +135,9 @@ def test_worker_runs_the_check_on_the_mount_it_uses(dev_env):
 
     from kvtiers.k8s_charts.curvine_l2.props import CurvineProps
 
-    props = CurvineProps.from_environment(dev_env, journal_volume_ids=(("vol-1", "vol-2"),), availability_zone="us-east-1a")
+    props = CurvineProps.from_environment(
+        dev_env, journal_volume_ids=(("vol-1", "vol-2"),), availability_zone="us-east-1a"
+    )
     (daemonset,) = CurvineWorkerChart(cdk8s.App(), "w", props=props).to_json()
     spec = daemonset["spec"]["template"]["spec"]
     (check,) = spec["initContainers"]

@@ -16,8 +16,9 @@ from tests.test_observability_rules import selectors
 
 
 def test_committed_dashboards_are_fresh():
-    result = subprocess.run([sys.executable, "tools/dashboards.py", "--check"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "tools/dashboards.py", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -67,15 +67,25 @@ def test_pinned_revision_is_the_full_commit_id_of_the_real_commit():
 
 
 def test_asset_source_without_the_chart_stops_with_what_to_run(dev_env):
-    with pytest.raises(DeployGraphError, match="make hyperpod-chart.*dependency_chart.source: external.*kvtiers:review=true"):
+    with pytest.raises(
+        DeployGraphError, match="make hyperpod-chart.*dependency_chart.source: external.*kvtiers:review=true"
+    ):
         plan_hyperpod_chart(dev_env, None, review=False)
 
 
 @pytest.mark.skipif((ROOT / "vendor").exists(), reason="a vendored chart is present on this machine")
 def test_cdk_synth_without_the_chart_exits_1_without_a_traceback(tmp_path):
     result = subprocess.run(
-        [sys.executable, "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={"CDK_CONTEXT_JSON": '{"config": "config/dev.yaml"}', "CDK_OUTDIR": str(tmp_path / "out"), "PATH": "/usr/bin:/bin"},
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            "CDK_CONTEXT_JSON": '{"config": "config/dev.yaml"}',
+            "CDK_OUTDIR": str(tmp_path / "out"),
+            "PATH": "/usr/bin:/bin",
+        },
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "error: config/dev.yaml: the HyperPod dependency chart is not vendored" in result.stderr
@@ -94,7 +104,9 @@ def test_review_synth_says_so_and_cannot_be_deployed(dev_synth):
 
 def test_vendored_checkout_at_another_revision_is_rejected(tmp_path):
     write_stand_in_checkout(tmp_path / "cli", revision="0" * 40)
-    with pytest.raises(DeployGraphError, match=f"is at 0{{40}}, but hyperpod.dependency_chart.revision pins {REVISION}"):
+    with pytest.raises(
+        DeployGraphError, match=f"is at 0{{40}}, but hyperpod.dependency_chart.revision pins {REVISION}"
+    ):
         vendored_chart(tmp_path / "cli", REVISION)
 
 
@@ -127,8 +139,17 @@ def test_vendored_path_is_deployed_before_the_hyperpod_cluster_and_is_deployable
 def test_vendored_path_passes_cfn_lint(dev_vendored_synth):
     from tests.test_cfn_lint import IGNORED
 
-    command = [sys.executable.replace("python", "cfn-lint"), "--format", "parseable", "--regions", "us-east-1",
-               "--ignore-checks", *IGNORED, "--", *map(str, dev_vendored_synth.templates)]
+    command = [
+        sys.executable.replace("python", "cfn-lint"),
+        "--format",
+        "parseable",
+        "--regions",
+        "us-east-1",
+        "--ignore-checks",
+        *IGNORED,
+        "--",
+        *map(str, dev_vendored_synth.templates),
+    ]
     run = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and run.stdout.strip() == "", run.stdout + run.stderr
 
@@ -152,7 +173,7 @@ def test_external_source_deploys_in_two_stages(tmp_path):
     types = {r["Type"] for r in platform["Resources"].values()}
     assert "AWS::SageMaker::Cluster" in types and "Custom::AWSCDK-EKS-HelmChart" not in types
     # The same EKS resources in both stages: the second deploy updates the first, it does not replace it.
-    eks_ids = lambda t: {k for k, r in t["Resources"].items() if r["Type"].startswith("AWS::EKS::")}  # noqa: E731
+    eks_ids = lambda t: {k for k, r in t["Resources"].items() if r["Type"].startswith("AWS::EKS::")}
     assert eks_ids(first.template_json(first.graph.platform)) <= eks_ids(platform)
 
 
@@ -169,9 +190,18 @@ def test_make_hyperpod_chart_fails_clearly_on_a_missing_commit(tmp_path):
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
     missing = "011ca9279b96f8d1f2bc8d3fe16b226fd1bbc84d"
     run = subprocess.run(
-        ["make", "--no-print-directory", "hyperpod-chart-checkout", f"HYPERPOD_CLI_REPO={upstream}",
-         f"HYPERPOD_CLI_REV={missing}", f"HYPERPOD_CLI_DIR={tmp_path / 'vendor'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            "make",
+            "--no-print-directory",
+            "hyperpod-chart-checkout",
+            f"HYPERPOD_CLI_REPO={upstream}",
+            f"HYPERPOD_CLI_REV={missing}",
+            f"HYPERPOD_CLI_DIR={tmp_path / 'vendor'}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode != 0
     assert f"commit {missing} does not exist in {upstream}" in run.stderr
@@ -194,8 +224,13 @@ def tainted_vendored_synth(tmp_path_factory, stand_in):
 def rendered_daemonsets(helm, chart, values: dict, tmp_path) -> dict[str, dict]:
     values_file = tmp_path / "values.json"
     values_file.write_text(json.dumps(values))
-    out = subprocess.run([str(helm), "template", "deps", str(chart), "-f", str(values_file)],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [str(helm), "template", "deps", str(chart), "-f", str(values_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return {d["metadata"]["name"]: d for d in yaml.safe_load_all(out) if d and d["kind"] == "DaemonSet"}
 
 

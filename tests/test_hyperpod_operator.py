@@ -18,14 +18,14 @@ from kvtiers.k8s_charts.hyperpod_operator import (
     CurvineL2PolicyChart,
     InferenceEndpointConfigChart,
     OperatorEndpointProps,
+    contract,
     unsupported_spec_fields,
 )
-from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps
 from tests.conftest import CONFIG_DIR, ROOT
-from tests.test_lmcache_contract import ENGINE_LMCACHE, STUBS, needs, venv_python
 from tests.test_config import rejected, set_path
+from tests.test_lmcache_contract import ENGINE_LMCACHE, STUBS, needs, venv_python
 
 SDK_MODULE = ROOT / ".venv-hyperpod-sdk/sagemaker/hyperpod/inference/config/hp_endpoint_config.py"
 
@@ -71,7 +71,9 @@ def test_spec_fields(operator_props, prod):
     assert spec["kvCacheSpec"] == {"enableL1Cache": True, "enableL2Cache": False}  # Curvine comes from the policy
     assert spec["worker"]["image"] == prod.serving.images.vllm_image
     assert spec["worker"]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert spec["worker"]["resources"]["limits"]["memory"] == f"{prod.sizing.endpoint('qwen2-7b-chat').pod_memory_gib}Gi"
+    assert (
+        spec["worker"]["resources"]["limits"]["memory"] == f"{prod.sizing.endpoint('qwen2-7b-chat').pod_memory_gib}Gi"
+    )
     assert spec["modelSourceConfig"]["s3Storage"]["bucketName"] == "example-prod-models"
 
 
@@ -87,8 +89,11 @@ def test_policy_selects_the_endpoints_pods_by_the_operators_label(prod, operator
     policy = CurvineL2PolicyChart(app, "p", props=operator_props).to_json()[0]
     assert policy["kind"] == "Policy"
     selectors = [b["resources"]["selector"]["matchLabels"] for r in policy["spec"]["rules"] for b in r["match"]["any"]]
-    iec = next(o for o in InferenceEndpointConfigChart(app, "i", props=operator_props).to_json()
-               if o["kind"] == "InferenceEndpointConfig")
+    iec = next(
+        o
+        for o in InferenceEndpointConfigChart(app, "i", props=operator_props).to_json()
+        if o["kind"] == "InferenceEndpointConfig"
+    )
     # the operator labels its pods app=<object name> (sagemaker-hyperpod SDK hp_endpoint.py list_pods)
     assert selectors == [{"app": iec["metadata"]["name"]}] * 2
     # self-managed engines never carry that label
@@ -111,7 +116,9 @@ def test_the_endpoint_sets_no_service_account_the_pinned_addon_does_not_know(ope
 def test_a_spec_field_the_pinned_addon_lacks_is_refused(operator_props, monkeypatch):
     assert unsupported_spec_fields({**operator_props.spec(), "kubernetes": {}}, "v1.0.0-eksbuild.1") == ["kubernetes"]
     original = OperatorEndpointProps.spec
-    monkeypatch.setattr(OperatorEndpointProps, "spec", lambda self: {**original(self), "kubernetes": {"serviceAccountName": "x"}})
+    monkeypatch.setattr(
+        OperatorEndpointProps, "spec", lambda self: {**original(self), "kubernetes": {"serviceAccountName": "x"}}
+    )
     with pytest.raises(ValueError, match="has no spec field"):
         InferenceEndpointConfigChart(cdk8s.App(), "i", props=operator_props)
 
@@ -163,10 +170,18 @@ def test_a_new_l1_size_replaces_the_endpoint(tmp_path, operator_props):
 
 def test_addons_are_pinned_configured_and_ordered(prod_synth, prod):
     resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
-    operator_addons = ("cert-manager", "aws-mountpoint-s3-csi-driver", "aws-fsx-csi-driver", "metrics-server",
-                       "amazon-sagemaker-hyperpod-inference")
-    addons = {r["Properties"]["AddonName"]: (k, r) for k, r in resources.items()
-              if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] in operator_addons}
+    operator_addons = (
+        "cert-manager",
+        "aws-mountpoint-s3-csi-driver",
+        "aws-fsx-csi-driver",
+        "metrics-server",
+        "amazon-sagemaker-hyperpod-inference",
+    )
+    addons = {
+        r["Properties"]["AddonName"]: (k, r)
+        for k, r in resources.items()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] in operator_addons
+    }
     versions = prod.inference_operator.addons
     assert {n: r["Properties"]["AddonVersion"] for n, (_, r) in addons.items()} == {
         "cert-manager": versions.cert_manager,
@@ -181,13 +196,24 @@ def test_addons_are_pinned_configured_and_ordered(prod_synth, prod):
     keys = json.dumps(config)
     for key in ("executionRoleArn", "tlsCertificateS3Bucket", "hyperpodClusterArn", "keda"):
         assert key in keys
-    role = next(r for r in resources.values() if r["Type"] == "AWS::IAM::Role" and str(r["Properties"].get("RoleName", "")).startswith("SageMakerHyperPodInference"))
-    assert any("AmazonSageMakerHyperPodInferenceAccess" in json.dumps(a) for a in role["Properties"]["ManagedPolicyArns"])
+    role = next(
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Role"
+        and str(r["Properties"].get("RoleName", "")).startswith("SageMakerHyperPodInference")
+    )
+    assert any(
+        "AmazonSageMakerHyperPodInferenceAccess" in json.dumps(a) for a in role["Properties"]["ManagedPolicyArns"]
+    )
     # the operator after the HyperPod cluster, Kyverno after the operator (platform stack); the policy before the
     # endpoint (workloads stack, which deploys after the platform stack)
     hyperpod = next(k for k, r in resources.items() if r["Type"] == "AWS::SageMaker::Cluster")
     assert hyperpod in operator["DependsOn"]
-    kyverno = next(k for k, r in resources.items() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "kyverno")
+    kyverno = next(
+        k
+        for k, r in resources.items()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "kyverno"
+    )
     assert operator_id in resources[kyverno]["DependsOn"]
     workloads = prod_synth.template_json(prod_synth.graph.workloads)["Resources"]
     policy = next(k for k in workloads if k.startswith("L2PolicyQwen27bChat"))
@@ -230,8 +256,13 @@ def test_lmcaches_own_loader_reads_the_worker_env(operator_props):
     keys = ["chunk_size", "local_cpu", "max_local_cpu_size", "remote_url", "remote_serde"]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("LMCACHE_")}
     clean["PYTHONPATH"] = str(STUBS)  # LMCache imports torch; the stand-in only satisfies the import
-    out = subprocess.run([str(venv_python(ENGINE_LMCACHE)), "-c", FROM_ENV, json.dumps(keys)], env={**clean, **env},
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(venv_python(ENGINE_LMCACHE)), "-c", FROM_ENV, json.dumps(keys)],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert loaded == {
         "chunk_size": operator_props.l2.chunk_size,
@@ -244,6 +275,7 @@ def test_lmcaches_own_loader_reads_the_worker_env(operator_props):
 
 def test_a_hugging_face_source_on_the_pinned_addon_is_rejected(tmp_path):
     """Chart 2.0.0's CRD (the pinned add-on's) allows only s3 and fsx model sources; huggingface came with 2.1.1."""
+
     def to_huggingface(raw):
         endpoint = next(e for e in raw["serving"]["endpoints"] if e.get("serving") == "operator")
         endpoint["source"] = {"type": "huggingface"}
@@ -253,5 +285,8 @@ def test_a_hugging_face_source_on_the_pinned_addon_is_rejected(tmp_path):
     (tmp_path / "env.yaml").write_text(yaml.safe_dump(raw))
     from kvtiers.config import ConfigError
 
-    with pytest.raises(ConfigError, match="source.type 'huggingface' is not a model source the Inference Operator add-on v1.0.0-eksbuild.1 accepts"):
+    with pytest.raises(
+        ConfigError,
+        match="source.type 'huggingface' is not a model source the Inference Operator add-on v1.0.0-eksbuild.1 accepts",
+    ):
         load_environment(tmp_path / "env.yaml")

@@ -12,8 +12,14 @@ import subprocess
 import pytest
 
 from kvtiers.config import load_environment
-from kvtiers.k8s_charts.hyperpod_operator import L2_VOLUME, MODEL_MOUNT, OperatorEndpointProps, policy, policy_name
-from kvtiers.k8s_charts.hyperpod_operator import contract
+from kvtiers.k8s_charts.hyperpod_operator import (
+    L2_VOLUME,
+    MODEL_MOUNT,
+    OperatorEndpointProps,
+    contract,
+    policy,
+    policy_name,
+)
 from kvtiers.k8s_charts.l2 import L2Settings
 from tests.conftest import CONFIG_DIR
 from tests.fakes import kyverno
@@ -65,11 +71,14 @@ def test_the_operator_pod_is_admitted_with_the_l2_mounted(kubectl, l2_policy, pr
     assert [m for m in model["volumeMounts"] if m["name"] != L2_VOLUME] == container(pod, model["name"])["volumeMounts"]
 
 
-@pytest.mark.parametrize("extra", [
-    {"name": "scratch", "emptyDir": {}},
-    {"name": "hf-token", "secret": {"secretName": "hf"}},
-    {"name": "host", "hostPath": {"path": "/opt/dlami/nvme", "type": "Directory"}},
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "hf-token", "secret": {"secretName": "hf"}},
+        {"name": "host", "hostPath": {"path": "/opt/dlami/nvme", "type": "Directory"}},
+    ],
+)
 def test_other_volumes_do_not_deny_the_pod(kubectl, l2_policy, props, extra):
     # The old pattern put a single map under spec.volumes: Kyverno checks every element against it.
     admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props, extra_volumes=(extra,)))
@@ -83,11 +92,14 @@ def test_a_renamed_model_container_still_gets_the_l2(kubectl, l2_policy, props, 
     assert_has_l2(admitted.pod, name, props.l2, props.l2_remote_url)
 
 
-@pytest.mark.parametrize("image", [
-    "123456789012.dkr.ecr.us-east-1.amazonaws.com/mirror/lmcache/vllm-openai:v0.3.7",
-    "lmcache/vllm-openai@sha256:" + "0" * 64,
-    "docker.io/lmcache/vllm-openai:v0.3.7",
-])
+@pytest.mark.parametrize(
+    "image",
+    [
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/mirror/lmcache/vllm-openai:v0.3.7",
+        "lmcache/vllm-openai@sha256:" + "0" * 64,
+        "docker.io/lmcache/vllm-openai:v0.3.7",
+    ],
+)
 def test_a_mirrored_or_pinned_image_still_gets_the_l2(kubectl, l2_policy, props, image):
     admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props, image=image))
     assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.l2_remote_url)
@@ -99,11 +111,14 @@ def test_a_pod_the_mutation_misses_is_denied(kubectl, l2_policy, props):
         kyverno.admit(kubectl, l2_policy, operator_pod(props, model_mount="/models"))
 
 
-@pytest.mark.parametrize("env", [
-    [],
-    [{"name": "LMCACHE_REMOTE_URL", "value": "redis://cache:6379"}],
-    "append-operator-url",
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        [],
+        [{"name": "LMCACHE_REMOTE_URL", "value": "redis://cache:6379"}],
+        "append-operator-url",
+    ],
+)
 def test_a_model_container_without_the_l2_url_is_denied(kubectl, l2_policy, props, env):
     pod = operator_pod(props)
     model = container(pod, model_container_name(props))
@@ -137,8 +152,14 @@ def test_only_this_endpoints_pods_reach_the_fail_closed_webhook(kubectl, l2_poli
     other_namespace["metadata"]["namespace"] = prod.curvine.namespace
     unlabelled = copy.deepcopy(pod)
     del unlabelled["metadata"]["labels"]
-    curvine = {"metadata": {"name": "curvine-worker-x", "namespace": prod.curvine.namespace,
-                            "labels": {"app.kubernetes.io/name": "curvine"}}, "spec": {"containers": []}}
+    curvine = {
+        "metadata": {
+            "name": "curvine-worker-x",
+            "namespace": prod.curvine.namespace,
+            "labels": {"app.kubernetes.io/name": "curvine"},
+        },
+        "spec": {"containers": []},
+    }
     for other in (other_endpoint, other_namespace, unlabelled, curvine):
         assert not kyverno.webhook_receives(l2_policy, other)
     # deletes (object is null) and updates never reach it
@@ -167,7 +188,12 @@ def test_the_mutation_has_no_anchors_and_is_keyed_by_container_name(l2_policy):
     assert "(image)" not in text and '"(' not in text and "+(" not in text
     (each,) = mutate["foreach"]
     containers = each["patchStrategicMerge"]["spec"]["containers"]
-    assert containers == [{"name": "{{ element.name }}", "volumeMounts": [{"name": L2_VOLUME, "mountPath": patched_mount_path(l2_policy)}]}]
+    assert containers == [
+        {
+            "name": "{{ element.name }}",
+            "volumeMounts": [{"name": L2_VOLUME, "mountPath": patched_mount_path(l2_policy)}],
+        }
+    ]
     assert MODEL_MOUNT in each["preconditions"]["all"][0]["key"]
 
 
@@ -196,11 +222,18 @@ def test_the_helper_refuses_anchors(kubectl, l2_policy, props):
 
 
 def _ready_value(kubectl, status: str, path: str) -> str:
-    obj = {"apiVersion": "kyverno.io/v1", "kind": "Policy", "metadata": {"name": "p", "namespace": "serving"},
-           "status": {"conditions": [{"type": "Ready", "status": status, "reason": "x", "message": "x"}]}}
+    obj = {
+        "apiVersion": "kyverno.io/v1",
+        "kind": "Policy",
+        "metadata": {"name": "p", "namespace": "serving"},
+        "status": {"conditions": [{"type": "Ready", "status": status, "reason": "x", "message": "x"}]},
+    }
     out = subprocess.run(
         [str(kubectl), "annotate", "--local", "-f", "-", "kvtiers.io/probe=1", "-o", f"jsonpath={{{path}}}"],
-        input=json.dumps(obj), capture_output=True, text=True, check=True,
+        input=json.dumps(obj),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return out.stdout
 
@@ -214,8 +247,17 @@ def test_the_readiness_path_is_empty_until_kyverno_reports_ready(kubectl):
 
 def test_the_endpoint_is_created_after_the_policy_reports_ready(prod_synth, props):
     workloads = prod_synth.template_json(prod_synth.graph.workloads)["Resources"]
-    policy_id = next(k for k in workloads if k.startswith("L2PolicyQwen27bChat") and workloads[k]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource")
-    endpoint_id = next(k for k in workloads if k.startswith("OperatorEndpointQwen27bChat") and workloads[k]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource")
+    policy_id = next(
+        k
+        for k in workloads
+        if k.startswith("L2PolicyQwen27bChat") and workloads[k]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+    )
+    endpoint_id = next(
+        k
+        for k in workloads
+        if k.startswith("OperatorEndpointQwen27bChat")
+        and workloads[k]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+    )
     waits = {k: r for k, r in workloads.items() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"}
     wait_id, wait = next((k, r) for k, r in waits.items() if k.startswith("L2PolicyReadyQwen27bChat"))
     assert wait["Properties"]["ObjectType"] == contract.POLICY_RESOURCE
@@ -228,8 +270,11 @@ def test_the_endpoint_is_created_after_the_policy_reports_ready(prod_synth, prop
 
 def test_kyverno_admission_runs_highly_available(prod_synth):
     resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
-    kyverno_chart = next(r for r in resources.values()
-                         if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "kyverno")
+    kyverno_chart = next(
+        r
+        for r in resources.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "kyverno"
+    )
     values = json.loads(kyverno_chart["Properties"]["Values"])
     admission = values["admissionController"]
     assert admission["replicas"] >= 3

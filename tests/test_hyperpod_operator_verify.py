@@ -47,8 +47,10 @@ def test_verify_finds_operator_pods_by_the_operators_label_and_sees_their_l2(pro
         l2 = k8s.check_operator_l2(core, prod, e)
         assert l2.ok, l2
         object_name = OperatorEndpointProps.from_environment(prod, OPERATOR_ENDPOINT).object_name
-        assert any(f"labelSelector=app%3D{object_name}" in path or f"labelSelector=app={object_name}" in path
-                   for _, path in kube.log)
+        assert any(
+            f"labelSelector=app%3D{object_name}" in path or f"labelSelector=app={object_name}" in path
+            for _, path in kube.log
+        )
 
 
 def test_verify_flags_operator_pods_admitted_without_the_policy(prod, objects, kubectl):
@@ -61,7 +63,9 @@ def test_verify_flags_operator_pods_admitted_without_the_policy(prod, objects, k
 
 
 def test_verify_checks_the_l2_instead_of_our_router_for_operator_endpoints(prod):
-    steps = [(area, name) for area, name, _ in runner.steps(prod, runner.Clients(sagemaker=None, kube=None), False, 1, 1)]
+    steps = [
+        (area, name) for area, name, _ in runner.steps(prod, runner.Clients(sagemaker=None, kube=None), False, 1, 1)
+    ]
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached") in steps
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "operator endpoint") in steps
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "router") not in steps
@@ -83,8 +87,11 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
 
     props = OperatorEndpointProps.from_environment(prod, OPERATOR_ENDPOINT)
     rule = policy(props)
-    pod = operator_pod(props, container_name="worker" if variant == "renamed" else None,
-                       model_mount="/models" if variant == "mount-elsewhere" else None)
+    pod = operator_pod(
+        props,
+        container_name="worker" if variant == "renamed" else None,
+        model_mount="/models" if variant == "mount-elsewhere" else None,
+    )
     if variant != "unmutated":
         pod = kyverno.mutate(kubectl, rule, pod)
     name = "worker" if variant == "renamed" else model_container_name(props)
@@ -99,8 +106,9 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
 
 
 def kube_results(env, kube):
-    results = runner.run(env, runner.Clients(sagemaker=None, kube=kube.api_client()), show_progress=False,
-                         metrics_timeout=0.3, poll=0.05)
+    results = runner.run(
+        env, runner.Clients(sagemaker=None, kube=kube.api_client()), show_progress=False, metrics_timeout=0.3, poll=0.05
+    )
     return [r for r in results if r.area != "hyperpod"]
 
 
@@ -145,10 +153,15 @@ def test_verify_reports_the_operator_endpoints_state(prod, objects, kubectl, cha
             stored["spec"] = {**stored["spec"], "intelligentRoutingSpec": {"enabled": False}}
         else:
             del kube.objects[object_path(iec)]
-        (check,) = [r for r in kube_results(prod, kube) if r.name in ("operator endpoint deployed", "operator endpoint")]
+        (check,) = [
+            r for r in kube_results(prod, kube) if r.name in ("operator endpoint deployed", "operator endpoint")
+        ]
     assert not check.ok
-    expected = {"pending": "is DeploymentInProgress, not DeploymentComplete",
-                "routing-off": "intelligentRoutingSpec.enabled is False", "missing": "HTTP 404"}[change]
+    expected = {
+        "pending": "is DeploymentInProgress, not DeploymentComplete",
+        "routing-off": "intelligentRoutingSpec.enabled is False",
+        "missing": "HTTP 404",
+    }[change]
     assert expected in check.detail
 
 

@@ -41,8 +41,13 @@ def node(tmp_path):
 
 def run(node, **env) -> subprocess.CompletedProcess:
     root, bin_dir, _ = node
-    environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", "KVTIERS_ROOT": str(root), "KVTIERS_WAIT_SECONDS": "0",
-                   "KVTIERS_FAIL_PAUSE_SECONDS": "0", **env}
+    environment = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "KVTIERS_ROOT": str(root),
+        "KVTIERS_WAIT_SECONDS": "0",
+        "KVTIERS_FAIL_PAUSE_SECONDS": "0",
+        **env,
+    }
     return subprocess.run(["bash", str(SCRIPT)], env=environment, capture_output=True, text=True, timeout=60)
 
 
@@ -63,10 +68,19 @@ def test_moves_containerd_and_kubelet_onto_the_secondary_volume(node):
     assert f"mount --bind {root}/opt/sagemaker/kubelet {root}/var/lib/kubelet" in log
     assert f"mount --make-rshared {root}/var/lib/kubelet" in log
     # Both services stop before their data moves and start after it, containerd first.
-    order = [line for line in log if line.startswith(("systemctl stop", "systemctl start", "systemctl daemon-reload", "mount --bind"))]
-    assert order == ["systemctl stop kubelet", "systemctl stop containerd", "systemctl daemon-reload",
-                     f"mount --bind {root}/opt/sagemaker/kubelet {root}/var/lib/kubelet",
-                     "systemctl start containerd", "systemctl start kubelet"]
+    order = [
+        line
+        for line in log
+        if line.startswith(("systemctl stop", "systemctl start", "systemctl daemon-reload", "mount --bind"))
+    ]
+    assert order == [
+        "systemctl stop kubelet",
+        "systemctl stop containerd",
+        "systemctl daemon-reload",
+        f"mount --bind {root}/opt/sagemaker/kubelet {root}/var/lib/kubelet",
+        "systemctl start containerd",
+        "systemctl start kubelet",
+    ]
     assert "kvtiers: on_create done" in (root / "var" / "log" / "provision" / "kvtiers-on-create.log").read_text()
 
 

@@ -16,11 +16,9 @@ Both fail for the old pins (engine LMCache 0.3.7 against the router's 0.3.11), w
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
@@ -105,7 +103,10 @@ def test_the_engines_lmcache_loads_the_rendered_config_as_the_engine_does(endpoi
     rendered = yaml.safe_load(render_lmcache_config(props.lmcache))
     pod_env = per_pod_env(props.lmcache, pod_name="kv-engine-abc12")
     report = load_as_engine(
-        ENGINE_LMCACHE, render_lmcache_config(props.lmcache), pod_env, tmp_path,
+        ENGINE_LMCACHE,
+        render_lmcache_config(props.lmcache),
+        pod_env,
+        tmp_path,
         [*rendered, "lmcache_instance_id", "extra_config"],
     )
     assert report["unknown"] == []

@@ -26,7 +26,7 @@ def test_no_unacknowledged_aws_solutions_findings(request, synthesized):
 
 def test_an_unacknowledged_finding_fails_synth(tmp_path, monkeypatch):
     """Without the project's acknowledgments cdk-nag's findings fail the synth (the check can fail)."""
-    import kvtiers.stacks.deploy_graph as deploy_graph
+    from kvtiers.stacks import deploy_graph
 
     monkeypatch.setattr(deploy_graph, "acknowledge_platform_findings", lambda graph: None)
     with pytest.raises(RuntimeError, match="ValidationFailed"):

@@ -23,7 +23,17 @@ def matrix_rows() -> list[dict]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         src, dst, traffic, dev, prod, why = cells
         protocol, port = traffic.split()
-        rows.append({"from": src, "to": dst, "protocol": protocol.upper(), "port": int(port), "dev": dev, "prod": prod, "why": why})
+        rows.append(
+            {
+                "from": src,
+                "to": dst,
+                "protocol": protocol.upper(),
+                "port": int(port),
+                "dev": dev,
+                "prod": prod,
+                "why": why,
+            }
+        )
     return rows
 
 
@@ -58,8 +68,12 @@ def endpoints(synth) -> dict[str, Endpoint]:
         "internet": Endpoint("internet", "52.94.0.10"),
         "pod-identity": Endpoint("pod-identity", "169.254.170.23"),
         "coredns": Endpoint("coredns", system_ip, "kube-system", {"k8s-app": "kube-dns"}),
-        "worker": Endpoint("worker", hp_ip(2), env.curvine.namespace, {"app.kubernetes.io/name": "curvine-worker"}, host_network=True),
-        "fuse": Endpoint("fuse", hp_ip(3), env.curvine.namespace, {"app.kubernetes.io/name": "curvine-csi-node"}, host_network=True),
+        "worker": Endpoint(
+            "worker", hp_ip(2), env.curvine.namespace, {"app.kubernetes.io/name": "curvine-worker"}, host_network=True
+        ),
+        "fuse": Endpoint(
+            "fuse", hp_ip(3), env.curvine.namespace, {"app.kubernetes.io/name": "curvine-csi-node"}, host_network=True
+        ),
         "operator": Endpoint("operator", system_ip, "hyperpod-inference-system", {"app": "controller"}),
     }
     ns, labels = pod_labels(objs, "StatefulSet", "curvine-master")
@@ -109,8 +123,15 @@ def test_namespaces_kvtiers_creates_deny_by_default(env_name, request):
     namespaces = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"}
     assert namespaces == {"serving", "curvine"}
     for ns in namespaces:
-        deny = [o for o in objs if o["kind"] == "NetworkPolicy" and o["metadata"]["namespace"] == ns
-                and o["spec"]["podSelector"] == {} and "ingress" not in o["spec"] and "egress" not in o["spec"]]
+        deny = [
+            o
+            for o in objs
+            if o["kind"] == "NetworkPolicy"
+            and o["metadata"]["namespace"] == ns
+            and o["spec"]["podSelector"] == {}
+            and "ingress" not in o["spec"]
+            and "egress" not in o["spec"]
+        ]
         assert deny and set(deny[0]["spec"]["policyTypes"]) == {"Ingress", "Egress"}, ns
 
 
@@ -124,14 +145,29 @@ def test_network_policies_are_valid_kubernetes_1_33(dev_synth, prod_synth):
 def test_the_evaluator_applies_default_deny_and_needs_both_sides():
     a = Endpoint("a", "10.0.0.1", "x", {"app": "a"})
     b = Endpoint("b", "10.0.0.2", "x", {"app": "b"})
-    deny = {"kind": "NetworkPolicy", "metadata": {"name": "d", "namespace": "x"},
-            "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}}
-    ingress_b = {"kind": "NetworkPolicy", "metadata": {"name": "i", "namespace": "x"},
-                 "spec": {"podSelector": {"matchLabels": {"app": "b"}}, "policyTypes": ["Ingress"],
-                          "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "a"}}}], "ports": [{"port": 80}]}]}}
-    egress_a = {"kind": "NetworkPolicy", "metadata": {"name": "e", "namespace": "x"},
-                "spec": {"podSelector": {"matchLabels": {"app": "a"}}, "policyTypes": ["Egress"],
-                         "egress": [{"to": [{"podSelector": {"matchLabels": {"app": "b"}}}], "ports": [{"port": 80}]}]}}
+    deny = {
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "d", "namespace": "x"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+    }
+    ingress_b = {
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "i", "namespace": "x"},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": "b"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "a"}}}], "ports": [{"port": 80}]}],
+        },
+    }
+    egress_a = {
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "e", "namespace": "x"},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": "a"}},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [{"podSelector": {"matchLabels": {"app": "b"}}}], "ports": [{"port": 80}]}],
+        },
+    }
     assert Cluster([]).allowed(a, b, 80)
     assert not Cluster([deny]).allowed(a, b, 80)
     assert not Cluster([deny, ingress_b]).allowed(a, b, 80)  # a's egress still denied
@@ -153,7 +189,10 @@ def test_vpc_cni_enforces_network_policies(env_name, request):
 
     synth = request.getfixturevalue(f"{env_name}_synth")
     template = synth.template_json(synth.graph.platform)
-    cni = [r for r in template["Resources"].values()
-           if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "vpc-cni"]
+    cni = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "vpc-cni"
+    ]
     assert len(cni) == 1
     assert json.loads(cni[0]["Properties"]["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}

@@ -53,8 +53,15 @@ def synthesized_rules(result) -> list[Rule]:
                 continue
             p = resource["Properties"]
             assert "CidrIp" not in p, f"a CIDR-based node rule: {p}"
-            rules.append(Rule(group_of(p["GroupId"]), group_of(p["SourceSecurityGroupId"]), str(p["IpProtocol"]),
-                              int(p.get("FromPort", 0)), int(p.get("ToPort", 65535))))
+            rules.append(
+                Rule(
+                    group_of(p["GroupId"]),
+                    group_of(p["SourceSecurityGroupId"]),
+                    str(p["IpProtocol"]),
+                    int(p.get("FromPort", 0)),
+                    int(p.get("ToPort", 65535)),
+                )
+            )
     return rules
 
 
@@ -71,8 +78,17 @@ def matrix() -> list[dict]:
         source, target, traffic, dev, prod, why = (c.strip() for c in cells)
         match = re.fullmatch(r"(tcp|udp) (\d+)|all", traffic)
         assert match, traffic
-        parsed.append({"source": source, "target": target, "protocol": match.group(1) or "all",
-                       "port": int(match.group(2)) if match.group(2) else None, "dev": dev, "prod": prod, "why": why})
+        parsed.append(
+            {
+                "source": source,
+                "target": target,
+                "protocol": match.group(1) or "all",
+                "port": int(match.group(2)) if match.group(2) else None,
+                "dev": dev,
+                "prod": prod,
+                "why": why,
+            }
+        )
     return parsed
 
 
@@ -125,7 +141,9 @@ def test_coredns_is_pinned_to_the_system_nodes(dev_synth):
     import json
 
     resources = dev_synth.template_json(dev_synth.graph.platform)["Resources"]
-    coredns = next(r for r in resources.values() if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "coredns")
+    coredns = next(
+        r for r in resources.values() if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "coredns"
+    )
     config = json.loads(coredns["Properties"]["ConfigurationValues"])
     (term,) = config["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     nodegroup = next(r for r in resources.values() if r["Type"] == "AWS::EKS::Nodegroup")

@@ -50,8 +50,15 @@ def test_every_rule_parses_and_reads_only_catalogued_or_recorded_series(env_name
         for name in selectors(pp.parse(rule["expr"])):
             assert name in recorded or name in exposed, f"{name} in {rule['expr']} is neither recorded nor catalogued"
             seen.add(name)
-    assert {m.PREFIX_CACHE_HITS.name, m.EXTERNAL_PREFIX_CACHE_HITS.name, m.LMCACHE_REMOTE_READ_BYTES.name,
-            m.TTFT.series("_bucket"), m.CURVINE_FS_USED.name, m.CURVINE_EVICTION_BYTES.name, "up"} <= seen
+    assert {
+        m.PREFIX_CACHE_HITS.name,
+        m.EXTERNAL_PREFIX_CACHE_HITS.name,
+        m.LMCACHE_REMOTE_READ_BYTES.name,
+        m.TTFT.series("_bucket"),
+        m.CURVINE_FS_USED.name,
+        m.CURVINE_EVICTION_BYTES.name,
+        "up",
+    } <= seen
 
 
 def test_derived_splits_are_labelled_and_alerts_cover_what_an_operator_acts_on():
@@ -59,8 +66,13 @@ def test_derived_splits_are_labelled_and_alerts_cover_what_an_operator_acts_on()
     derived = {rule["record"] for rule in rules if rule.get("labels", {}).get("derived") == "true" and "record" in rule}
     assert derived == {r.L1_TOKENS, r.L2_TOKENS, r.L2_HIT_RATIO}
     alerts = [rule for rule in rules if "alert" in rule]
-    assert {a["alert"] for a in alerts} == {"KvtiersL2NearlyFull", "KvtiersCurvineMasterDown",
-                                            "KvtiersCurvineWorkerDown", "KvtiersTTFTHigh", "KvtiersL2HitRateCollapsed"}
+    assert {a["alert"] for a in alerts} == {
+        "KvtiersL2NearlyFull",
+        "KvtiersCurvineMasterDown",
+        "KvtiersCurvineWorkerDown",
+        "KvtiersTTFTHigh",
+        "KvtiersL2HitRateCollapsed",
+    }
     ttft = {a["labels"]["endpoint"] for a in alerts if a["alert"] == "KvtiersTTFTHigh"}
     assert ttft == {e.name for e in ENVIRONMENTS["prod"].serving.endpoints}
     collapse = [a for a in alerts if a["alert"] == "KvtiersL2HitRateCollapsed"]
@@ -87,14 +99,18 @@ def upstream_text(source: str) -> str | None:
     mirrors = os.environ.get("KVTIERS_UPSTREAM_MIRRORS")
     git_dir = Path(mirrors or "/nonexistent") / repo.replace("/", "+") / "repo"
     if git_dir.is_dir():
-        shown = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{tag}:{path}"], capture_output=True,
-                               text=True)
+        shown = subprocess.run(
+            ["git", "--git-dir", str(git_dir), "show", f"{tag}:{path}"], capture_output=True, text=True
+        )
         return shown.stdout if shown.returncode == 0 else None
     return None
 
 
-@pytest.mark.parametrize("metric", [c for c in m.CATALOGUE if c.source != m.PROMETHEUS_SOURCE],
-                         ids=lambda c: f"{c.registered}@{c.source.split(':')[-1]}")
+@pytest.mark.parametrize(
+    "metric",
+    [c for c in m.CATALOGUE if c.source != m.PROMETHEUS_SOURCE],
+    ids=lambda c: f"{c.registered}@{c.source.split(':')[-1]}",
+)
 def test_each_catalogued_metric_is_registered_in_its_pinned_source(metric):
     text = upstream_text(metric.source)
     if text is None:
@@ -111,15 +127,27 @@ T = 7 * 3600.0  # long enough for the 6-hour windows
 
 def counter(per_second: float, until: float | None = None, after: float = 0.0):
     """A counter growing at ``per_second``, or at ``after`` from time ``until`` on."""
+
     def value(t):
         if until is None or t <= until:
             return per_second * t
         return per_second * until + after * (t - until)
+
     return value
 
 
-def engine_world(env, endpoint: str, *, queries=1000.0, l0=300.0, lmcache=500.0, l2_tokens=200.0,
-                 l2_after: float | None = None, used=900.0, capacity=1000.0):
+def engine_world(
+    env,
+    endpoint: str,
+    *,
+    queries=1000.0,
+    l0=300.0,
+    lmcache=500.0,
+    l2_tokens=200.0,
+    l2_after: float | None = None,
+    used=900.0,
+    capacity=1000.0,
+):
     sized = env.sizing.endpoint(endpoint)
     world = World()
     labels = {"component": "engine", "endpoint": endpoint}
@@ -128,9 +156,12 @@ def engine_world(env, endpoint: str, *, queries=1000.0, l0=300.0, lmcache=500.0,
         world.add(m.PREFIX_CACHE_HITS.name, counter(l0 / 2), pod=pod, **labels)
         world.add(m.EXTERNAL_PREFIX_CACHE_HITS.name, counter(lmcache / 2), pod=pod, **labels)
         read = l2_tokens * sized.kv_bytes_per_token / 2
-        world.add(m.LMCACHE_REMOTE_READ_BYTES.name,
-                  counter(read, T - 1800, l2_after * sized.kv_bytes_per_token / 2) if l2_after is not None
-                  else counter(read), pod=pod, **labels)
+        world.add(
+            m.LMCACHE_REMOTE_READ_BYTES.name,
+            counter(read, T - 1800, l2_after * sized.kv_bytes_per_token / 2) if l2_after is not None else counter(read),
+            pod=pod,
+            **labels,
+        )
         world.add(m.REQUESTS_WAITING.name, 3.0, pod=pod, **labels)
     # the router reuses vLLM's gauge name: it must not count
     world.add(m.REQUESTS_WAITING.name, 50.0, component="router", endpoint=endpoint)
@@ -185,8 +216,17 @@ def test_alerts_fire_on_a_full_l2_a_collapsed_hit_rate_and_slow_ttft():
     collapsed = alerts["KvtiersL2HitRateCollapsed"]
     assert {dict(k)["endpoint"] for k in collapsed} == {"qwen25-32b"}
     # TTFT p95 of 1 s: above a threshold of 0.5 s, not above the default 2 s
-    slow = env.model_copy(update={"serving": env.serving.model_copy(update={"endpoints": tuple(
-        e.model_copy(update={"ttft_p95_alert_seconds": 0.5}) for e in env.serving.endpoints)})})
+    slow = env.model_copy(
+        update={
+            "serving": env.serving.model_copy(
+                update={
+                    "endpoints": tuple(
+                        e.model_copy(update={"ttft_p95_alert_seconds": 0.5}) for e in env.serving.endpoints
+                    )
+                }
+            )
+        }
+    )
     assert not any(dict(k).get("endpoint") == "qwen25-32b" for k in alerts["KvtiersTTFTHigh"])
     world = engine_world(env, "qwen25-32b")
     assert any(dict(k)["endpoint"] == "qwen25-32b" for k in run_rules(world, r.rule_groups(slow), T)["KvtiersTTFTHigh"])

@@ -15,11 +15,18 @@ from tests.fakes.operator_pod import operator_pod
 
 def discovered(namespace: str, name: str, labels: dict, containers: list[dict]) -> list[dict]:
     """One target per declared container port, with the ``__meta_kubernetes_*`` labels pod discovery sets."""
-    base = {"__meta_kubernetes_namespace": namespace, "__meta_kubernetes_pod_name": name,
-            "__meta_kubernetes_pod_phase": "Running", "__meta_kubernetes_pod_node_name": "node-1",
-            **{meta_label(k): v for k, v in labels.items()}}
-    return [{**base, "__meta_kubernetes_pod_container_port_number": str(p["containerPort"])}
-            for c in containers for p in c.get("ports", ())]
+    base = {
+        "__meta_kubernetes_namespace": namespace,
+        "__meta_kubernetes_pod_name": name,
+        "__meta_kubernetes_pod_phase": "Running",
+        "__meta_kubernetes_pod_node_name": "node-1",
+        **{meta_label(k): v for k, v in labels.items()},
+    }
+    return [
+        {**base, "__meta_kubernetes_pod_container_port_number": str(p["containerPort"])}
+        for c in containers
+        for p in c.get("ports", ())
+    ]
 
 
 def relabel(target: dict, rules: list[dict]) -> dict | None:
@@ -43,13 +50,25 @@ def pods(env, objects, kubectl=None):
     for obj in objects:
         if obj["kind"] in ("Deployment", "StatefulSet", "DaemonSet"):
             template = obj["spec"]["template"]
-            out.append((obj["metadata"]["namespace"], obj["metadata"]["name"], template["metadata"]["labels"],
-                        template["spec"]["containers"]))
+            out.append(
+                (
+                    obj["metadata"]["namespace"],
+                    obj["metadata"]["name"],
+                    template["metadata"]["labels"],
+                    template["spec"]["containers"],
+                )
+            )
     for endpoint in env.serving.endpoints:
         if endpoint.serving == "operator":
             pod = operator_pod(OperatorEndpointProps.from_environment(env, endpoint.name))
-            out.append((pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["labels"],
-                        pod["spec"]["containers"]))
+            out.append(
+                (
+                    pod["metadata"]["namespace"],
+                    pod["metadata"]["name"],
+                    pod["metadata"]["labels"],
+                    pod["spec"]["containers"],
+                )
+            )
     return out
 
 
@@ -64,8 +83,13 @@ def scraped(env, objects) -> list[dict]:
             for target in discovered(namespace, name, labels, containers):
                 kept = relabel(target, job["relabel_configs"])
                 if kept is not None:
-                    targets.append({"job": job["job_name"], **{k: v for k, v in kept.items() if not k.startswith("__")},
-                                    "port": target["__meta_kubernetes_pod_container_port_number"]})
+                    targets.append(
+                        {
+                            "job": job["job_name"],
+                            **{k: v for k, v in kept.items() if not k.startswith("__")},
+                            "port": target["__meta_kubernetes_pod_container_port_number"],
+                        }
+                    )
     return targets
 
 
@@ -79,13 +103,15 @@ def test_every_endpoint_curvine_and_router_is_scraped_with_its_labels(prod_env_o
     assert routers == {e.name for e in env.serving.endpoints if e.serving == "self_managed"}
     assert {t["pod"] for t in targets if t["component"] == "curvine-master"} == {"curvine-master"}
     assert {(t["component"], t["port"]) for t in targets if t["component"].startswith("curvine")} == {
-        ("curvine-master", str(env.curvine.ports.master_web)), ("curvine-worker", str(env.curvine.ports.worker_web))}
+        ("curvine-master", str(env.curvine.ports.master_web)),
+        ("curvine-worker", str(env.curvine.ports.worker_web)),
+    }
     # no other port of these pods (LMCache worker ports, Curvine RPC) becomes a target
     assert len(targets) == len({(t["job"], t["pod"]) for t in targets})
 
 
 def test_engines_share_one_prometheus_multiprocess_directory(prod_env_objects):
-    env, objects = prod_env_objects
+    _env, objects = prod_env_objects
     for obj in objects:
         if obj["kind"] == "Deployment" and obj["metadata"]["name"].endswith("-engine"):
             spec = obj["spec"]["template"]["spec"]

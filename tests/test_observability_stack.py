@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 import yaml
 
@@ -34,18 +33,34 @@ def test_prod_collects_into_a_workspace_with_rules_and_alerts(prod_synth):
     (topic,) = resources(prod_synth, platform, "AWS::SNS::Topic")
     assert topic["TopicName"] == "kvtiers-prod-alerts" and "KmsMasterKeyId" in topic
     # AMP creates the collector's access entry itself (API authentication): a second one would fail the stack.
-    assert not [e for e in resources(prod_synth, platform, "AWS::EKS::AccessEntry") if e.get("Username") == COLLECTOR_USER]
-    (policy,) = [p for p in resources(prod_synth, platform, "AWS::IAM::ManagedPolicy")
-                 if "aps:QueryMetrics" in str(p["PolicyDocument"])]
+    assert not [
+        e for e in resources(prod_synth, platform, "AWS::EKS::AccessEntry") if e.get("Username") == COLLECTOR_USER
+    ]
+    (policy,) = [
+        p
+        for p in resources(prod_synth, platform, "AWS::IAM::ManagedPolicy")
+        if "aps:QueryMetrics" in str(p["PolicyDocument"])
+    ]
     (statement,) = policy["PolicyDocument"]["Statement"]
-    assert statement["Resource"] == {"Fn::GetAtt": [next(iter(
-        k for k, r in prod_synth.template_json(platform)["Resources"].items() if r["Type"] == "AWS::APS::Workspace")),
-        "Arn"]}
+    assert statement["Resource"] == {
+        "Fn::GetAtt": [
+            next(
+                iter(
+                    k
+                    for k, r in prod_synth.template_json(platform)["Resources"].items()
+                    if r["Type"] == "AWS::APS::Workspace"
+                )
+            ),
+            "Arn",
+        ]
+    }
     rbac = prod_synth.graph.workloads.chart_objects["MetricsCollectorRbac"]
     bindings = [o for o in rbac if o["kind"] == "RoleBinding"]
     assert {b["metadata"]["namespace"] for b in bindings} == {env.serving.namespace, env.curvine.namespace}
-    assert all(b["subjects"] == [{"kind": "User", "name": COLLECTOR_USER, "apiGroup": "rbac.authorization.k8s.io"}]
-               for b in bindings)
+    assert all(
+        b["subjects"] == [{"kind": "User", "name": COLLECTOR_USER, "apiGroup": "rbac.authorization.k8s.io"}]
+        for b in bindings
+    )
     (role,) = [o for o in rbac if o["kind"] == "ClusterRole"]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
 
@@ -56,8 +71,9 @@ def test_the_alert_manager_sends_to_the_environments_topic(prod_synth):
     text = "".join(part if isinstance(part, str) else "TOPIC" for part in definition["Fn::Join"][1])
     config = yaml.safe_load(yaml.safe_load(text)["alertmanager_config"])
     (receiver,) = config["receivers"]
-    assert receiver["sns_configs"] == [{"topic_arn": "TOPIC", "sigv4": {"region": "us-east-1"},
-                                        "attributes": {"environment": "kvtiers-prod"}}]
+    assert receiver["sns_configs"] == [
+        {"topic_arn": "TOPIC", "sigv4": {"region": "us-east-1"}, "attributes": {"environment": "kvtiers-prod"}}
+    ]
 
 
 def test_dev_has_no_collection(dev_synth):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kvtiers.config.schema import InferenceOperator
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from tests.conftest import ROOT
-from tests.contract_docs import existing_tests, named_tests, defined_tests
+from tests.contract_docs import defined_tests, existing_tests, named_tests
 
 DOC = ROOT / "docs" / "operator-contract.md"
 
@@ -17,9 +17,9 @@ def behaviour_rows() -> list[list[str]]:
         if line.startswith("## "):
             section = "behaviours" if "behaviours relied on" in line else ""
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and not line.startswith("| ---") and len(cells) == 3 and section == "behaviours":
-            if cells[0] != "behaviour":
-                rows.append(cells)
+        is_row = line.startswith("| ") and not line.startswith("| ---") and len(cells) == 3
+        if is_row and section == "behaviours" and cells[0] != "behaviour":
+            rows.append(cells)
     return rows
 
 

@@ -22,15 +22,28 @@ EXAMPLE = ROOT / "examples" / "reuse_app" / "app.py"
 def installed_venv(tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("consumer") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    site = Path(subprocess.check_output(
-        [str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
-    ).strip())
+    site = Path(
+        subprocess.check_output(
+            [str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
     # kvtiers itself is built into a wheel and installed; its pinned dependencies are reused from the project
     # venv (a .pth line adds the directory but runs none of its .pth files, so the editable kvtiers stays out).
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
-         "--target", str(site), str(ROOT)],
-        check=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=300,
     )
     (site / "project_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return venv
@@ -52,8 +65,14 @@ def test_example_app_synthesizes_from_the_installed_package(installed_venv, tmp_
     shutil.copy(EXAMPLE, tmp_path / "app.py")
     env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     env.pop("PYTHONPATH", None)
-    run = subprocess.run([str(installed_venv / "bin/python"), "app.py"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [str(installed_venv / "bin/python"), "app.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     template = json.loads((tmp_path / "out" / "team-endpoint.template.json").read_text())
     manifests = [r for r in template["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]

@@ -34,10 +34,14 @@ def test_new_vpc_has_private_subnets_nat_and_s3_gateway(dev_synth):
 def test_hyperpod_subnet_routes_through_nat_and_is_in_the_s3_endpoint(dev_synth):
     template = dev_synth.template_json(dev_synth.graph.network)
     resources = template["Resources"]
-    hyperpod_subnet = next(k for k, r in resources.items() if r["Type"] == "AWS::EC2::Subnet" and "AvailabilityZoneId" in r["Properties"])
+    hyperpod_subnet = next(
+        k for k, r in resources.items() if r["Type"] == "AWS::EC2::Subnet" and "AvailabilityZoneId" in r["Properties"]
+    )
     association = next(
-        r for r in resources.values()
-        if r["Type"] == "AWS::EC2::SubnetRouteTableAssociation" and r["Properties"]["SubnetId"] == {"Ref": hyperpod_subnet}
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::EC2::SubnetRouteTableAssociation"
+        and r["Properties"]["SubnetId"] == {"Ref": hyperpod_subnet}
     )
     table = association["Properties"]["RouteTableId"]["Ref"]
     routes = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::EC2::Route"]
@@ -55,7 +59,9 @@ def test_security_group_allows_itself_and_fsx_lustre(dev_synth):
     ports = {(r.get("FromPort"), r.get("ToPort")) for r in from_self if r["IpProtocol"] == "tcp"}
     assert ports == {(988, 988), (1018, 1023)}
     egress = template["Resources"][group]["Properties"]["SecurityGroupEgress"]
-    assert egress == [{"CidrIp": "0.0.0.0/0", "Description": "Allow all outbound traffic by default", "IpProtocol": "-1"}]
+    assert egress == [
+        {"CidrIp": "0.0.0.0/0", "Description": "Allow all outbound traffic by default", "IpProtocol": "-1"}
+    ]
     # EFA: an explicit outbound rule to the group itself (HyperPod prerequisites, the reference templates).
     (to_itself,) = props_of(template, "AWS::EC2::SecurityGroupEgress")
     assert to_itself["IpProtocol"] == "-1"
@@ -74,7 +80,9 @@ def test_eks_cluster_version_logging_access_and_no_auto_mode(dev_synth):
             "Version": "1.33",
             "AccessConfig": {"AuthenticationMode": "API"},
             "BootstrapSelfManagedAddons": False,
-            "Logging": {"ClusterLogging": {"EnabledTypes": [{"Type": "api"}, {"Type": "audit"}, {"Type": "authenticator"}]}},
+            "Logging": {
+                "ClusterLogging": {"EnabledTypes": [{"Type": "api"}, {"Type": "audit"}, {"Type": "authenticator"}]}
+            },
             "ResourcesVpcConfig": Match.object_like({"EndpointPrivateAccess": True, "EndpointPublicAccess": False}),
             "EncryptionConfig": [Match.object_like({"Resources": ["secrets"]})],
         },
@@ -84,9 +92,7 @@ def test_eks_cluster_version_logging_access_and_no_auto_mode(dev_synth):
 
 
 def test_core_addons_are_pinned(dev_synth, dev_env):
-    addons = {
-        p["AddonName"]: p for p in props_of(dev_synth.template_json(dev_synth.graph.platform), "AWS::EKS::Addon")
-    }
+    addons = {p["AddonName"]: p for p in props_of(dev_synth.template_json(dev_synth.graph.platform), "AWS::EKS::Addon")}
     versions = dev_env.eks.addons
     assert addons["vpc-cni"]["AddonVersion"] == versions.vpc_cni
     assert addons["coredns"]["AddonVersion"] == versions.coredns
@@ -98,13 +104,19 @@ def test_core_addons_are_pinned(dev_synth, dev_env):
 
 def test_kubectl_provider_uses_the_v33_layer(dev_synth):
     platform = dev_synth.template(dev_synth.graph.platform)
-    platform.has_resource_properties("AWS::Lambda::LayerVersion", {"Description": Match.string_like_regexp("kubectl 1.33")})
+    platform.has_resource_properties(
+        "AWS::Lambda::LayerVersion", {"Description": Match.string_like_regexp("kubectl 1.33")}
+    )
 
 
 def test_system_nodegroup(dev_synth):
     dev_synth.template(dev_synth.graph.platform).has_resource_properties(
         "AWS::EKS::Nodegroup",
-        {"AmiType": "AL2023_x86_64_STANDARD", "InstanceTypes": ["m7i.xlarge"], "ScalingConfig": Match.object_like({"DesiredSize": 2})},
+        {
+            "AmiType": "AL2023_x86_64_STANDARD",
+            "InstanceTypes": ["m7i.xlarge"],
+            "ScalingConfig": Match.object_like({"DesiredSize": 2}),
+        },
     )
 
 
@@ -118,7 +130,14 @@ def test_admin_access_entries_and_private_endpoint_in_prod(prod_synth):
                 {
                     "AccessScope": {"Type": "cluster"},
                     "PolicyArn": {
-                        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"]]
+                        "Fn::Join": [
+                            "",
+                            [
+                                "arn:",
+                                {"Ref": "AWS::Partition"},
+                                ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
+                            ],
+                        ]
                     },
                 }
             ],
@@ -194,11 +213,22 @@ def test_execution_role_trusts_sagemaker_with_the_instance_policy(dev_synth):
         "AWS::IAM::Role",
         {
             "AssumeRolePolicyDocument": {
-                "Statement": [{"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}],
+                "Statement": [
+                    {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
+                ],
                 "Version": "2012-10-17",
             },
             "ManagedPolicyArns": [
-                {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"]]}
+                {
+                    "Fn::Join": [
+                        "",
+                        [
+                            "arn:",
+                            {"Ref": "AWS::Partition"},
+                            ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy",
+                        ],
+                    ]
+                }
             ],
         },
     )

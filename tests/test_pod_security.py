@@ -28,8 +28,11 @@ def pods(objs: list[dict]) -> list[tuple[str, str, dict]]:
 @pytest.mark.parametrize("env_name", ["dev", "prod"])
 def test_every_rendered_pod_meets_its_namespace_level(env_name, request):
     objs = objects(request.getfixturevalue(f"{env_name}_synth"))
-    enforce = {o["metadata"]["name"]: o["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
-               for o in objs if o["kind"] == "Namespace"}
+    enforce = {
+        o["metadata"]["name"]: o["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        for o in objs
+        if o["kind"] == "Namespace"
+    }
     rendered = pods(objs)
     assert len(rendered) >= 5
     for namespace, name, spec in rendered:
@@ -85,10 +88,13 @@ def test_tokens_are_mounted_only_where_the_api_is_called(dev_synth, prod_synth):
 
 
 def test_the_checker_catches_what_each_level_forbids():
-    good = {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": False,
-                                                               "capabilities": {"drop": ["ALL"]}}}],
-            "volumes": [{"name": "v", "emptyDir": {}}]}
+    good = {
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [
+            {"name": "c", "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+        ],
+        "volumes": [{"name": "v", "emptyDir": {}}],
+    }
     assert pss.level(good) == "restricted"
     root = copy.deepcopy(good)
     root["securityContext"]["runAsNonRoot"] = False

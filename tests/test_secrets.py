@@ -10,7 +10,7 @@ import pytest
 TOKEN_PATTERNS = {
     "Hugging Face token": re.compile(r"hf_[A-Za-z0-9]{30,}"),
     "AWS access key id": re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"),
-    "AWS secret key assignment": re.compile(r"aws_secret_access_key\s*[=:]\s*\S{20,}", re.I),
+    "AWS secret key assignment": re.compile(r"aws_secret_access_key\s*[=:]\s*\S{20,}", re.IGNORECASE),
     "private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
     "GitHub token": re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
     "bearer token": re.compile(r"Bearer [A-Za-z0-9._-]{20,}"),

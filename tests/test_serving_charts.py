@@ -14,8 +14,8 @@ import yaml
 from kvtiers.cli import names
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts import labels
-from kvtiers.k8s_charts.serving import ServingChart, ServingProps, l2_report
 from kvtiers.k8s_charts.l2 import L2Namespace
+from kvtiers.k8s_charts.serving import ServingChart, ServingProps, l2_report
 from kvtiers.k8s_charts.serving.lmcache import per_pod_env
 from kvtiers.k8s_charts.serving.props import CONFIG_CHECKSUM_ANNOTATION, LMCACHE_CONFIG_KEY
 from tests.conftest import CONFIG_DIR
@@ -24,7 +24,12 @@ DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
 SECOND = {
     "name": "llama-8b",
     "model": "meta-llama/Llama-3.1-8B-Instruct",
-    "source": {"type": "s3", "bucket": "kvtiers-models", "prefix": "llama/3.1-8b-instruct", "hf_token_secret": "hf-token"},
+    "source": {
+        "type": "s3",
+        "bucket": "kvtiers-models",
+        "prefix": "llama/3.1-8b-instruct",
+        "hf_token_secret": "hf-token",
+    },
     "instance_group": "g6e-serving",
     "replicas": 2,
     "tensor_parallel_size": 2,
@@ -65,7 +70,9 @@ def one(objs: list[dict], kind: str, name: str | None = None) -> dict:
 
 
 def engine_deployment(objs):
-    return one(objs, "Deployment", next(o["metadata"]["name"] for o in objs if o["metadata"]["name"].endswith("-engine")))
+    return one(
+        objs, "Deployment", next(o["metadata"]["name"] for o in objs if o["metadata"]["name"].endswith("-engine"))
+    )
 
 
 def router_deployment(objs):
@@ -114,7 +121,9 @@ def test_l2_mount_path_matches_remote_url_and_the_claim(env, charts):
     remote = lmcache_yaml(objs)["remote_url"]
     assert remote.startswith("fs://localhost:0/")
     path = remote.removeprefix("fs://localhost:0")
-    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v
+    }
     mounts = {m["mountPath"].rstrip("/") + "/": m["name"] for m in vllm(objs)["volumeMounts"]}
     endpoint = next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
     directory = L2Namespace.for_endpoint(env, endpoint).directory
@@ -147,7 +156,9 @@ def test_lmcache_is_configured_only_through_the_file(env, charts):
         assert all(names.index("POD_NAME") < names.index(k) for k in extra)
         path = variables["LMCACHE_CONFIG_FILE"]["value"]
         mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
-        volume = next(v for v in engine_deployment(objs)["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+        volume = next(
+            v for v in engine_deployment(objs)["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]
+        )
         assert volume["configMap"]["name"] == one(objs, "ConfigMap")["metadata"]["name"]
         assert path.endswith("/" + LMCACHE_CONFIG_KEY)
         config = lmcache_yaml(objs)
@@ -163,8 +174,15 @@ def test_config_checksum_annotation_follows_the_config(env, charts):
         text = one(objs, "ConfigMap")["data"][LMCACHE_CONFIG_KEY]
         annotations = engine_deployment(objs)["spec"]["template"]["metadata"]["annotations"]
         assert annotations[CONFIG_CHECKSUM_ANNOTATION] == hashlib.sha256(text.encode()).hexdigest()
-    assert len({engine_deployment(o)["spec"]["template"]["metadata"]["annotations"][CONFIG_CHECKSUM_ANNOTATION]
-                for o in charts.values()}) == 2
+    assert (
+        len(
+            {
+                engine_deployment(o)["spec"]["template"]["metadata"]["annotations"][CONFIG_CHECKSUM_ANNOTATION]
+                for o in charts.values()
+            }
+        )
+        == 2
+    )
 
 
 def test_one_hash_seed_on_every_engine_and_router(env, charts):
@@ -198,7 +216,9 @@ def test_labels_and_names_match_what_verify_looks_for(charts):
         assert router["metadata"]["name"] == names.router_name(name)
         assert one(objs, "Service", names.router_name(name))["spec"]["ports"][0]["port"] == names.ROUTER_SERVICE_PORT
         assert selector_matches(names.router_selector(name), router["spec"]["template"]["metadata"]["labels"])
-        assert selector_matches(names.engine_selector(name), engine_deployment(objs)["spec"]["template"]["metadata"]["labels"])
+        assert selector_matches(
+            names.engine_selector(name), engine_deployment(objs)["spec"]["template"]["metadata"]["labels"]
+        )
         assert vllm(objs)["ports"][0]["containerPort"] == names.ENGINE_PORT
 
 
@@ -258,16 +278,23 @@ def test_engine_placement_shm_probes_and_spread(env, charts):
 
 def test_group_taints_are_tolerated():
     raw = copy.deepcopy(DEV)
-    raw["hyperpod"]["instance_groups"][0].update(taints=[{"key": "kvtiers.io/gpu", "value": "serving"}], deep_health_checks=[])
+    raw["hyperpod"]["instance_groups"][0].update(
+        taints=[{"key": "kvtiers.io/gpu", "value": "serving"}], deep_health_checks=[]
+    )
     env = Environment.model_validate(raw)
     pod = engine_deployment(render(env, "qwen2-7b"))["spec"]["template"]["spec"]
-    assert {"key": "kvtiers.io/gpu", "operator": "Equal", "value": "serving", "effect": "NoSchedule"} in pod["tolerations"]
+    assert {"key": "kvtiers.io/gpu", "operator": "Equal", "value": "serving", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
 
 
 def test_vllm_arguments(charts):
     args = vllm(charts["qwen2-7b"])["args"]
     assert args[0] == "Qwen/Qwen2-7B-Instruct"
-    assert json.loads(flag(args, "--kv-transfer-config")) == {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+    assert json.loads(flag(args, "--kv-transfer-config")) == {
+        "kv_connector": "LMCacheConnectorV1",
+        "kv_role": "kv_both",
+    }
     assert "--enable-prefix-caching" in args
     assert flag(args, "--max-model-len") == "16384" and flag(args, "--gpu-memory-utilization") == "0.9"
 
@@ -320,7 +347,9 @@ def test_kvaware_wires_engines_to_the_router_controller(env, charts):
     # prefixaware: no controller anywhere
     qwen = charts["qwen2-7b"]
     assert "enable_controller" not in lmcache_yaml(qwen)
-    assert "--lmcache-controller-port" not in router_deployment(qwen)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert (
+        "--lmcache-controller-port" not in router_deployment(qwen)["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
 
 
 def test_session_routing_passes_the_session_key():
@@ -332,13 +361,15 @@ def test_session_routing_passes_the_session_key():
 
 
 def test_router_rbac_is_read_only_on_pods(charts):
-    for name, objs in charts.items():
+    for objs in charts.values():
         role = one(objs, "Role")
         assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
         binding = one(objs, "RoleBinding")
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
         sa = router_deployment(objs)["spec"]["template"]["spec"]["serviceAccountName"]
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": role["metadata"]["namespace"]}]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": sa, "namespace": role["metadata"]["namespace"]}
+        ]
         assert one(objs, "ServiceAccount", sa)
 
 
@@ -373,10 +404,14 @@ def test_rendering_is_deterministic(env):
 def test_pod_identity_association_names_the_engine_service_account(prod_synth):
     """The S3 weights role is bound to the service account the engine pods actually run as."""
     resources = prod_synth.template_json(prod_synth.graph.workloads)["Resources"]
-    associations = {r["Properties"]["ServiceAccount"] for r in resources.values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"}
+    associations = {
+        r["Properties"]["ServiceAccount"] for r in resources.values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"
+    }
     accounts = {
         o["spec"]["template"]["spec"]["serviceAccountName"]
-        for name, chart in prod_synth.graph.workloads.charts.items() if name.startswith("Endpoint")
-        for o in chart.to_json() if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-engine")
+        for name, chart in prod_synth.graph.workloads.charts.items()
+        if name.startswith("Endpoint")
+        for o in chart.to_json()
+        if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-engine")
     }
     assert associations == accounts == {"llama31-70b-engine", "qwen25-32b-engine"}

@@ -64,7 +64,9 @@ def test_image_outside_the_matrix_is_rejected_with_the_known_ones():
 
 
 def test_digest_pins_are_accepted_and_keep_their_matrix_row():
-    env = env_with(images={"vllm_image": f"{DEFAULT_ENGINE_IMAGE}@{DIGEST}", "router_image": f"{DEFAULT_ROUTER_IMAGE}@{DIGEST}"})
+    env = env_with(
+        images={"vllm_image": f"{DEFAULT_ENGINE_IMAGE}@{DIGEST}", "router_image": f"{DEFAULT_ROUTER_IMAGE}@{DIGEST}"}
+    )
     assert env.serving.images.engine == engine_release(DEFAULT_ENGINE_IMAGE)
     assert "has no tag" in error(images={"vllm_image": "lmcache/vllm-openai@sha256:zz"})
 
@@ -95,7 +97,12 @@ def test_kvaware_on_a_gated_model_needs_a_token():
     assert "source.hf_token_secret" in error(
         routing="kvaware", api="completions", model="meta-llama/Llama-3.1-8B-Instruct", source=s3
     )
-    env_with(routing="kvaware", api="completions", model="meta-llama/Llama-3.1-8B-Instruct", source={**s3, "hf_token_secret": "hf"})
+    env_with(
+        routing="kvaware",
+        api="completions",
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        source={**s3, "hf_token_secret": "hf"},
+    )
 
 
 def test_operator_invocation_endpoint_follows_the_declared_api():
@@ -122,7 +129,9 @@ def test_kvaware_heartbeats_match_the_router_worker_timeout_and_one_controller_r
     plain = render(env_with(), "qwen2-7b")
     plain_router = next(d for d in kinds(plain, "Deployment") if d["metadata"]["name"].endswith("-router"))
     assert "strategy" not in plain_router["spec"]
-    assert "lmcache_worker_heartbeat_time" not in yaml.safe_load(kinds(plain, "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY])
+    assert "lmcache_worker_heartbeat_time" not in yaml.safe_load(
+        kinds(plain, "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY]
+    )
 
 
 def test_partial_chunks_are_not_stored():

@@ -30,7 +30,9 @@ def test_stateful_logical_ids_are_locked(dev_synth):
     for stack_key, expected in LOCKED_LOGICAL_IDS.items():
         resources = dev_synth.template_json(getattr(graph, stack_key))["Resources"]
         for logical_id, kind in expected.items():
-            assert logical_id in resources, f"{stack_key}: {logical_id} ({kind}) was renamed: CloudFormation would replace it"
+            assert logical_id in resources, (
+                f"{stack_key}: {logical_id} ({kind}) was renamed: CloudFormation would replace it"
+            )
             assert resources[logical_id]["Type"] == kind
 
 
@@ -48,8 +50,8 @@ def test_two_synths_of_the_same_config_are_identical(dev_synth, tmp_path):
     first = {p.name: p.read_text() for p in dev_synth.templates}
     second = {p.name: p.read_text() for p in again.templates}
     assert first.keys() == second.keys()
-    for name in first:
-        assert first[name] == second[name], f"{name} differs between two synths of the same config"
+    for name, text in first.items():
+        assert text == second[name], f"{name} differs between two synths of the same config"
 
 
 def test_every_kubernetes_object_is_written_as_yaml_and_deterministically(dev_synth, tmp_path):

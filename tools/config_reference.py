@@ -15,7 +15,7 @@ from pydantic_core import PydanticUndefined
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kvtiers.config.schema import Environment  # noqa: E402
+from kvtiers.config.schema import Environment
 
 OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "config-reference.md"
 

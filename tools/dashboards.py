@@ -13,8 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvtiers.config import load_environment  # noqa: E402
-from kvtiers.observability.dashboard import dashboard  # noqa: E402
+from kvtiers.config import load_environment
+from kvtiers.observability.dashboard import dashboard
 
 OUTPUT = ROOT / "dashboards"
 
@@ -35,8 +35,10 @@ def main() -> int:
         stale = [str(p) for p, text in files.items() if not p.exists() or p.read_text() != text]
         extra = sorted(str(p) for p in OUTPUT.glob("*.json") if p not in files)
         if stale or extra:
-            print(f"stale or extra dashboards: {', '.join(stale + extra)}: run python tools/dashboards.py",
-                  file=sys.stderr)
+            print(
+                f"stale or extra dashboards: {', '.join(stale + extra)}: run python tools/dashboards.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     OUTPUT.mkdir(exist_ok=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import csv
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from kvtiers.cli import prompts
 from kvtiers.cli.openai_client import BenchError, StreamingClient
@@ -128,7 +128,16 @@ def run_turns(
 
 
 def write_csv(path: Path, rows: list[Row]) -> None:
-    fields = ["mode", "turn", "prompt_tokens", "cold_ttft_ms", "warm_ttft_ms", "speedup", "cold_total_ms", "warm_total_ms"]
+    fields = [
+        "mode",
+        "turn",
+        "prompt_tokens",
+        "cold_ttft_ms",
+        "warm_ttft_ms",
+        "speedup",
+        "cold_total_ms",
+        "warm_total_ms",
+    ]
     with Path(path).open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
@@ -157,7 +166,7 @@ def write_plot(path: Path, rows: list[Row], title: str) -> None:
     plt.close(fig)
 
 
-__all__ = ["BenchError", "BenchResult", "Row", "run_lengths", "run_turns", "write_csv", "write_plot", "DEFAULT_LENGTHS"]
+__all__ = ["DEFAULT_LENGTHS", "BenchError", "BenchResult", "Row", "run_lengths", "run_turns", "write_csv", "write_plot"]
 
 
 def render(result: BenchResult, url: str, warm_url: str | None):

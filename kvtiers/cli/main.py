@@ -7,7 +7,6 @@ reports is good. Expected failures (bad config, unreachable server, failed check
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -37,7 +36,7 @@ def _load(config: Path):
 @app.command()
 def plan(
     config: Path = ConfigOption,
-    hf_config: List[str] = typer.Option(
+    hf_config: list[str] = typer.Option(
         [],
         "--hf-config",
         metavar="NAME=PATH",
@@ -68,8 +67,8 @@ def plan(
 @app.command()
 def verify(
     config: Path = ConfigOption,
-    kube_context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context. Default: current."),
-    profile: Optional[str] = typer.Option(None, "--profile", help="AWS profile. Default: the usual chain."),
+    kube_context: str | None = typer.Option(None, "--context", help="kubeconfig context. Default: current."),
+    profile: str | None = typer.Option(None, "--profile", help="AWS profile. Default: the usual chain."),
     skip_cross_pod: bool = typer.Option(False, "--skip-cross-pod", help="Skip the cross-pod L2 hit check."),
     metrics_timeout: float = typer.Option(
         60.0, "--metrics-timeout", help="Seconds to wait for LMCache counters to move (they flush periodically)."
@@ -97,12 +96,17 @@ def verify(
 
 @app.command()
 def top(
-    url: str = typer.Option(..., "--url", help="Prometheus-compatible base URL: the AMP workspace's query endpoint "
-                            "(stack output PrometheusEndpoint; signed with SigV4) or a port-forwarded Prometheus."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Environment file: lists its endpoints even "
-                                          "before they have data."),
-    region: Optional[str] = typer.Option(None, "--region", help="Sign for this region (default: from an AMP URL)."),
-    profile: Optional[str] = typer.Option(None, "--profile", help="AWS profile for signing. Default: the usual chain."),
+    url: str = typer.Option(
+        ...,
+        "--url",
+        help="Prometheus-compatible base URL: the AMP workspace's query endpoint "
+        "(stack output PrometheusEndpoint; signed with SigV4) or a port-forwarded Prometheus.",
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="Environment file: lists its endpoints even before they have data."
+    ),
+    region: str | None = typer.Option(None, "--region", help="Sign for this region (default: from an AMP URL)."),
+    profile: str | None = typer.Option(None, "--profile", help="AWS profile for signing. Default: the usual chain."),
     interval: float = typer.Option(5.0, "--interval", min=1.0, help="Seconds between refreshes."),
     once: bool = typer.Option(False, "--once", help="Print one snapshot and exit."),
     as_json: bool = JsonOption,
@@ -129,8 +133,11 @@ def top(
         else:
             output.console.print(topview.render(snap))
         if snap.empty:
-            output.err_console.print("no kvtiers:* series yet: is observability.enabled on and the collector "
-                                     "scraping? (rules record every 30 s)", highlight=False)
+            output.err_console.print(
+                "no kvtiers:* series yet: is observability.enabled on and the collector "
+                "scraping? (rules record every 30 s)",
+                highlight=False,
+            )
             raise typer.Exit(1)
         return
     from rich.live import Live
@@ -158,22 +165,20 @@ def _lengths(value: str) -> list[int]:
 def bench(
     url: str = typer.Option(..., "--url", help="Base URL of an OpenAI-compatible server (router or one replica)."),
     model: str = typer.Option(..., "--model", help="Model name the server serves."),
-    warm_url: Optional[str] = typer.Option(
+    warm_url: str | None = typer.Option(
         None, "--warm-url", help="Send warm requests to this other replica (isolates the cross-pod L2)."
     ),
-    lengths: str = typer.Option(
-        "500,1000,2500,3000", "--lengths", help="Comma-separated prompt lengths in tokens."
-    ),
+    lengths: str = typer.Option("500,1000,2500,3000", "--lengths", help="Comma-separated prompt lengths in tokens."),
     repeats: int = typer.Option(3, "--repeats", min=1, max=50, help="Cold/warm pairs per length (median reported)."),
     turns: int = typer.Option(0, "--turns", min=0, max=20, help="Also replay a conversation of this many turns."),
     turn_tokens: int = typer.Option(1000, "--turn-context", min=1, help="Tokens of the first turn's context."),
     turn_extend: int = typer.Option(200, "--turn-extend", min=1, help="Tokens each new user turn adds."),
     max_tokens: int = typer.Option(8, "--max-tokens", min=1, help="Tokens generated per request."),
     timeout: float = typer.Option(120.0, "--timeout", min=0.1, help="Per-request timeout in seconds."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token."),
-    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the rows as CSV to this file."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Also plot TTFT vs prompt length to this PNG."),
-    min_speedup: Optional[float] = typer.Option(
+    api_key: str | None = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token."),
+    csv_path: Path | None = typer.Option(None, "--csv", help="Also write the rows as CSV to this file."),
+    plot: Path | None = typer.Option(None, "--plot", help="Also plot TTFT vs prompt length to this PNG."),
+    min_speedup: float | None = typer.Option(
         None, "--min-speedup", help="Exit 1 unless every length at or above --gate-tokens reaches this speedup."
     ),
     gate_tokens: int = typer.Option(1000, "--gate-tokens", help="Smallest prompt length --min-speedup applies to."),
@@ -185,7 +190,9 @@ def bench(
 
     sizes = _lengths(lengths)
     cold = StreamingClient(url, model, timeout=timeout, max_tokens=max_tokens, api_key=api_key)
-    warm = StreamingClient(warm_url, model, timeout=timeout, max_tokens=max_tokens, api_key=api_key) if warm_url else cold
+    warm = (
+        StreamingClient(warm_url, model, timeout=timeout, max_tokens=max_tokens, api_key=api_key) if warm_url else cold
+    )
     result = bm.BenchResult(cross_replica=warm is not cold)
     try:
         with output.progress(disable=as_json) as (advance, total):
@@ -217,8 +224,7 @@ def bench(
         low = [r for r in result.rows if r.prompt_tokens >= gate_tokens and r.speedup < min_speedup]
         if low:
             output.err_console.print(
-                "speedup below --min-speedup "
-                + ", ".join(f"{r.prompt_tokens} tokens: {r.speedup:.2f}x" for r in low),
+                "speedup below --min-speedup " + ", ".join(f"{r.prompt_tokens} tokens: {r.speedup:.2f}x" for r in low),
                 highlight=False,
             )
             raise typer.Exit(1)

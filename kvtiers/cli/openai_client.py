@@ -11,6 +11,7 @@ import json
 import socket
 import time
 from dataclasses import dataclass
+from typing import Self
 
 import httpx
 
@@ -48,7 +49,7 @@ class StreamingClient:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> StreamingClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -109,9 +110,7 @@ class StreamingClient:
             with self._http.stream("POST", "/v1/completions", json=body) as response:
                 if response.status_code >= 400:
                     response.read()
-                    raise BenchError(
-                        f"{self.url}/v1/completions: HTTP {response.status_code}: {response.text[:300]}"
-                    )
+                    raise BenchError(f"{self.url}/v1/completions: HTTP {response.status_code}: {response.text[:300]}")
                 ctype = response.headers.get("content-type", "")
                 if "text/event-stream" not in ctype:
                     response.read()
@@ -151,4 +150,6 @@ class StreamingClient:
         end = time.perf_counter()
         if first is None:
             raise BenchError(f"{self.url}/v1/completions: the stream ended without a generated token")
-        return Completion(ttft_ms=(first - start) * 1000, total_ms=(end - start) * 1000, prompt_tokens=usage, text="".join(parts))
+        return Completion(
+            ttft_ms=(first - start) * 1000, total_ms=(end - start) * 1000, prompt_tokens=usage, text="".join(parts)
+        )

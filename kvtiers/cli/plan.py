@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from kvtiers.cli.output import human_bytes, table
 from kvtiers.config import ConfigError, Environment
 from kvtiers.config.loader import format_validation_error
 from kvtiers.config.models import ModelShape
 from kvtiers.config.sizing import GIB, model_shape
-from kvtiers.cli.output import human_bytes, table
 from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
-
-from pydantic import ValidationError
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,7 @@ def apply_hf_overrides(env: Environment, overrides: list[HfOverride], source: st
     data = env.model_dump(mode="python")
     endpoints = data["serving"]["endpoints"]
     for override in overrides:
-        matched = [
-            (i, e) for i, e in enumerate(env.serving.endpoints) if override.target in (e.name, e.model)
-        ]
+        matched = [(i, e) for i, e in enumerate(env.serving.endpoints) if override.target in (e.name, e.model)]
         if not matched:
             names = ", ".join(e.name for e in env.serving.endpoints) or "none"
             raise ConfigError(f"--hf-config {override.target}: no endpoint or model of that name (endpoints: {names})")
@@ -131,7 +129,10 @@ def render(data: dict):
         ("L1 host DRAM (LMCache)", lambda e: f"{e['l1_tokens']:,} tokens ({human_bytes(e['l1_bytes'])})"),
         ("L2 Curvine (shared)", lambda e: f"{e['l2_tokens']:,} tokens"),
         ("L2 decision", lambda e: ("on" if e["l2_enabled"] else "off") + f" - {e['l2_reason']}"),
-        ("L2 namespace", lambda e: e["l2_namespace"] + (" (revision unpinned)" if e["l2_revision"] == "unpinned" else "")),
+        (
+            "L2 namespace",
+            lambda e: e["l2_namespace"] + (" (revision unpinned)" if e["l2_revision"] == "unpinned" else ""),
+        ),
         ("pod memory", lambda e: f"{e['pod_memory_gib']} GiB"),
     ]
     cache = table(

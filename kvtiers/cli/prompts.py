@@ -3,13 +3,60 @@
 from __future__ import annotations
 
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
-_WORDS = (
-    "the cache keeps recent prefix blocks close to the accelerator while older blocks move to host memory "
-    "and then to shared storage across nodes so that another replica can read them instead of recomputing "
-    "every attention key and value for a long system prompt retrieved document or earlier conversation turn"
-).split()
+_WORDS = [
+    "the",
+    "cache",
+    "keeps",
+    "recent",
+    "prefix",
+    "blocks",
+    "close",
+    "to",
+    "the",
+    "accelerator",
+    "while",
+    "older",
+    "blocks",
+    "move",
+    "to",
+    "host",
+    "memory",
+    "and",
+    "then",
+    "to",
+    "shared",
+    "storage",
+    "across",
+    "nodes",
+    "so",
+    "that",
+    "another",
+    "replica",
+    "can",
+    "read",
+    "them",
+    "instead",
+    "of",
+    "recomputing",
+    "every",
+    "attention",
+    "key",
+    "and",
+    "value",
+    "for",
+    "a",
+    "long",
+    "system",
+    "prompt",
+    "retrieved",
+    "document",
+    "or",
+    "earlier",
+    "conversation",
+    "turn",
+]
 ESTIMATED_TOKENS_PER_WORD = 1.0
 """Common lower-case English words are about one token each for Llama/Qwen tokenizers (the fallback estimate)."""
 
@@ -27,7 +74,9 @@ def filler(words: int) -> str:
     return " ".join(_WORDS[i % len(_WORDS)] for i in range(max(words, 0)))
 
 
-def sized_filler(target_tokens: int, count_tokens: Callable[[str], int | None], tag: str | None = None) -> tuple[str, bool]:
+def sized_filler(
+    target_tokens: int, count_tokens: Callable[[str], int | None], tag: str | None = None
+) -> tuple[str, bool]:
     """Filler text such that ``prefix(tag) + filler`` is ``target_tokens`` long on the server's tokenizer.
 
     Returns ``(filler, measured)``; ``measured`` is False when the server has no ``/tokenize`` (the length is then an

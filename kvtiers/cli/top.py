@@ -19,10 +19,20 @@ from kvtiers.observability import rules as r
 from kvtiers.observability.scrape import ENDPOINT
 
 AMP_HOST = re.compile(r"^aps-workspaces\.([a-z0-9-]+)\.amazonaws\.com$")
-ENDPOINT_SERIES = {"prompt": r.PROMPT_TOKENS, **{k: v for k, v in r.TIER_SERIES.items()},
-                   "l2_hit_ratio": r.L2_HIT_RATIO, "ttft_p50": r.TTFT_P50, "ttft_p95": r.TTFT_P95, "queue": r.QUEUE}
-L2_SERIES = {"used_ratio": r.L2_USED_RATIO, "used_bytes": r.L2_USED_BYTES, "capacity_bytes": r.L2_CAPACITY_BYTES,
-             "evicted_bytes_per_s": r.L2_EVICTED_BYTES}
+ENDPOINT_SERIES = {
+    "prompt": r.PROMPT_TOKENS,
+    **{k: v for k, v in r.TIER_SERIES.items()},
+    "l2_hit_ratio": r.L2_HIT_RATIO,
+    "ttft_p50": r.TTFT_P50,
+    "ttft_p95": r.TTFT_P95,
+    "queue": r.QUEUE,
+}
+L2_SERIES = {
+    "used_ratio": r.L2_USED_RATIO,
+    "used_bytes": r.L2_USED_BYTES,
+    "capacity_bytes": r.L2_CAPACITY_BYTES,
+    "evicted_bytes_per_s": r.L2_EVICTED_BYTES,
+}
 
 
 class TopError(Exception):
@@ -37,7 +47,8 @@ class Snapshot:
     @property
     def empty(self) -> bool:
         return not any(v is not None for e in self.endpoints.values() for v in e.values()) and not any(
-            v is not None for v in self.l2.values())
+            v is not None for v in self.l2.values()
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {"endpoints": self.endpoints, "l2": self.l2}
@@ -76,8 +87,10 @@ class PrometheusClient:
         except urllib.error.HTTPError as exc:
             text = exc.read().decode(errors="replace")[:200]
             if exc.code in (401, 403):
-                raise TopError(f"authentication failed (HTTP {exc.code}) at {self.base}: {text} (AMP: credentials "
-                               "need aps:QueryMetrics on the workspace, the stack's QueryPolicyArn output)") from None
+                raise TopError(
+                    f"authentication failed (HTTP {exc.code}) at {self.base}: {text} (AMP: credentials "
+                    "need aps:QueryMetrics on the workspace, the stack's QueryPolicyArn output)"
+                ) from None
             try:
                 error = json.loads(text)
                 raise TopError(f"query {expr!r} failed: {error['errorType']}: {error['error']}") from None
@@ -137,19 +150,42 @@ def render(snap: Snapshot):
     for name, v in sorted(snap.endpoints.items()):
         prompt = v.get("prompt")
 
-        def share(key: str) -> str:
+        def share(key: str, v: dict = v, prompt: float | None = prompt) -> str:
             value = v.get(key)
             if value is None:
                 return "-"
             return _fmt(value, "n") + (f" ({value / prompt * 100:.0f}%)" if prompt else "")
 
-        rows.append([name, _fmt(prompt, "n"), share("L0"), share("L1"), share("L2"), share("recomputed"),
-                     _fmt(v.get("ttft_p50"), "s"), _fmt(v.get("ttft_p95"), "s"), _fmt(v.get("queue"), "n")])
-    endpoints = table("prompt tokens/s by tier (L1, L2 derived), last 5 minutes",
-                      ["endpoint", "prompt", "L0", "L1", "L2", "recomputed", "TTFT p50", "TTFT p95", "queue"], rows,
-                      right=set(range(1, 9)))
+        rows.append(
+            [
+                name,
+                _fmt(prompt, "n"),
+                share("L0"),
+                share("L1"),
+                share("L2"),
+                share("recomputed"),
+                _fmt(v.get("ttft_p50"), "s"),
+                _fmt(v.get("ttft_p95"), "s"),
+                _fmt(v.get("queue"), "n"),
+            ]
+        )
+    endpoints = table(
+        "prompt tokens/s by tier (L1, L2 derived), last 5 minutes",
+        ["endpoint", "prompt", "L0", "L1", "L2", "recomputed", "TTFT p50", "TTFT p95", "queue"],
+        rows,
+        right=set(range(1, 9)),
+    )
     l2 = snap.l2
-    shared = table("Curvine L2 (shared)", ["used", "used bytes", "capacity", "evicted/s"],
-                   [[_fmt(l2.get("used_ratio"), "pct"), _fmt(l2.get("used_bytes"), "bytes"),
-                     _fmt(l2.get("capacity_bytes"), "bytes"), _fmt(l2.get("evicted_bytes_per_s"), "bytes")]])
+    shared = table(
+        "Curvine L2 (shared)",
+        ["used", "used bytes", "capacity", "evicted/s"],
+        [
+            [
+                _fmt(l2.get("used_ratio"), "pct"),
+                _fmt(l2.get("used_bytes"), "bytes"),
+                _fmt(l2.get("capacity_bytes"), "bytes"),
+                _fmt(l2.get("evicted_bytes_per_s"), "bytes"),
+            ]
+        ],
+    )
     return Group(endpoints, shared)

@@ -49,7 +49,5 @@ KNOWN_MODELS: dict[str, ModelShape] = {
     "Qwen/Qwen2-7B-Instruct": ModelShape(layers=28, kv_heads=4, head_dim=128, parameters=7.62e9),
     "Qwen/Qwen2.5-32B-Instruct": ModelShape(layers=64, kv_heads=8, head_dim=128, parameters=32.5e9),
     "meta-llama/Llama-3.1-8B-Instruct": ModelShape(layers=32, kv_heads=8, head_dim=128, parameters=8.03e9, gated=True),
-    "meta-llama/Llama-3.1-70B-Instruct": ModelShape(
-        layers=80, kv_heads=8, head_dim=128, parameters=70.6e9, gated=True
-    ),
+    "meta-llama/Llama-3.1-70B-Instruct": ModelShape(layers=80, kv_heads=8, head_dim=128, parameters=70.6e9, gated=True),
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -17,10 +17,10 @@ from kvtiers.aws_limits import gp3_problem
 from kvtiers.config.instance_types import G6E_INSTANCE_TYPES
 from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS
 from kvtiers.config.versions import (
-    OPERATOR_ADDON_MODEL_SOURCES,
     DEFAULT_ENGINE_IMAGE,
     DEFAULT_ROUTER_IMAGE,
     ENGINE_IMAGES,
+    OPERATOR_ADDON_MODEL_SOURCES,
     ROUTER_IMAGES,
     engine_release,
     router_release,
@@ -79,7 +79,7 @@ class ImageField(Strict):
 
     @field_validator("*", mode="after")
     @classmethod
-    def _pinned(cls, value, info):  # noqa: ANN001 - pydantic validator signature
+    def _pinned(cls, value, info):
         if info.field_name.endswith("image") and isinstance(value, str):
             return _check_image(value)
         return value
@@ -143,7 +143,7 @@ class ExistingVpc(Strict):
         return self
 
 
-Network = Annotated[Union[NewVpc, ExistingVpc], Field(discriminator="mode")]
+Network = Annotated[NewVpc | ExistingVpc, Field(discriminator="mode")]
 
 
 # --------------------------------------------------------------------------------------------------- EKS
@@ -395,14 +395,16 @@ class CurvineMaster(Strict):
     @model_validator(mode="after")
     def _gp3_limits(self) -> CurvineMaster:
         for name in ("meta_volume_gib", "journal_volume_gib"):
-            problem = gp3_problem(size_gib=getattr(self, name), iops=self.volume_iops, throughput_mibps=self.volume_throughput_mibps)
+            problem = gp3_problem(
+                size_gib=getattr(self, name), iops=self.volume_iops, throughput_mibps=self.volume_throughput_mibps
+            )
             if problem:
                 raise ValueError(f"volume_iops/{name}: {problem}")
         return self
 
     @field_validator("replicas", mode="before")
     @classmethod
-    def _odd(cls, value):  # noqa: ANN001
+    def _odd(cls, value):
         if isinstance(value, int) and value not in (1, 3, 5):
             raise ValueError(f"master replicas must be 1, 3 or 5 (an odd Raft quorum), got {value}")
         return value
@@ -521,7 +523,7 @@ class HuggingFaceModelSource(Strict):
     """Model commit to pin. Default: the main branch at pod start."""
 
 
-ModelSource = Annotated[Union[S3ModelSource, HuggingFaceModelSource], Field(discriminator="type")]
+ModelSource = Annotated[S3ModelSource | HuggingFaceModelSource, Field(discriminator="type")]
 
 
 class ServingImages(ImageField):
@@ -539,8 +541,10 @@ class ServingImages(ImageField):
 
     @field_validator("vllm_image", "router_image")
     @classmethod
-    def _in_the_version_matrix(cls, value: str, info) -> str:  # noqa: ANN001 - pydantic validator signature
-        release, known = (engine_release, ENGINE_IMAGES) if info.field_name == "vllm_image" else (router_release, ROUTER_IMAGES)
+    def _in_the_version_matrix(cls, value: str, info) -> str:
+        release, known = (
+            (engine_release, ENGINE_IMAGES) if info.field_name == "vllm_image" else (router_release, ROUTER_IMAGES)
+        )
         if release(value) is None:
             raise ValueError(
                 f"{info.field_name} {value!r} is not in the version matrix (kvtiers/config/versions.py); known: "
@@ -621,9 +625,13 @@ class Endpoint(Strict):
                 "session for chat clients"
             )
         shape = KNOWN_MODELS.get(self.model)
-        token = self.source.token_secret if isinstance(self.source, HuggingFaceModelSource) else self.source.hf_token_secret
+        token = (
+            self.source.token_secret if isinstance(self.source, HuggingFaceModelSource) else self.source.hf_token_secret
+        )
         if self.routing == "kvaware" and shape is not None and shape.gated and token is None:
-            field = "source.token_secret" if isinstance(self.source, HuggingFaceModelSource) else "source.hf_token_secret"
+            field = (
+                "source.token_secret" if isinstance(self.source, HuggingFaceModelSource) else "source.hf_token_secret"
+            )
             raise ValueError(
                 f"routing 'kvaware' with the gated model {self.model!r} needs {field}: the router loads the tokenizer "
                 "from the Hugging Face Hub and, without a token, retries on every request and falls back to a blocking "
@@ -761,7 +769,10 @@ class Environment(Strict):
                     f"{self.curvine.worker.reserved_gb} = {need} GB does not fit the {group.shape.nvme_gb} GB NVMe "
                     f"of {group.instance_type} (group {group.name})"
                 )
-        if self.observability.enabled and self.observability.l2_nearly_full_ratio <= self.curvine.eviction.high_watermark:
+        if (
+            self.observability.enabled
+            and self.observability.l2_nearly_full_ratio <= self.curvine.eviction.high_watermark
+        ):
             raise ValueError(
                 f"observability.l2_nearly_full_ratio {self.observability.l2_nearly_full_ratio} must be above "
                 f"curvine.eviction.high_watermark {self.curvine.eviction.high_watermark} (eviction keeps the L2 there)"

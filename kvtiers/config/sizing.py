@@ -149,9 +149,7 @@ def vllm_host_memory_gib(endpoint: Endpoint) -> int:
 def size_environment(env: Environment) -> EnvironmentSizing:
     """Compute every derived fact and raise ``ValueError`` (with the numbers) when the config does not fit."""
     groups = {g.name: g for g in env.hyperpod.instance_groups}
-    sized = tuple(
-        _size_endpoint(env, i, e, groups[e.instance_group]) for i, e in enumerate(env.serving.endpoints)
-    )
+    sized = tuple(_size_endpoint(env, i, e, groups[e.instance_group]) for i, e in enumerate(env.serving.endpoints))
     worker_groups = {g.name for g in env.curvine_worker_groups}
     res = env.curvine.resources
     nodes = []

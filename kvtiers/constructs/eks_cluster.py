@@ -100,7 +100,9 @@ class EksCluster(Construct):
         super().__init__(scope, id)
         self.secrets_key = kms.Key(self, "SecretsKey", enable_key_rotation=True, description="EKS secrets envelope key")
         if props.endpoint_access not in ("private", "public_and_private"):
-            raise ValueError(f"EksCluster: endpoint_access must be 'private' or 'public_and_private', got {props.endpoint_access!r}")
+            raise ValueError(
+                f"EksCluster: endpoint_access must be 'private' or 'public_and_private', got {props.endpoint_access!r}"
+            )
         access = eks.EndpointAccess.PRIVATE
         if props.endpoint_access == "public_and_private":
             if not props.public_access_cidrs:
@@ -122,11 +124,19 @@ class EksCluster(Construct):
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             # The core add-ons below are EKS-managed and pinned; self-managed copies would conflict with them.
             bootstrap_self_managed_addons=False,
-            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer(self, props.kubernetes_version)),
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, props.kubernetes_version)
+            ),
         )
         self.addons: dict[str, eks_l1.CfnAddon] = {
-            name: pinned_addon(self, _pascal(name), cluster=self.cluster, name=name, version=version,
-                               configuration_values=ADDON_CONFIGURATION.get(name))
+            name: pinned_addon(
+                self,
+                _pascal(name),
+                cluster=self.cluster,
+                name=name,
+                version=version,
+                configuration_values=ADDON_CONFIGURATION.get(name),
+            )
             for name, version in (
                 ("vpc-cni", props.addons.vpc_cni),
                 ("kube-proxy", props.addons.kube_proxy),

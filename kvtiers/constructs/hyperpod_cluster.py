@@ -74,7 +74,9 @@ class HyperPodCluster(Construct):
         if not props.instance_groups:
             raise ValueError("HyperPodClusterProps.instance_groups must not be empty")
         stack = cdk.Stack.of(self)
-        self.key = kms.Key(self, "Key", enable_key_rotation=True, description="HyperPod node volumes and lifecycle scripts")
+        self.key = kms.Key(
+            self, "Key", enable_key_rotation=True, description="HyperPod node volumes and lifecycle scripts"
+        )
         self.lifecycle_bucket = s3.Bucket(
             self,
             "LifecycleBucket",
@@ -117,7 +119,11 @@ class HyperPodCluster(Construct):
         for statement in vpc_cni_statements(subnet=props.subnet, security_group=props.security_group):
             self.execution_role.add_to_policy(statement)
         self.execution_role.add_to_policy(
-            iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"], resources=[props.eks_cluster.cluster_arn])
+            iam.PolicyStatement(
+                sid="PodIdentity",
+                actions=["eks-auth:AssumeRoleForPodIdentity"],
+                resources=[props.eks_cluster.cluster_arn],
+            )
         )
         # Reading the lifecycle scripts decrypts with the key (granted by grant_read). HyperPod itself creates the
         # node-volume grants with the execution role ("Customer managed AWS KMS key encryption for SageMaker
@@ -171,7 +177,9 @@ class HyperPodCluster(Construct):
             kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
                 labels=dict(group.labels) or None,
                 taints=[
-                    sagemaker.CfnCluster.ClusterKubernetesTaintProperty(key=t.key, value=t.value or None, effect=t.effect)
+                    sagemaker.CfnCluster.ClusterKubernetesTaintProperty(
+                        key=t.key, value=t.value or None, effect=t.effect
+                    )
                     for t in group.taints
                 ]
                 or None,
@@ -195,7 +203,11 @@ def vpc_cni_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGrou
     stack = cdk.Stack.of(subnet)
 
     def ec2_arn(resource: str) -> str:
-        return stack.format_arn(service="ec2", resource=resource, resource_name="*" if resource in ("instance", "network-interface") else None)
+        return stack.format_arn(
+            service="ec2",
+            resource=resource,
+            resource_name="*" if resource in ("instance", "network-interface") else None,
+        )
 
     here = [ec2_arn("instance"), ec2_arn("network-interface")]
     return [
@@ -213,7 +225,9 @@ def vpc_cni_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGrou
             resources=[
                 *here,
                 stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id),
-                stack.format_arn(service="ec2", resource="security-group", resource_name=security_group.security_group_id),
+                stack.format_arn(
+                    service="ec2", resource="security-group", resource_name=security_group.security_group_id
+                ),
             ],
         ),
         # Describe calls support no resource-level scope.

@@ -44,7 +44,9 @@ class ModelReadAccess(Construct):
             )
         )
         self.role.add_to_policy(
-            iam.PolicyStatement(sid="ReadWeights", actions=["s3:GetObject"], resources=[f"{bucket_arn}/{props.prefix}/*"])
+            iam.PolicyStatement(
+                sid="ReadWeights", actions=["s3:GetObject"], resources=[f"{bucket_arn}/{props.prefix}/*"]
+            )
         )
         self.weights_resource = f"arn:<AWS::Partition>:s3:::{props.bucket}/{props.prefix}/*"
         """The object wildcard as cdk-nag names it in its IAM5 finding."""

@@ -34,12 +34,19 @@ class PortRule:
         return self.to_port if self.to_port is not None else self.port
 
 
-def allow_ingress(scope: Construct, id: str, rule: PortRule, *, group_id: str, source_group_id: str
-                  ) -> ec2.CfnSecurityGroupIngress:
+def allow_ingress(
+    scope: Construct, id: str, rule: PortRule, *, group_id: str, source_group_id: str
+) -> ec2.CfnSecurityGroupIngress:
     """One ``AWS::EC2::SecurityGroupIngress`` for ``rule``, from one security group to another."""
     return ec2.CfnSecurityGroupIngress(
-        scope, id, group_id=group_id, source_security_group_id=source_group_id, ip_protocol=rule.protocol,
-        from_port=rule.port, to_port=rule.last_port, description=rule.reason,
+        scope,
+        id,
+        group_id=group_id,
+        source_security_group_id=source_group_id,
+        ip_protocol=rule.protocol,
+        from_port=rule.port,
+        to_port=rule.last_port,
+        description=rule.reason,
     )
 
 
@@ -66,5 +73,10 @@ class NodeTraffic(Construct):
             ("ToSystem", props.hyperpod_to_system, props.system_security_group_id, hyperpod),
         ):
             for rule in rules:
-                allow_ingress(self, f"{direction}{rule.protocol.capitalize()}{rule.port}", rule,
-                              group_id=group, source_group_id=source)
+                allow_ingress(
+                    self,
+                    f"{direction}{rule.protocol.capitalize()}{rule.port}",
+                    rule,
+                    group_id=group,
+                    source_group_id=source,
+                )

@@ -10,8 +10,8 @@ configuration (kvtiers/observability/scrape.py), and is one CloudFormation resou
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
@@ -54,67 +54,115 @@ class Observability(Construct):
     def __init__(self, scope: Construct, id: str, *, props: ObservabilityProps) -> None:
         super().__init__(scope, id)
         stack = cdk.Stack.of(self)
-        self.key = kms.Key(self, "Key", enable_key_rotation=True,
-                           description=f"{props.environment_name}: metrics workspace and alert topic")
+        self.key = kms.Key(
+            self,
+            "Key",
+            enable_key_rotation=True,
+            description=f"{props.environment_name}: metrics workspace and alert topic",
+        )
         # The workspace's alert manager publishes to the encrypted topic as the AMP service.
-        self.key.add_to_resource_policy(iam.PolicyStatement(
-            actions=["kms:GenerateDataKey*", "kms:Decrypt"], principals=[iam.ServicePrincipal(SERVICE)],
-            resources=["*"], conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
-        ))
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["kms:GenerateDataKey*", "kms:Decrypt"],
+                principals=[iam.ServicePrincipal(SERVICE)],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+            )
+        )
         # The workspace keeps AMP's own encryption at rest (an AWS-owned key): a customer-managed key would need a
         # source and target role configuration on the managed collector to write to it. The key encrypts the
         # alert topic.
         self.workspace = aps.CfnWorkspace(self, "Workspace", alias=props.environment_name)
-        self.topic = sns.Topic(self, "AlertTopic", topic_name=props.alert_topic_name, master_key=self.key,
-                               enforce_ssl=True)
-        self.topic.add_to_resource_policy(iam.PolicyStatement(
-            actions=["sns:Publish", "sns:GetTopicAttributes"], principals=[iam.ServicePrincipal(SERVICE)],
-            resources=[self.topic.topic_arn],
-            conditions={"ArnEquals": {"aws:SourceArn": self.workspace.attr_arn},
-                        "StringEquals": {"aws:SourceAccount": stack.account}},
-        ))
+        self.topic = sns.Topic(
+            self, "AlertTopic", topic_name=props.alert_topic_name, master_key=self.key, enforce_ssl=True
+        )
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["sns:Publish", "sns:GetTopicAttributes"],
+                principals=[iam.ServicePrincipal(SERVICE)],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "ArnEquals": {"aws:SourceArn": self.workspace.attr_arn},
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                },
+            )
+        )
         self.workspace.alert_manager_definition = props.alertmanager_definition(self.topic.topic_arn)
-        self.rules = aps.CfnRuleGroupsNamespace(self, "Rules", name="kvtiers", workspace=self.workspace.attr_arn,
-                                                data=props.rule_groups)
+        self.rules = aps.CfnRuleGroupsNamespace(
+            self, "Rules", name="kvtiers", workspace=self.workspace.attr_arn, data=props.rule_groups
+        )
 
         self.security_group = ec2.SecurityGroup(
-            self, "ScraperSecurityGroup", vpc=props.vpc, allow_all_outbound=False,
+            self,
+            "ScraperSecurityGroup",
+            vpc=props.vpc,
+            allow_all_outbound=False,
             description=f"{props.environment_name}: managed metrics collector ENIs",
         )
-        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443),
-                                            "remote write to the workspace and the Kubernetes API")
-        for direction, rules, group_id in (("Hyperpod", props.to_hyperpod,
-                                            props.hyperpod_security_group.security_group_id),
-                                           ("System", props.to_system, props.system_security_group_id)):
+        self.security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "remote write to the workspace and the Kubernetes API"
+        )
+        for direction, rules, group_id in (
+            ("Hyperpod", props.to_hyperpod, props.hyperpod_security_group.security_group_id),
+            ("System", props.to_system, props.system_security_group_id),
+        ):
             for rule in rules:
-                allow_ingress(self, f"ScrapeTo{direction}{rule.port}", rule, group_id=group_id,
-                              source_group_id=self.security_group.security_group_id)
+                allow_ingress(
+                    self,
+                    f"ScrapeTo{direction}{rule.port}",
+                    rule,
+                    group_id=group_id,
+                    source_group_id=self.security_group.security_group_id,
+                )
                 ec2.CfnSecurityGroupEgress(
-                    self, f"ScrapeFrom{direction}{rule.port}", group_id=self.security_group.security_group_id,
-                    ip_protocol=rule.protocol, destination_security_group_id=group_id, from_port=rule.port,
-                    to_port=rule.last_port, description=rule.reason)
+                    self,
+                    f"ScrapeFrom{direction}{rule.port}",
+                    group_id=self.security_group.security_group_id,
+                    ip_protocol=rule.protocol,
+                    destination_security_group_id=group_id,
+                    from_port=rule.port,
+                    to_port=rule.last_port,
+                    description=rule.reason,
+                )
 
         self.scraper = aps.CfnScraper(
-            self, "Scraper", alias=f"{props.environment_name}-eks",
-            source=aps.CfnScraper.SourceProperty(eks_configuration=aps.CfnScraper.EksConfigurationProperty(
-                cluster_arn=props.cluster_arn, subnet_ids=[s.subnet_id for s in props.subnets],
-                security_group_ids=[self.security_group.security_group_id])),
+            self,
+            "Scraper",
+            alias=f"{props.environment_name}-eks",
+            source=aps.CfnScraper.SourceProperty(
+                eks_configuration=aps.CfnScraper.EksConfigurationProperty(
+                    cluster_arn=props.cluster_arn,
+                    subnet_ids=[s.subnet_id for s in props.subnets],
+                    security_group_ids=[self.security_group.security_group_id],
+                )
+            ),
             destination=aps.CfnScraper.DestinationProperty(
-                amp_configuration=aps.CfnScraper.AmpConfigurationProperty(workspace_arn=self.workspace.attr_arn)),
+                amp_configuration=aps.CfnScraper.AmpConfigurationProperty(workspace_arn=self.workspace.attr_arn)
+            ),
             scrape_configuration=aps.CfnScraper.ScrapeConfigurationProperty(
                 # Plain YAML: the resource handler encodes it (its CloudFormation example passes the text).
-                configuration_blob=props.scrape_configuration),
+                configuration_blob=props.scrape_configuration
+            ),
         )
         # No access entry here: with API authentication, Amazon Managed Service for Prometheus creates the
         # collector's entry itself (as COLLECTOR_USER) when the scraper is created, and a second one would fail.
         # The Kubernetes RBAC for that user is the workloads stack's ScraperRbacChart.
         # For Grafana, `kvtiers top` and scripts: read-only queries of this workspace, nothing else.
         self.query_policy = iam.ManagedPolicy(
-            self, "QueryPolicy", description=f"{props.environment_name}: query the metrics workspace",
-            statements=[iam.PolicyStatement(
-                actions=["aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],
-                resources=[self.workspace.attr_arn])],
+            self,
+            "QueryPolicy",
+            description=f"{props.environment_name}: query the metrics workspace",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],
+                    resources=[self.workspace.attr_arn],
+                )
+            ],
         )
-        cdk.CfnOutput(self, "PrometheusEndpoint", value=self.workspace.attr_prometheus_endpoint,
-                      description="Prometheus-compatible query URL (SigV4, service aps): kvtiers top --url")
+        cdk.CfnOutput(
+            self,
+            "PrometheusEndpoint",
+            value=self.workspace.attr_prometheus_endpoint,
+            description="Prometheus-compatible query URL (SigV4, service aps): kvtiers top --url",
+        )
         cdk.CfnOutput(self, "QueryPolicyArn", value=self.query_policy.managed_policy_arn)

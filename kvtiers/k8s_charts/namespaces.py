@@ -42,7 +42,9 @@ def serving_enforce_level(has_operator_endpoints: bool) -> str:
 class NamespaceChart(cdk8s.Chart):
     """One ``Namespace`` per name, labelled as part of kvtiers and with its Pod Security level."""
 
-    def __init__(self, scope: Construct, id: str, *, names: tuple[str, ...], enforce: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, names: tuple[str, ...], enforce: dict[str, str] | None = None
+    ) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
         if not names:
             raise ValueError("NamespaceChart needs at least one namespace name")

@@ -126,7 +126,9 @@ class NetworkPolicyProps:
                 continue
             gpus = env.sizing.endpoint(e.name).gpus_per_replica
             ports = tuple(LMCACHE_WORKER_PORT_BASE + i for i in range(gpus)) if e.routing == "kvaware" else ()
-            endpoints.append(EndpointTraffic(e.name, kvaware_worker_ports=ports, s3_weights=isinstance(e.source, S3ModelSource)))
+            endpoints.append(
+                EndpointTraffic(e.name, kvaware_worker_ports=ports, s3_weights=isinstance(e.source, S3ModelSource))
+            )
         return cls(
             serving_namespace=env.serving.namespace,
             curvine_namespace=env.curvine.namespace,
@@ -140,16 +142,29 @@ class NetworkPolicyProps:
         )
 
 
-def _policy(chart: Construct, name: str, namespace: str, pod_selector: dict, *, ingress: list[dict] | None = None,
-            egress: list[dict] | None = None) -> None:
+def _policy(
+    chart: Construct,
+    name: str,
+    namespace: str,
+    pod_selector: dict,
+    *,
+    ingress: list[dict] | None = None,
+    egress: list[dict] | None = None,
+) -> None:
     types = [t for t, rules in (("Ingress", ingress), ("Egress", egress)) if rules is not None]
     spec: dict = {"podSelector": pod_selector, "policyTypes": types}
     if ingress:
         spec["ingress"] = ingress
     if egress:
         spec["egress"] = egress
-    api_object(chart, name, "networking.k8s.io/v1", "NetworkPolicy",
-               {"name": name, "namespace": namespace, "labels": {labels.PART_OF_KEY: labels.PART_OF}}, {"spec": spec})
+    api_object(
+        chart,
+        name,
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        {"name": name, "namespace": namespace, "labels": {labels.PART_OF_KEY: labels.PART_OF}},
+        {"spec": spec},
+    )
 
 
 def _baseline(chart: Construct, namespace: str) -> None:
@@ -217,7 +232,10 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         operator_ns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": p.operator_namespace}}}
         operator_pods = {"podSelector": NOT_KVTIERS}
         _policy(
-            self, "operator-managed", p.serving_namespace, NOT_KVTIERS,
+            self,
+            "operator-managed",
+            p.serving_namespace,
+            NOT_KVTIERS,
             ingress=[{"from": [operator_ns, operator_pods]}, {"ports": tcp(OPERATOR_INVOCATION_PORT)}],
             egress=[{"to": [operator_ns, operator_pods]}, {"to": [_ip(ANYWHERE)], "ports": tcp(443)}],
         )
@@ -225,7 +243,9 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
             # The endpoint's own pods, keyed by the (assumed) app label: the same, stated for each endpoint so
             # that a wrong assumption shows as one missing match in `kubectl describe networkpolicy`.
             _policy(
-                self, f"{e.name}-operator-endpoint", p.serving_namespace,
+                self,
+                f"{e.name}-operator-endpoint",
+                p.serving_namespace,
                 {"matchLabels": {OPERATOR_POD_LABEL: str(e.operator_object)}},
                 ingress=[{"from": [operator_ns, operator_pods], "ports": tcp(OPERATOR_INVOCATION_PORT)}],
             )
@@ -256,14 +276,22 @@ class CurvineNetworkPolicyChart(cdk8s.Chart):
         if scraper:
             master_ingress.append({"from": scraper, "ports": tcp(ports["master_web"])})
         _policy(
-            self, MASTER, ns, masters["podSelector"], ingress=master_ingress,
+            self,
+            MASTER,
+            ns,
+            masters["podSelector"],
+            ingress=master_ingress,
             egress=[
                 {"to": [masters], "ports": tcp(ports["master_rpc"], ports["journal"])},
                 {"to": [hyperpod], "ports": tcp(ports["worker_rpc"])},
             ],
         )
         _policy(
-            self, CSI_CONTROLLER, ns, controller["podSelector"], ingress=[],
+            self,
+            CSI_CONTROLLER,
+            ns,
+            controller["podSelector"],
+            ingress=[],
             egress=[
                 {"to": [masters], "ports": tcp(ports["master_rpc"])},
                 # The provisioner and leader election call the Kubernetes API.

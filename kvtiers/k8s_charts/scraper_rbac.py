@@ -20,11 +20,16 @@ class ScraperRbacChart(cdk8s.Chart):
     def __init__(self, scope: Construct, id: str, *, user: str, namespaces: tuple[str, ...]) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
         labels = {PART_OF_KEY: PART_OF}
-        k8s.KubeClusterRole(self, "role", metadata=k8s.ObjectMeta(name=ROLE, labels=labels), rules=[
-            k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"])])
+        k8s.KubeClusterRole(
+            self,
+            "role",
+            metadata=k8s.ObjectMeta(name=ROLE, labels=labels),
+            rules=[k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"])],
+        )
         for namespace in namespaces:
             k8s.KubeRoleBinding(
-                self, f"binding-{namespace}",
+                self,
+                f"binding-{namespace}",
                 metadata=k8s.ObjectMeta(name=ROLE, namespace=namespace, labels=labels),
                 role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=ROLE),
                 subjects=[k8s.Subject(kind="User", name=user, api_group="rbac.authorization.k8s.io")],

@@ -12,29 +12,52 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 WIDTH = 24
 
 
-def _panel(panel_id: int, title: str, targets: list[tuple[str, str]], x: int, y: int, w: int, unit: str,
-           kind: str = "timeseries", stacked: bool = False, threshold: float | None = None) -> dict:
+def _panel(
+    panel_id: int,
+    title: str,
+    targets: list[tuple[str, str]],
+    x: int,
+    y: int,
+    w: int,
+    unit: str,
+    kind: str = "timeseries",
+    stacked: bool = False,
+    threshold: float | None = None,
+) -> dict:
     defaults: dict = {"unit": unit}
     if threshold is not None:
-        defaults["thresholds"] = {"mode": "absolute", "steps": [{"color": "green", "value": None},
-                                                                {"color": "red", "value": threshold}]}
+        defaults["thresholds"] = {
+            "mode": "absolute",
+            "steps": [{"color": "green", "value": None}, {"color": "red", "value": threshold}],
+        }
     custom = {"stacking": {"mode": "normal"}, "fillOpacity": 60} if stacked else {}
     if threshold is not None and kind == "timeseries":
         custom["thresholdsStyle"] = {"mode": "line"}
     if custom:
         defaults["custom"] = custom
     return {
-        "id": panel_id, "type": kind, "title": title, "datasource": DATASOURCE,
+        "id": panel_id,
+        "type": kind,
+        "title": title,
+        "datasource": DATASOURCE,
         "gridPos": {"x": x, "y": y, "w": w, "h": 8},
         "fieldConfig": {"defaults": defaults, "overrides": []},
-        "targets": [{"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend, "datasource": DATASOURCE}
-                    for i, (expr, legend) in enumerate(targets)],
+        "targets": [
+            {"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend, "datasource": DATASOURCE}
+            for i, (expr, legend) in enumerate(targets)
+        ],
     }
 
 
 def _row(panel_id: int, title: str, y: int) -> dict:
-    return {"id": panel_id, "type": "row", "title": title, "collapsed": False, "gridPos": {"x": 0, "y": y, "w": WIDTH,
-                                                                                          "h": 1}, "panels": []}
+    return {
+        "id": panel_id,
+        "type": "row",
+        "title": title,
+        "collapsed": False,
+        "gridPos": {"x": 0, "y": y, "w": WIDTH, "h": 1},
+        "panels": [],
+    }
 
 
 def dashboard(env: Environment) -> dict:
@@ -44,20 +67,52 @@ def dashboard(env: Environment) -> dict:
         sel = f'{{{ENDPOINT}="{endpoint.name}"}}'
         l2 = "L2 on" if sized.l2_enabled else "L2 off"
         panels.append(_row(next_id, f"{endpoint.name} ({endpoint.serving}, {l2})", y))
-        tiers = [(f"{series}{sel}", tier + (" (derived)" if tier in ("L1", "L2") else ""))
-                 for tier, series in r.TIER_SERIES.items()]
+        tiers = [
+            (f"{series}{sel}", tier + (" (derived)" if tier in ("L1", "L2") else ""))
+            for tier, series in r.TIER_SERIES.items()
+        ]
         panels.append(_panel(next_id + 1, "Prompt tokens/s by tier", tiers, 0, y + 1, 10, "short", stacked=True))
-        panels.append(_panel(next_id + 2, "Time to first token", [(f"{r.TTFT_P50}{sel}", "p50"),
-                                                                  (f"{r.TTFT_P95}{sel}", "p95")],
-                             10, y + 1, 8, "s", threshold=endpoint.ttft_p95_alert_seconds))
-        panels.append(_panel(next_id + 3, "Queue (requests waiting)", [(f"{r.QUEUE}{sel}", "waiting")],
-                             18, y + 1, 6, "short"))
+        panels.append(
+            _panel(
+                next_id + 2,
+                "Time to first token",
+                [(f"{r.TTFT_P50}{sel}", "p50"), (f"{r.TTFT_P95}{sel}", "p95")],
+                10,
+                y + 1,
+                8,
+                "s",
+                threshold=endpoint.ttft_p95_alert_seconds,
+            )
+        )
+        panels.append(
+            _panel(next_id + 3, "Queue (requests waiting)", [(f"{r.QUEUE}{sel}", "waiting")], 18, y + 1, 6, "short")
+        )
         y, next_id = y + 9, next_id + 4
     panels.append(_row(next_id, "Curvine L2 (shared by every endpoint)", y))
-    panels.append(_panel(next_id + 1, "L2 used", [(r.L2_USED_RATIO, "used")], 0, y + 1, 8, "percentunit", kind="gauge",
-                         threshold=env.observability.l2_nearly_full_ratio))
-    panels.append(_panel(next_id + 2, "L2 bytes", [(r.L2_USED_BYTES, "used"), (r.L2_CAPACITY_BYTES, "capacity")],
-                         8, y + 1, 8, "bytes"))
+    panels.append(
+        _panel(
+            next_id + 1,
+            "L2 used",
+            [(r.L2_USED_RATIO, "used")],
+            0,
+            y + 1,
+            8,
+            "percentunit",
+            kind="gauge",
+            threshold=env.observability.l2_nearly_full_ratio,
+        )
+    )
+    panels.append(
+        _panel(
+            next_id + 2,
+            "L2 bytes",
+            [(r.L2_USED_BYTES, "used"), (r.L2_CAPACITY_BYTES, "capacity")],
+            8,
+            y + 1,
+            8,
+            "bytes",
+        )
+    )
     panels.append(_panel(next_id + 3, "L2 eviction", [(r.L2_EVICTED_BYTES, "evicted")], 16, y + 1, 8, "Bps"))
     return {
         "uid": env.name[:40],
@@ -68,7 +123,8 @@ def dashboard(env: Environment) -> dict:
         "version": 1,
         "refresh": "30s",
         "time": {"from": "now-3h", "to": "now"},
-        "templating": {"list": [{"name": "datasource", "label": "Prometheus", "type": "datasource",
-                                 "query": "prometheus"}]},
+        "templating": {
+            "list": [{"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus"}]
+        },
         "panels": panels,
     }

@@ -82,9 +82,21 @@ CURVINE_WORKER_CAPACITY = Metric("capacity", "gauge", CURVINE_WORKER_SOURCE)
 UP = Metric("up", "gauge", PROMETHEUS_SOURCE)
 
 CATALOGUE: tuple[Metric, ...] = (
-    PREFIX_CACHE_QUERIES, PREFIX_CACHE_HITS, EXTERNAL_PREFIX_CACHE_HITS, TTFT, REQUESTS_WAITING, REQUESTS_RUNNING,
-    LMCACHE_HIT_TOKENS, LMCACHE_REMOTE_READ_BYTES, LMCACHE_REMOTE_READ_REQUESTS, ROUTER_HEALTHY_PODS,
-    CURVINE_CAPACITY, CURVINE_FS_USED, CURVINE_EVICTION_BYTES, CURVINE_WORKER_CAPACITY, UP,
+    PREFIX_CACHE_QUERIES,
+    PREFIX_CACHE_HITS,
+    EXTERNAL_PREFIX_CACHE_HITS,
+    TTFT,
+    REQUESTS_WAITING,
+    REQUESTS_RUNNING,
+    LMCACHE_HIT_TOKENS,
+    LMCACHE_REMOTE_READ_BYTES,
+    LMCACHE_REMOTE_READ_REQUESTS,
+    ROUTER_HEALTHY_PODS,
+    CURVINE_CAPACITY,
+    CURVINE_FS_USED,
+    CURVINE_EVICTION_BYTES,
+    CURVINE_WORKER_CAPACITY,
+    UP,
 )
 
 
@@ -92,7 +104,8 @@ def exposed_names() -> dict[str, list[Metric]]:
     """Series name as scraped -> the catalogue entries that expose it (``capacity``: master and worker)."""
     names: dict[str, list[Metric]] = {}
     for metric in CATALOGUE:
-        for name in ([metric.series(s) for s in ("_bucket", "_sum", "_count")] if metric.kind == "histogram"
-                     else [metric.name]):
+        for name in (
+            [metric.series(s) for s in ("_bucket", "_sum", "_count")] if metric.kind == "histogram" else [metric.name]
+        ):
             names.setdefault(name, []).append(metric)
     return names

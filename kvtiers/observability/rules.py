@@ -83,16 +83,28 @@ def tier_rules(env: Environment) -> list[Rule]:
         if not sized.l2_enabled:
             continue
         selector = f'{{{COMPONENT}="{ENGINE}",{ENDPOINT}="{endpoint.name}"}}'
-        rules.append(Rule(f"{rate(m.LMCACHE_REMOTE_READ_BYTES, selector)} / {sized.kv_bytes_per_token}",
-                          record=L2_TOKENS, labels=dict(DERIVED)))
+        rules.append(
+            Rule(
+                f"{rate(m.LMCACHE_REMOTE_READ_BYTES, selector)} / {sized.kv_bytes_per_token}",
+                record=L2_TOKENS,
+                labels=dict(DERIVED),
+            )
+        )
     rules += [
-        Rule(f"clamp_min({LMCACHE_TOKENS} - ignoring(derived) {L2_TOKENS}, 0) or {LMCACHE_TOKENS}", record=L1_TOKENS,
-             labels=dict(DERIVED)),
+        Rule(
+            f"clamp_min({LMCACHE_TOKENS} - ignoring(derived) {L2_TOKENS}, 0) or {LMCACHE_TOKENS}",
+            record=L1_TOKENS,
+            labels=dict(DERIVED),
+        ),
         Rule(f"{L2_TOKENS} / ignoring(derived) ({PROMPT_TOKENS} > 0)", record=L2_HIT_RATIO, labels=dict(DERIVED)),
-        Rule(f"histogram_quantile(0.5, sum by ({ENDPOINT}, le) (rate({m.TTFT.series('_bucket')}{ENGINES}[{WINDOW}])))",
-             record=TTFT_P50),
-        Rule(f"histogram_quantile(0.95, sum by ({ENDPOINT}, le) (rate({m.TTFT.series('_bucket')}{ENGINES}[{WINDOW}])))",
-             record=TTFT_P95),
+        Rule(
+            f"histogram_quantile(0.5, sum by ({ENDPOINT}, le) (rate({m.TTFT.series('_bucket')}{ENGINES}[{WINDOW}])))",
+            record=TTFT_P50,
+        ),
+        Rule(
+            f"histogram_quantile(0.95, sum by ({ENDPOINT}, le) (rate({m.TTFT.series('_bucket')}{ENGINES}[{WINDOW}])))",
+            record=TTFT_P95,
+        ),
         Rule(f"{BY} ({m.REQUESTS_WAITING.name}{ENGINES})", record=QUEUE),
     ]
     return rules
@@ -112,49 +124,87 @@ def alert_rules(env: Environment) -> list[Rule]:
     obs = env.observability
     page = {"severity": "page"}
     rules = [
-        Rule(f"{L2_USED_RATIO} > {obs.l2_nearly_full_ratio}", alert="KvtiersL2NearlyFull", for_="15m",
-             labels={"severity": "warning"},
-             annotations={"summary": "The Curvine L2 is {{ $value | humanizePercentage }} full",
-                          "description": f"Eviction (high watermark {env.curvine.eviction.high_watermark}) is not "
-                          "keeping up: raise curvine.worker.capacity_gb or run curvine.eviction.janitor_schedule more often."}),
+        Rule(
+            f"{L2_USED_RATIO} > {obs.l2_nearly_full_ratio}",
+            alert="KvtiersL2NearlyFull",
+            for_="15m",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": "The Curvine L2 is {{ $value | humanizePercentage }} full",
+                "description": f"Eviction (high watermark {env.curvine.eviction.high_watermark}) is not "
+                "keeping up: raise curvine.worker.capacity_gb or run curvine.eviction.janitor_schedule more often.",
+            },
+        ),
         # Counted against what the environment deploys: a pod that is gone or Pending has no `up` series at all.
-        Rule(_fewer_up(MASTERS, env.curvine.master.replicas), alert="KvtiersCurvineMasterDown", for_="5m",
-             labels=dict(page),
-             annotations={"summary": f"fewer than {env.curvine.master.replicas} Curvine master(s) answer /metrics",
-                          "description": "Without a master leader the L2 is unavailable and engines recompute."}),
-        Rule(_fewer_up(f'{{{COMPONENT}="{CURVINE_WORKER}"}}', env.sizing.curvine_workers),
-             alert="KvtiersCurvineWorkerDown", for_="5m", labels=dict(page),
-             annotations={"summary": f"fewer than {env.sizing.curvine_workers} Curvine worker(s) answer /metrics",
-                          "description": "A missing worker's node L2 blocks are unreadable; its writes go remote."}),
+        Rule(
+            _fewer_up(MASTERS, env.curvine.master.replicas),
+            alert="KvtiersCurvineMasterDown",
+            for_="5m",
+            labels=dict(page),
+            annotations={
+                "summary": f"fewer than {env.curvine.master.replicas} Curvine master(s) answer /metrics",
+                "description": "Without a master leader the L2 is unavailable and engines recompute.",
+            },
+        ),
+        Rule(
+            _fewer_up(f'{{{COMPONENT}="{CURVINE_WORKER}"}}', env.sizing.curvine_workers),
+            alert="KvtiersCurvineWorkerDown",
+            for_="5m",
+            labels=dict(page),
+            annotations={
+                "summary": f"fewer than {env.sizing.curvine_workers} Curvine worker(s) answer /metrics",
+                "description": "A missing worker's node L2 blocks are unreadable; its writes go remote.",
+            },
+        ),
     ]
     for endpoint, sized in env.sized_endpoints():
         name = endpoint.name
-        rules.append(Rule(f'{TTFT_P95}{{{ENDPOINT}="{name}"}} > {endpoint.ttft_p95_alert_seconds:g}',
-                          alert="KvtiersTTFTHigh", for_="10m", labels={"severity": "warning", ENDPOINT: name},
-                          annotations={"summary": f"{name}: TTFT p95 {{{{ $value }}}}s above "
-                                       f"{endpoint.ttft_p95_alert_seconds:g}s"}))
+        rules.append(
+            Rule(
+                f'{TTFT_P95}{{{ENDPOINT}="{name}"}} > {endpoint.ttft_p95_alert_seconds:g}',
+                alert="KvtiersTTFTHigh",
+                for_="10m",
+                labels={"severity": "warning", ENDPOINT: name},
+                annotations={
+                    "summary": f"{name}: TTFT p95 {{{{ $value }}}}s above {endpoint.ttft_p95_alert_seconds:g}s"
+                },
+            )
+        )
         if sized.l2_enabled:
             selector = f'{{{COMPONENT}="{ENGINE}",{ENDPOINT}="{name}"}}'
-            now = (f"({rate(m.LMCACHE_REMOTE_READ_BYTES, selector, '15m')} / "
-                   f"{rate(m.PREFIX_CACHE_QUERIES, selector, '15m')})")
-            before = (f"({rate(m.LMCACHE_REMOTE_READ_BYTES, selector, '6h')} / "
-                      f"{rate(m.PREFIX_CACHE_QUERIES, selector, '6h')})")
-            rules.append(Rule(
-                f"{now} < {obs.l2_hit_collapse_ratio} * {before} and {before} > 0",
-                alert="KvtiersL2HitRateCollapsed", for_="15m", labels={"severity": "warning", ENDPOINT: name, **DERIVED},
-                annotations={"summary": f"{name}: L2 hit rate fell below {obs.l2_hit_collapse_ratio:g}x its 6-hour "
-                             "level", "description": "Check the L2 mount (kvtiers verify), PYTHONHASHSEED and the "
-                             "Curvine workers; derived from LMCache's remote bytes read per prompt token."}))
+            now = (
+                f"({rate(m.LMCACHE_REMOTE_READ_BYTES, selector, '15m')} / "
+                f"{rate(m.PREFIX_CACHE_QUERIES, selector, '15m')})"
+            )
+            before = (
+                f"({rate(m.LMCACHE_REMOTE_READ_BYTES, selector, '6h')} / "
+                f"{rate(m.PREFIX_CACHE_QUERIES, selector, '6h')})"
+            )
+            rules.append(
+                Rule(
+                    f"{now} < {obs.l2_hit_collapse_ratio} * {before} and {before} > 0",
+                    alert="KvtiersL2HitRateCollapsed",
+                    for_="15m",
+                    labels={"severity": "warning", ENDPOINT: name, **DERIVED},
+                    annotations={
+                        "summary": f"{name}: L2 hit rate fell below {obs.l2_hit_collapse_ratio:g}x its 6-hour level",
+                        "description": "Check the L2 mount (kvtiers verify), PYTHONHASHSEED and the "
+                        "Curvine workers; derived from LMCache's remote bytes read per prompt token.",
+                    },
+                )
+            )
     return rules
 
 
 def rule_groups(env: Environment) -> dict:
     interval = f"{env.observability.scrape_interval_seconds}s"
-    return {"groups": [
-        {"name": "kvtiers-tiers", "interval": interval, "rules": [r.to_dict() for r in tier_rules(env)]},
-        {"name": "kvtiers-l2", "interval": interval, "rules": [r.to_dict() for r in l2_rules()]},
-        {"name": "kvtiers-alerts", "interval": interval, "rules": [r.to_dict() for r in alert_rules(env)]},
-    ]}
+    return {
+        "groups": [
+            {"name": "kvtiers-tiers", "interval": interval, "rules": [r.to_dict() for r in tier_rules(env)]},
+            {"name": "kvtiers-l2", "interval": interval, "rules": [r.to_dict() for r in l2_rules()]},
+            {"name": "kvtiers-alerts", "interval": interval, "rules": [r.to_dict() for r in alert_rules(env)]},
+        ]
+    }
 
 
 def rules_yaml(env: Environment) -> str:

@@ -50,10 +50,20 @@ def targets(env: Environment) -> list[ScrapeTarget]:
     ns, cv = env.serving.namespace, env.curvine.namespace
     web = {p.name: p.port for p in port_table(env.curvine.ports.model_dump())}
     result = [
-        ScrapeTarget("curvine-master", CURVINE_MASTER, cv, web["master_web"],
-                     {labels.COMPONENT: "master", labels.PART_OF_KEY: labels.PART_OF}),
-        ScrapeTarget("curvine-worker", CURVINE_WORKER, cv, web["worker_web"],
-                     {labels.COMPONENT: "worker", labels.PART_OF_KEY: labels.PART_OF}),
+        ScrapeTarget(
+            "curvine-master",
+            CURVINE_MASTER,
+            cv,
+            web["master_web"],
+            {labels.COMPONENT: "master", labels.PART_OF_KEY: labels.PART_OF},
+        ),
+        ScrapeTarget(
+            "curvine-worker",
+            CURVINE_WORKER,
+            cv,
+            web["worker_web"],
+            {labels.COMPONENT: "worker", labels.PART_OF_KEY: labels.PART_OF},
+        ),
     ]
     self_managed = [e for e in env.serving.endpoints if e.serving == "self_managed"]
     operator = [e for e in env.serving.endpoints if e.serving == "operator"]
@@ -64,12 +74,20 @@ def targets(env: Environment) -> list[ScrapeTarget]:
         ]
     if operator:
         pairs = tuple((OperatorEndpointProps.from_environment(env, e.name).object_name, e.name) for e in operator)
-        result.append(ScrapeTarget("operator-engines", ENGINE, ns, OPERATOR_PORT,
-                                   {POD_ENDPOINT_LABEL: "|".join(name for name, _ in pairs)}, endpoints=pairs))
+        result.append(
+            ScrapeTarget(
+                "operator-engines",
+                ENGINE,
+                ns,
+                OPERATOR_PORT,
+                {POD_ENDPOINT_LABEL: "|".join(name for name, _ in pairs)},
+                endpoints=pairs,
+            )
+        )
     return result
 
 
-def _job(env: Environment, target: ScrapeTarget) -> dict:
+def _job(target: ScrapeTarget) -> dict:
     relabel = [{"source_labels": [meta_label(k)], "regex": v, "action": "keep"} for k, v in target.pod_labels.items()]
     relabel += [
         {"source_labels": ["__meta_kubernetes_pod_container_port_number"], "regex": str(target.port), "action": "keep"},
@@ -82,8 +100,14 @@ def _job(env: Environment, target: ScrapeTarget) -> dict:
     if target.endpoint_from:
         relabel.append({"source_labels": [meta_label(target.endpoint_from)], "target_label": ENDPOINT})
     for value, endpoint in target.endpoints:
-        relabel.append({"source_labels": [meta_label(POD_ENDPOINT_LABEL)], "regex": value, "target_label": ENDPOINT,
-                        "replacement": endpoint})
+        relabel.append(
+            {
+                "source_labels": [meta_label(POD_ENDPOINT_LABEL)],
+                "regex": value,
+                "target_label": ENDPOINT,
+                "replacement": endpoint,
+            }
+        )
     return {
         "job_name": target.job,
         "metrics_path": METRICS_PATH,
@@ -97,6 +121,6 @@ def scrape_configuration(env: Environment) -> str:
     interval = f"{env.observability.scrape_interval_seconds}s"
     config = {
         "global": {"scrape_interval": interval, "external_labels": {"environment": env.name}},
-        "scrape_configs": [_job(env, t) for t in targets(env)],
+        "scrape_configs": [_job(t) for t in targets(env)],
     }
     return yaml.safe_dump(config, sort_keys=False)

@@ -46,7 +46,9 @@ def build_deploy_graph(
     env = environment
     chart = plan_hyperpod_chart(env, hyperpod_chart_dir, review=review)
     if eks_only and env.hyperpod.dependency_chart.source != "external":
-        raise DeployGraphError("kvtiers:stage=eks is the first stage of hyperpod.dependency_chart.source: external only")
+        raise DeployGraphError(
+            "kvtiers:stage=eks is the first stage of hyperpod.dependency_chart.source: external only"
+        )
     aws_env = cdk.Environment(account=env.account, region=env.region)
     tags = {"kvtiers:environment": env.name, **env.tags}
     network = NetworkStack(app, f"{env.name}-network", environment=env, env=aws_env, tags=tags)
@@ -62,7 +64,9 @@ def build_deploy_graph(
     )
     workloads = None
     if not eks_only:
-        workloads = WorkloadsStack(app, f"{env.name}-workloads", environment=env, platform=platform, env=aws_env, tags=tags)
+        workloads = WorkloadsStack(
+            app, f"{env.name}-workloads", environment=env, platform=platform, env=aws_env, tags=tags
+        )
     graph = DeployGraph(network=network, platform=platform, workloads=workloads)
     acknowledge_platform_findings(graph)
     if workloads is not None:

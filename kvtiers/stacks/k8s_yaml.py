@@ -18,7 +18,6 @@ import yaml
 
 from kvtiers.stacks.workloads_stack import WorkloadsStack
 
-
 STRING_TOKEN_MARKER = "${Token["
 """How aws-cdk-lib encodes a token inside a string (``TokenString``'s ``${Token[...]}``)."""
 

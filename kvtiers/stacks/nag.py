@@ -45,13 +45,15 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
     platform = graph.platform
     cluster = platform.eks.cluster
     # The CDK asset bucket's objects, which aws-cdk-lib's handlers read (default bootstrap qualifier).
-    asset_objects = f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-{platform.account}-{platform.region}/*]"
+    asset_objects = (
+        f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-{platform.account}-{platform.region}/*]"
+    )
     kubectl = cluster.node.find_child("KubectlProvider")
     acknowledge(
         kubectl,
         CDK_PROVIDED,
         *LAMBDA_BASICS,
-        "AwsSolutions-IAM4[Policy::{\"Fn::If\":[\"EksClusterKubectlProviderHandlerHasEcrPublicC426D1A5\",{\"Fn::Join\":[\"\",[\"arn:\",{\"Ref\":\"AWS::Partition\"},\":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly\"]]},{\"Ref\":\"AWS::NoValue\"}]}]",
+        'AwsSolutions-IAM4[Policy::{"Fn::If":["EksClusterKubectlProviderHandlerHasEcrPublicC426D1A5",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]',
         "AwsSolutions-IAM5[Resource::<EksClusterKubectlProviderHandlerDA75FB7A.Arn>:*]",
     )
     acknowledge(
@@ -100,17 +102,17 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
         "the VPC CNI creates, attaches and tags ENIs whose IDs exist only at run time, on HyperPod nodes whose "
         "instance IDs are assigned by HyperPod; scoped to this account and region (and the subnet and security group "
         "for the actions that take them), as the HyperPod reference templates do",
-        *(f"AwsSolutions-IAM5[Resource::arn:aws:ec2:{platform.region}:{platform.account}:{kind}/*]"
-          for kind in ("instance", "network-interface")),
+        *(
+            f"AwsSolutions-IAM5[Resource::arn:aws:ec2:{platform.region}:{platform.account}:{kind}/*]"
+            for kind in ("instance", "network-interface")
+        ),
     )
     acknowledge(
         hyperpod.lifecycle_bucket,
         "holds only the project's own lifecycle script, written by CDK; versioned, and reads are in CloudTrail",
         "AwsSolutions-S1",
     )
-    deployment_handler = next(
-        c for c in platform.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")
-    )
+    deployment_handler = next(c for c in platform.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
     acknowledge(
         deployment_handler,
         CDK_PROVIDED + "; it copies the lifecycle scripts from the CDK asset bucket into the lifecycle bucket",
@@ -146,19 +148,30 @@ def acknowledge_workload_findings(graph: DeployGraph) -> None:
         )
     operator = graph.platform.inference_operator
     if operator is not None:
-        acknowledge(operator.tls_bucket, "holds only the operator's generated TLS certificates; versioned, TLS-only",
-                    "AwsSolutions-S1")
+        acknowledge(
+            operator.tls_bucket,
+            "holds only the operator's generated TLS certificates; versioned, TLS-only",
+            "AwsSolutions-S1",
+        )
         acknowledge(
             operator.execution_role,
             "AmazonSageMakerHyperPodInferenceAccess is the policy the operator add-on requires; the S3 wildcards "
             "come from grant_read_write on the operator's own TLS certificate bucket",
             managed_policy("AmazonSageMakerHyperPodInferenceAccess"),
-            *(f"AwsSolutions-IAM5[Action::s3:{a}*]" for a in ("Abort", "DeleteObject", "GetBucket", "GetObject", "List")),
+            *(
+                f"AwsSolutions-IAM5[Action::s3:{a}*]"
+                for a in ("Abort", "DeleteObject", "GetBucket", "GetObject", "List")
+            ),
             f"AwsSolutions-IAM5[Resource::<{graph.platform.get_logical_id(operator.tls_bucket.node.default_child)}.Arn>/*]",
         )
-        acknowledge(operator.keda_role, "CloudWatch metric reads have no resource-level scope", "AwsSolutions-IAM5[Resource::*]")
+        acknowledge(
+            operator.keda_role, "CloudWatch metric reads have no resource-level scope", "AwsSolutions-IAM5[Resource::*]"
+        )
         acknowledge(
             operator.s3_csi_role,
             "read-only GetObject in the model buckets the environment names (Mountpoint mounts whole buckets)",
-            *(f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{b}/*]" for b in graph.platform.operator_model_buckets),
+            *(
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{b}/*]"
+                for b in graph.platform.operator_model_buckets
+            ),
         )

@@ -23,7 +23,9 @@ def node_traffic_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[Po
     self_managed = [e for e in endpoints if e.serving == "self_managed"]
     kvaware = [e for e in self_managed if e.routing == "kvaware"]
     to_hyperpod = [
-        PortRule("tcp", env.curvine.ports.master_rpc, "Curvine CSI controller creates L2 volumes on the Curvine masters"),
+        PortRule(
+            "tcp", env.curvine.ports.master_rpc, "Curvine CSI controller creates L2 volumes on the Curvine masters"
+        ),
     ]
     # CoreDNS is kept on the system nodes (EksCluster pins it there).
     to_system = [
@@ -35,21 +37,35 @@ def node_traffic_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[Po
         to_hyperpod.append(PortRule("tcp", KUBELET_PORT, "metrics-server scrapes the HyperPod kubelets"))
         to_system.append(PortRule("tcp", KUBELET_PORT, "metrics-server on a HyperPod node scrapes the system kubelets"))
     if self_managed:
-        to_hyperpod.append(PortRule("tcp", ENGINE_PORT, "routers send requests to the vLLM engines and discover models"))
+        to_hyperpod.append(
+            PortRule("tcp", ENGINE_PORT, "routers send requests to the vLLM engines and discover models")
+        )
     if kvaware:
         widest = max(e.tensor_parallel_size for e in kvaware)
         to_hyperpod.append(
-            PortRule("tcp", LMCACHE_WORKER_PORT_BASE, "kvaware: the router's LMCache controller asks the engines' "
-                     "LMCache workers (one port per tensor-parallel rank)", to_port=LMCACHE_WORKER_PORT_BASE + widest - 1)
+            PortRule(
+                "tcp",
+                LMCACHE_WORKER_PORT_BASE,
+                "kvaware: the router's LMCache controller asks the engines' "
+                "LMCache workers (one port per tensor-parallel rank)",
+                to_port=LMCACHE_WORKER_PORT_BASE + widest - 1,
+            )
         )
         to_system.append(
-            PortRule("tcp", LMCACHE_CONTROLLER_PULL_PORT, "kvaware: engines report their cache to the router's LMCache "
-                     "controller (pull and reply sockets)", to_port=LMCACHE_CONTROLLER_REPLY_PORT)
+            PortRule(
+                "tcp",
+                LMCACHE_CONTROLLER_PULL_PORT,
+                "kvaware: engines report their cache to the router's LMCache controller (pull and reply sockets)",
+                to_port=LMCACHE_CONTROLLER_REPLY_PORT,
+            )
         )
     if any(e.serving == "operator" for e in endpoints):
         to_hyperpod.append(
-            PortRule("tcp", OPERATOR_INVOCATION_PORT, "Inference Operator: its router and controller reach the model "
-                     "pods on their invocation port")
+            PortRule(
+                "tcp",
+                OPERATOR_INVOCATION_PORT,
+                "Inference Operator: its router and controller reach the model pods on their invocation port",
+            )
         )
     return _merged(to_hyperpod), _merged(to_system)
 
@@ -74,8 +90,16 @@ def scraper_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[PortRul
     serve the Kubernetes API it discovers pods with."""
     from kvtiers.observability.scrape import ROUTER, targets
 
-    to_hyperpod, to_system = [], [PortRule("tcp", KUBERNETES_API_PORT, "metrics collector discovers pods through the "
-                                           "Kubernetes API (control plane ENIs)")]
+    to_hyperpod, to_system = (
+        [],
+        [
+            PortRule(
+                "tcp",
+                KUBERNETES_API_PORT,
+                "metrics collector discovers pods through the Kubernetes API (control plane ENIs)",
+            )
+        ],
+    )
     for target in targets(env):
         rule = PortRule("tcp", target.port, f"metrics collector scrapes {target.job} /metrics")
         (to_system if target.component == ROUTER else to_hyperpod).append(rule)

@@ -8,24 +8,30 @@ from this stack into a later one.
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from kvtiers.config.schema import Environment, S3ModelSource
-from kvtiers.constructs.eks_cluster import CoreAddonVersions, EksCluster, EksClusterProps, SystemNodegroupProps, pod_identity_role
+from kvtiers.constructs.eks_cluster import (
+    CoreAddonVersions,
+    EksCluster,
+    EksClusterProps,
+    SystemNodegroupProps,
+    pod_identity_role,
+)
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, HyperPodClusterProps, InstanceGroupProps, TaintProps
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies, HyperPodDependenciesProps
-from kvtiers.constructs.node_traffic import NodeTraffic, NodeTrafficProps
-from kvtiers.stacks.hyperpod_chart import HyperPodChartPlan
-from kvtiers.stacks.node_traffic_rules import node_traffic_rules, scraper_rules
+from kvtiers.constructs.hyperpod_inference import InferenceOperator, InferenceOperatorProps
 from kvtiers.constructs.journal_volumes import (
     EBS_CSI_MANAGED_POLICY,
     EBS_CSI_SERVICE_ACCOUNT,
     CurvineJournalVolumes,
     JournalVolumesProps,
 )
-from kvtiers.constructs.hyperpod_inference import InferenceOperator, InferenceOperatorProps
 from kvtiers.constructs.network import HyperPodNetwork
-from aws_cdk import aws_iam as iam
+from kvtiers.constructs.node_traffic import NodeTraffic, NodeTrafficProps
+from kvtiers.stacks.hyperpod_chart import HyperPodChartPlan
+from kvtiers.stacks.node_traffic_rules import node_traffic_rules, scraper_rules
 
 
 class PlatformStack(cdk.Stack):
@@ -160,7 +166,9 @@ class PlatformStack(cdk.Stack):
                 snapshot_on_delete=master.snapshot_on_delete,
             ),
         )
-        self.ebs_csi_role = ebs_role = pod_identity_role(self, "EbsCsiRole", "EBS CSI controller (Curvine journal volumes on HyperPod)")
+        self.ebs_csi_role = ebs_role = pod_identity_role(
+            self, "EbsCsiRole", "EBS CSI controller (Curvine journal volumes on HyperPod)"
+        )
         ebs_role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(EBS_CSI_MANAGED_POLICY))
         self.journal_volumes.grant_attach(
             ebs_role, hyperpod_cluster_arn=self.hyperpod.cluster_arn, eks_cluster_arn=cluster.cluster_arn
@@ -200,7 +208,11 @@ class PlatformStack(cdk.Stack):
         """Make the template undeployable: CloudFormation evaluates rules before it changes anything. Rules may
         only refer to parameters, hence the parameter, whose default fails the rule."""
         review_only = cdk.CfnParameter(
-            self, "ReviewOnlySynth", type="String", default="true", allowed_values=["true"],
+            self,
+            "ReviewOnlySynth",
+            type="String",
+            default="true",
+            allowed_values=["true"],
             description="Set by an offline review synth: this template lacks the HyperPod dependency chart",
         )
         cdk.CfnRule(

@@ -8,7 +8,7 @@ the manifest resources.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 import cdk8s
@@ -54,7 +54,9 @@ class WorkloadsStack(cdk.Stack):
         self.serving_namespace = self.add_chart(
             "ServingNamespace",
             NamespaceChart(
-                self.k8s_app, "serving-namespace", names=(env.serving.namespace,),
+                self.k8s_app,
+                "serving-namespace",
+                names=(env.serving.namespace,),
                 enforce={env.serving.namespace: serving_enforce_level(bool(operator_endpoints))},
             ),
         )
@@ -65,7 +67,8 @@ class WorkloadsStack(cdk.Stack):
         policies = NetworkPolicyProps.from_environment(env, control_plane_cidrs=control_plane_cidrs)
         # Before any serving pod exists: default deny from the first pod on.
         serving_policies = self.add_chart(
-            "ServingNetworkPolicies", ServingNetworkPolicyChart(self.k8s_app, "serving-network-policies", props=policies),
+            "ServingNetworkPolicies",
+            ServingNetworkPolicyChart(self.k8s_app, "serving-network-policies", props=policies),
             after=[self.serving_namespace],
         )
         volumes = platform.journal_volumes.volumes
@@ -79,12 +82,14 @@ class WorkloadsStack(cdk.Stack):
         masters.node.add_dependency(platform.ebs_csi)
         # The Curvine namespace comes with the masters chart; its policies follow it, before the CSI controller.
         curvine_policies = self.add_chart(
-            "CurvineNetworkPolicies", CurvineNetworkPolicyChart(self.k8s_app, "curvine-network-policies", props=policies),
+            "CurvineNetworkPolicies",
+            CurvineNetworkPolicyChart(self.k8s_app, "curvine-network-policies", props=policies),
             after=[masters],
         )
         cdk.Annotations.of(masters).add_info(curvine.master_count_note)
         workers = self.add_chart(
-            "CurvineWorkers", CurvineWorkerChart(self.k8s_app, "curvine-workers", props=curvine),
+            "CurvineWorkers",
+            CurvineWorkerChart(self.k8s_app, "curvine-workers", props=curvine),
             after=[masters, curvine_policies],
         )
         csi = self.add_chart("CurvineCsi", CurvineCsiChart(self.k8s_app, "curvine-csi", props=curvine), after=[workers])
@@ -105,8 +110,12 @@ class WorkloadsStack(cdk.Stack):
             from kvtiers.constructs.observability import COLLECTOR_USER
             from kvtiers.k8s_charts.scraper_rbac import ScraperRbacChart
 
-            rbac = ScraperRbacChart(self.k8s_app, "metrics-collector-rbac", user=COLLECTOR_USER,
-                                    namespaces=(env.serving.namespace, env.curvine.namespace))
+            rbac = ScraperRbacChart(
+                self.k8s_app,
+                "metrics-collector-rbac",
+                user=COLLECTOR_USER,
+                namespaces=(env.serving.namespace, env.curvine.namespace),
+            )
             self.add_chart("MetricsCollectorRbac", rbac, after=[self.serving_namespace, masters])
 
     def _operator_endpoints(self, env: Environment, platform: PlatformStack, endpoints) -> None:
@@ -117,14 +126,20 @@ class WorkloadsStack(cdk.Stack):
             after: list[Construct] = [self.inference_operator.kyverno, *self.l2_ready]
             if props.curvine_l2:
                 policy = self.add_chart(
-                    f"L2Policy{pascal}", CurvineL2PolicyChart(self.k8s_app, f"l2-policy-{endpoint.name}", props=props), after=after
+                    f"L2Policy{pascal}",
+                    CurvineL2PolicyChart(self.k8s_app, f"l2-policy-{endpoint.name}", props=props),
+                    after=after,
                 )
                 # Kyverno registers a policy's webhook asynchronously; pods admitted before that escape it. The
                 # endpoint waits until Kyverno reports the policy Ready.
                 ready = eks.KubernetesObjectValue(
-                    self, f"L2PolicyReady{pascal}", cluster=self.cluster,
-                    object_type=operator_contract.POLICY_RESOURCE, object_name=policy_name(props),
-                    object_namespace=props.namespace, json_path=operator_contract.READY_JSONPATH,
+                    self,
+                    f"L2PolicyReady{pascal}",
+                    cluster=self.cluster,
+                    object_type=operator_contract.POLICY_RESOURCE,
+                    object_name=policy_name(props),
+                    object_namespace=props.namespace,
+                    json_path=operator_contract.READY_JSONPATH,
                     timeout=cdk.Duration.minutes(10),
                 )
                 ready.node.add_dependency(policy)

@@ -21,9 +21,14 @@ from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, jso
 from tests.fakes.operator_pod import operator_pod
 from tools.layer_helm import extract_kubectl
 
-PLURALS = {"StatefulSet": "statefulsets", "DaemonSet": "daemonsets", "Deployment": "deployments",
-           "PersistentVolumeClaim": "persistentvolumeclaims", "Service": "services",
-           "InferenceEndpointConfig": "inferenceendpointconfigs"}
+PLURALS = {
+    "StatefulSet": "statefulsets",
+    "DaemonSet": "daemonsets",
+    "Deployment": "deployments",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Service": "services",
+    "InferenceEndpointConfig": "inferenceendpointconfigs",
+}
 COMPLETE = "DeploymentComplete"
 """``status.state`` of a deployed InferenceEndpointConfig (the CRD's enum)."""
 
@@ -45,8 +50,9 @@ def operator_pods(env: Environment, endpoint_name: str, kubectl: Path | None, wi
 
 
 def _template_port(template: dict, name: str) -> int:
-    return next(p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", ())
-                if p.get("name") == name)
+    return next(
+        p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", ()) if p.get("name") == name
+    )
 
 
 def _served_model(container: dict) -> str:
@@ -55,7 +61,11 @@ def _served_model(container: dict) -> str:
 
 
 def build_healthy(
-    kube: FakeKube, env: Environment, objects: list[dict], *, kubectl: Path | None = None,
+    kube: FakeKube,
+    env: Environment,
+    objects: list[dict],
+    *,
+    kubectl: Path | None = None,
     operator_policy: bool = True,
 ) -> dict:
     """Nodes, then every rendered workload of ``env`` (``objects``) as running; returns handles the tests mutate."""
@@ -72,12 +82,20 @@ def build_healthy(
             by_kind.setdefault(obj["kind"], []).append(obj)
             if obj["kind"] != "Service":
                 kube.put(object_path(obj), {**obj, "status": {}})
-    handles = {"nodes": nodes, "overview": {}, "engines": {}, "routers": {}, "l2": set(), "curvine": None,
-               "placement": {"worker": "local"}}
+    handles = {
+        "nodes": nodes,
+        "overview": {},
+        "engines": {},
+        "routers": {},
+        "l2": set(),
+        "curvine": None,
+        "placement": {"worker": "local"},
+    }
     _curvine(kube, env, by_kind, handles)
     for claim in by_kind.get("PersistentVolumeClaim", ()):
-        kube.objects[object_path(claim)].update(spec={**claim["spec"], "volumeName": "pvc-1234"},
-                                                status={"phase": "Bound"})
+        kube.objects[object_path(claim)].update(
+            spec={**claim["spec"], "volumeName": "pvc-1234"}, status={"phase": "Bound"}
+        )
     _deployments(kube, env, by_kind, handles)
     _operator_endpoints(kube, env, by_kind, handles, kubectl, operator_policy)
     return handles
@@ -92,8 +110,10 @@ def _curvine(kube: FakeKube, env: Environment, by_kind: dict, handles: dict) -> 
             pod = f"{name}-{i}"
             kube.add_pod(ns, pod, template["metadata"]["labels"], "system-1")
             handles["overview"][pod] = {
-                "cluster_id": env.curvine.cluster_id, "master_state": "Active" if i == 0 else "Standby",
-                "live_workers": env.sizing.curvine_workers, "lost_workers": 0,
+                "cluster_id": env.curvine.cluster_id,
+                "master_state": "Active" if i == 0 else "Standby",
+                "live_workers": env.sizing.curvine_workers,
+                "lost_workers": 0,
             }
             master = FakeCurvineMaster(handles["overview"][pod])
             handles["curvine"] = handles["curvine"] or master
@@ -101,14 +121,26 @@ def _curvine(kube: FakeKube, env: Environment, by_kind: dict, handles: dict) -> 
     for ds in by_kind.get("DaemonSet", ()):
         ns, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
         kube.objects[object_path(ds)]["status"] = {
-            "currentNumberScheduled": len(handles["nodes"]), "desiredNumberScheduled": len(handles["nodes"]),
-            "numberMisscheduled": 0, "numberReady": len(handles["nodes"])}
+            "currentNumberScheduled": len(handles["nodes"]),
+            "desiredNumberScheduled": len(handles["nodes"]),
+            "numberMisscheduled": 0,
+            "numberReady": len(handles["nodes"]),
+        }
         for node in handles["nodes"]:
             kube.add_pod(ns, f"{name}-{node[-1]}", ds["spec"]["template"]["metadata"]["labels"], node)
 
 
-def _engine(kube: FakeKube, env: Environment, handles: dict, namespace: str, pod: str, node: str, model: str,
-            port: int, endpoint: str) -> FakeEngine:
+def _engine(
+    kube: FakeKube,
+    env: Environment,
+    handles: dict,
+    namespace: str,
+    pod: str,
+    node: str,
+    model: str,
+    port: int,
+    endpoint: str,
+) -> FakeEngine:
     host = kube.node_ip(node)
 
     def store(prompt: str) -> None:
@@ -125,8 +157,11 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
     images = env.serving.images
     routers = []
     for deployment in by_kind.get("Deployment", ()):
-        ns, name, replicas = (deployment["metadata"]["namespace"], deployment["metadata"]["name"],
-                              deployment["spec"]["replicas"])
+        ns, name, replicas = (
+            deployment["metadata"]["namespace"],
+            deployment["metadata"]["name"],
+            deployment["spec"]["replicas"],
+        )
         kube.objects[object_path(deployment)]["status"] = {"availableReplicas": replicas, "readyReplicas": replicas}
         template = deployment["spec"]["template"]
         container = template["spec"]["containers"][0]
@@ -135,8 +170,17 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                 node = handles["nodes"][i % len(handles["nodes"])]
                 pod = f"{name}-{i}"
                 kube.add_pod(ns, pod, template["metadata"]["labels"], node)
-                _engine(kube, env, handles, ns, pod, node, _served_model(container), _template_port(template, "http"),
-                        template["metadata"]["labels"][names.ENDPOINT_LABEL])
+                _engine(
+                    kube,
+                    env,
+                    handles,
+                    ns,
+                    pod,
+                    node,
+                    _served_model(container),
+                    _template_port(template, "http"),
+                    template["metadata"]["labels"][names.ENDPOINT_LABEL],
+                )
         elif container["image"] == images.router_image:
             routers.append(deployment)
     for deployment in routers:
@@ -144,9 +188,17 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
         engine_selector = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         selector = engine_selector[engine_selector.index("--k8s-label-selector") + 1]
         pods = [p for p in kube.pods if matches(p["metadata"]["labels"], selector)]
-        state = {"engines": [{"engine_id": p["metadata"]["name"], "created": 1,
-                              "serving_models": [handles["engines"][p["metadata"]["name"]].model]} for p in pods],
-                 "health": 200}
+        state = {
+            "engines": [
+                {
+                    "engine_id": p["metadata"]["name"],
+                    "created": 1,
+                    "serving_models": [handles["engines"][p["metadata"]["name"]].model],
+                }
+                for p in pods
+            ],
+            "health": 200,
+        }
         handles["routers"][labels[names.ENDPOINT_LABEL]] = state
 
         def route(method, path, body, state=state):
@@ -159,21 +211,37 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
         for service in by_kind.get("Service", ()):
             if service["spec"].get("selector") == labels and service["spec"].get("type", "ClusterIP") == "ClusterIP":
                 http = next(p for p in service["spec"]["ports"] if p["name"] == "http")
-                kube.proxy("services", service["metadata"]["namespace"], service["metadata"]["name"], http["port"],
-                           route)
+                kube.proxy(
+                    "services", service["metadata"]["namespace"], service["metadata"]["name"], http["port"], route
+                )
 
 
-def _operator_endpoints(kube: FakeKube, env: Environment, by_kind: dict, handles: dict, kubectl: Path | None,
-                        operator_policy: bool) -> None:
+def _operator_endpoints(
+    kube: FakeKube, env: Environment, by_kind: dict, handles: dict, kubectl: Path | None, operator_policy: bool
+) -> None:
     for iec in by_kind.get("InferenceEndpointConfig", ()):
-        endpoint = next(e for e in env.serving.endpoints if e.serving == "operator"
-                        and OperatorEndpointProps.from_environment(env, e.name).object_name == iec["metadata"]["name"])
+        endpoint = next(
+            e
+            for e in env.serving.endpoints
+            if e.serving == "operator"
+            and OperatorEndpointProps.from_environment(env, e.name).object_name == iec["metadata"]["name"]
+        )
         kube.objects[object_path(iec)]["status"] = {"state": COMPLETE, "replicas": iec["spec"].get("replicas")}
         port = iec["spec"]["worker"]["modelInvocationPort"]["containerPort"]
         for i, admitted in enumerate(operator_pods(env, endpoint.name, kubectl, operator_policy)):
             node = handles["nodes"][i % len(handles["nodes"])]
-            added = kube.add_pod(iec["metadata"]["namespace"], admitted["metadata"]["name"],
-                                 admitted["metadata"]["labels"], node)
+            added = kube.add_pod(
+                iec["metadata"]["namespace"], admitted["metadata"]["name"], admitted["metadata"]["labels"], node
+            )
             added["spec"] = {**admitted["spec"], "nodeName": node}
-            _engine(kube, env, handles, iec["metadata"]["namespace"], admitted["metadata"]["name"], node,
-                    _served_model(iec["spec"]["worker"]), port, endpoint.name)
+            _engine(
+                kube,
+                env,
+                handles,
+                iec["metadata"]["namespace"],
+                admitted["metadata"]["name"],
+                node,
+                _served_model(iec["spec"]["worker"]),
+                port,
+                endpoint.name,
+            )

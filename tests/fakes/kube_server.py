@@ -8,16 +8,16 @@ come from Python handlers registered per target. The kubernetes client talks to 
 
 from __future__ import annotations
 
-from tests.fakes.loopback import LoopbackServer
-
 import json
 import re
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
-from typing import Callable
 from urllib.parse import parse_qs, urlparse
 
 from kubernetes import client
+
+from tests.fakes.loopback import LoopbackServer
 
 # handler(method, path, body) -> (status, content type, text)
 ProxyHandler = Callable[[str, str, dict | None], tuple[int, str, str]]
@@ -36,8 +36,14 @@ def matches(labels: dict, selector: str | None) -> bool:
 
 
 def status(code: int, message: str) -> dict:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code,
-            "reason": "NotFound" if code == 404 else "Error"}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "code": code,
+        "reason": "NotFound" if code == 404 else "Error",
+    }
 
 
 class FakeKube(LoopbackServer):
@@ -57,11 +63,15 @@ class FakeKube(LoopbackServer):
     # ------------------------------------------------------------------ builders
 
     def add_node(self, name: str, labels: dict, ready: bool = True) -> None:
-        self.nodes.append({
-            "metadata": {"name": name, "labels": labels},
-            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-                       "addresses": [{"type": "InternalIP", "address": f"10.0.0.{len(self.nodes) + 1}"}]},
-        })
+        self.nodes.append(
+            {
+                "metadata": {"name": name, "labels": labels},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                    "addresses": [{"type": "InternalIP", "address": f"10.0.0.{len(self.nodes) + 1}"}],
+                },
+            }
+        )
 
     def node_ip(self, name: str) -> str | None:
         node = next((n for n in self.nodes if n["metadata"]["name"] == name), None)
@@ -71,8 +81,11 @@ class FakeKube(LoopbackServer):
         pod = {
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "spec": {"nodeName": node, "containers": [{"name": "main"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-                       "hostIP": self.node_ip(node)},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                "hostIP": self.node_ip(node),
+            },
         }
         self.pods.append(pod)
         return pod
@@ -109,8 +122,7 @@ class FakeKube(LoopbackServer):
         if listed:
             ns = listed.group(1)
             items = [
-                p for p in self.pods
-                if p["metadata"]["namespace"] == ns and matches(p["metadata"]["labels"], selector)
+                p for p in self.pods if p["metadata"]["namespace"] == ns and matches(p["metadata"]["labels"], selector)
             ]
             return 200, "application/json", json.dumps({"kind": "PodList", "apiVersion": "v1", "items": items})
         if path in self.objects:
@@ -165,12 +177,14 @@ class FakeCurvineMaster:
 
     def _children(self, directory: str) -> list[dict]:
         prefix = directory.rstrip("/") + "/"
-        names = {p[len(prefix):].split("/", 1)[0] for p in self.files if p.startswith(prefix)}
+        names = {p[len(prefix) :].split("/", 1)[0] for p in self.files if p.startswith(prefix)}
         out = []
         for name in sorted(names):
             path = prefix + name
             is_dir = path not in self.files
-            out.append({"path": path, "name": name, "is_dir": is_dir, "mtime": self.mtime_ms or int(time.time() * 1000)})
+            out.append(
+                {"path": path, "name": name, "is_dir": is_dir, "mtime": self.mtime_ms or int(time.time() * 1000)}
+            )
         return out
 
     def __call__(self, method: str, path: str, body: dict | None) -> tuple[int, str, str]:
@@ -181,9 +195,14 @@ class FakeCurvineMaster:
         if url.path == "/api/browse":
             return json_reply(200, self._children(target))
         if url.path == "/api/block_locations" and target in self.files:
-            locs = [{"block": {"id": i}, "locs": [{"worker_id": 1, "hostname": h, "ip_addr": h, "rpc_port": 8997,
-                                                   "web_port": 9001}], "has_spdk": False}
-                    for i, h in enumerate(self.files[target])]
+            locs = [
+                {
+                    "block": {"id": i},
+                    "locs": [{"worker_id": 1, "hostname": h, "ip_addr": h, "rpc_port": 8997, "web_port": 9001}],
+                    "has_spdk": False,
+                }
+                for i, h in enumerate(self.files[target])
+            ]
             return json_reply(200, {"status": {"path": target, "is_dir": False}, "block_locs": locs})
         return json_reply(404, {})
 
@@ -194,7 +213,9 @@ class FakeEngine:
     Engines sharing one ``l2`` set model the Curvine L2: a prompt stored by one is a full hit on another.
     """
 
-    def __init__(self, model: str, l2: set | None, lmcache: bool = True, on_store: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, model: str, l2: set | None, lmcache: bool = True, on_store: Callable[[str], None] | None = None
+    ) -> None:
         self.model, self.l2, self.lmcache, self.on_store = model, l2, lmcache, on_store
         self.vllm_counters = True
         self.stored = 0
@@ -219,13 +240,14 @@ class FakeEngine:
                     self.on_store(prompt)
             return json_reply(200, {"choices": [{"text": "x"}], "usage": {"prompt_tokens": n}})
         if path == "/metrics":
-            lines = ["# HELP vllm:num_requests_running running", "vllm:num_requests_running{model_name=\"m\"} 0"]
+            lines = ["# HELP vllm:num_requests_running running", 'vllm:num_requests_running{model_name="m"} 0']
             if self.vllm_counters:  # vLLM 0.12.0: every prompt token is queried; the L2's hits are connector hits
                 queried = self.stored + self.hit
-                lines += [f'vllm:prefix_cache_queries_total{{model_name="{self.model}",engine="0"}} {float(queried)}',
-                          f'vllm:prefix_cache_hits_total{{model_name="{self.model}",engine="0"}} 0.0',
-                          f'vllm:external_prefix_cache_hits_total{{model_name="{self.model}",engine="0"}} '
-                          f'{float(self.hit)}']
+                lines += [
+                    f'vllm:prefix_cache_queries_total{{model_name="{self.model}",engine="0"}} {float(queried)}',
+                    f'vllm:prefix_cache_hits_total{{model_name="{self.model}",engine="0"}} 0.0',
+                    f'vllm:external_prefix_cache_hits_total{{model_name="{self.model}",engine="0"}} {float(self.hit)}',
+                ]
             if self.lmcache:
                 lines += [
                     "# TYPE lmcache:num_stored_tokens counter",

@@ -45,9 +45,9 @@ def cel(expression: str, activation: dict):
     """Evaluate ``expression``; plain JSON values in ``activation`` are converted, CEL values are passed as they are."""
     env = celpy.Environment()
     program = env.program(env.compile(expression))
-    return program.evaluate({
-        k: v if isinstance(v, celpy.celtypes.MapType) else celpy.json_to_cel(v) for k, v in activation.items()
-    })
+    return program.evaluate(
+        {k: v if isinstance(v, celpy.celtypes.MapType) else celpy.json_to_cel(v) for k, v in activation.items()}
+    )
 
 
 def _substitute(value, context: dict):
@@ -87,9 +87,12 @@ def _rule_matches(rule: dict, pod: dict, operation: str) -> bool:
         if set(resources) - {"kinds", "operations", "namespaces", "selector"}:
             raise NotImplementedError(f"match resources {sorted(resources)}")
         labels = pod["metadata"].get("labels") or {}
-        if (resources["kinds"] == ["Pod"] and operation in resources.get("operations", [operation])
-                and pod["metadata"]["namespace"] in resources.get("namespaces", [pod["metadata"]["namespace"]])
-                and all(labels.get(k) == v for k, v in resources.get("selector", {}).get("matchLabels", {}).items())):
+        if (
+            resources["kinds"] == ["Pod"]
+            and operation in resources.get("operations", [operation])
+            and pod["metadata"]["namespace"] in resources.get("namespaces", [pod["metadata"]["namespace"]])
+            and all(labels.get(k) == v for k, v in resources.get("selector", {}).get("matchLabels", {}).items())
+        ):
             if set(resources.get("selector", {})) - {"matchLabels"}:
                 raise NotImplementedError("selector other than matchLabels")
             return True
@@ -98,8 +101,11 @@ def _rule_matches(rule: dict, pod: dict, operation: str) -> bool:
 
 def strategic_merge(kubectl: Path, pod: dict, patch: dict) -> dict:
     """``patch`` applied to ``pod`` by kubectl's kustomize (strategic merge, merge keys from the Pod schema)."""
-    target = {"apiVersion": pod["apiVersion"], "kind": pod["kind"],
-              "metadata": {"name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"]}}
+    target = {
+        "apiVersion": pod["apiVersion"],
+        "kind": pod["kind"],
+        "metadata": {"name": pod["metadata"]["name"], "namespace": pod["metadata"]["namespace"]},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "pod.yaml").write_text(json.dumps(pod))

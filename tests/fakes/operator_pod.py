@@ -56,8 +56,13 @@ def operator_pod(
         "image": image or worker["image"],
         "args": list(worker["args"]),
         "env": copy.deepcopy(worker["environmentVariables"]) + copy.deepcopy(OPERATOR_ENV),
-        "ports": [{"name": worker["modelInvocationPort"]["name"], "containerPort": worker["modelInvocationPort"]["containerPort"],
-                   "protocol": "TCP"}],
+        "ports": [
+            {
+                "name": worker["modelInvocationPort"]["name"],
+                "containerPort": worker["modelInvocationPort"]["containerPort"],
+                "protocol": "TCP",
+            }
+        ],
         "resources": copy.deepcopy(worker["resources"]),
         "volumeMounts": [
             {"name": mount["name"], "mountPath": model_path},
@@ -68,12 +73,14 @@ def operator_pod(
     }
     containers = [model]
     if sidecar:
-        containers.append({
-            "name": "sidecar",  # ASSUMED
-            "image": SIDECAR_IMAGE,
-            "ports": [{"name": "metrics", "containerPort": 9113, "protocol": "TCP"}],  # ASSUMED
-            "volumeMounts": [token_mount],
-        })
+        containers.append(
+            {
+                "name": "sidecar",  # ASSUMED
+                "image": SIDECAR_IMAGE,
+                "ports": [{"name": "metrics", "containerPort": 9113, "protocol": "TCP"}],  # ASSUMED
+                "volumeMounts": [token_mount],
+            }
+        )
     weights = (
         {"name": mount["name"], "persistentVolumeClaim": {"claimName": f"{props.object_name}-s3"}}  # ASSUMED kind
         if spec["modelSourceConfig"]["modelSourceType"] == "s3"
@@ -99,4 +106,3 @@ def operator_pod(
             ],
         },
     }
-

@@ -35,15 +35,18 @@ class FakePrometheus(LoopbackServer):
                     return self._reply(404, {"status": "error", "error": "not found"})
                 auth = self.headers.get("Authorization", "")
                 fake.authorizations.append(auth)
-                if fake.require_sigv4 and not (auth.startswith("AWS4-HMAC-SHA256 ")
-                                               and f"/{fake.require_sigv4}/aps/aws4_request" in auth):
+                if fake.require_sigv4 and not (
+                    auth.startswith("AWS4-HMAC-SHA256 ") and f"/{fake.require_sigv4}/aps/aws4_request" in auth
+                ):
                     return self._reply(403, {"message": "Missing Authentication Token"})
                 query = parse_qs(url.query)["query"][0]
                 fake.queries.append(query)
                 if query.startswith("bad("):
                     return self._reply(400, {"status": "error", "errorType": "bad_data", "error": "parse error"})
-                result = [{"metric": labels, "value": [1700000000, str(value)]}
-                          for labels, value in fake.results.get(query, [])]
+                result = [
+                    {"metric": labels, "value": [1700000000, str(value)]}
+                    for labels, value in fake.results.get(query, [])
+                ]
                 self._reply(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
 
         return Handler

@@ -8,7 +8,7 @@ LMCache publishes its counters periodically, so both are polled until they move 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from kubernetes.client import ApiClient, CoreV1Api
 
@@ -25,8 +25,12 @@ class _Pod:
     def __init__(self, api: ApiClient, namespace: str, name: str) -> None:
         self.api, self.namespace, self.name = api, namespace, name
 
-    def call(self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 120) -> proxy.ProxyResponse:
-        return proxy.request(self.api, "pods", self.namespace, self.name, names.ENGINE_PORT, path, method, body, timeout)
+    def call(
+        self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 120
+    ) -> proxy.ProxyResponse:
+        return proxy.request(
+            self.api, "pods", self.namespace, self.name, names.ENGINE_PORT, path, method, body, timeout
+        )
 
     def counters(self) -> dict[str, float]:
         response = self.call("metrics", timeout=15)
@@ -97,7 +101,10 @@ def check_cross_pod(
         prompt = prompts.prefix(tag) + body
         request = {"model": endpoint.model, "prompt": prompt, "max_tokens": 1, "temperature": 0}
         a0, b0 = first.counters(), second.counters()
-        if metrics.counter(a0, names.LMCACHE_STORED_TOKENS) is None and metrics.counter(a0, names.LMCACHE_HIT_TOKENS) is None:
+        if (
+            metrics.counter(a0, names.LMCACHE_STORED_TOKENS) is None
+            and metrics.counter(a0, names.LMCACHE_HIT_TOKENS) is None
+        ):
             return failed(
                 area,
                 NAME,
@@ -110,7 +117,10 @@ def check_cross_pod(
         tokens = int(response.json().get("usage", {}).get("prompt_tokens", 0))
         stored = _wait_for(
             lambda: metrics.counter(first.counters(), names.LMCACHE_STORED_TOKENS),
-            metrics.counter(a0, names.LMCACHE_STORED_TOKENS) or 0.0, 1, timeout, poll,
+            metrics.counter(a0, names.LMCACHE_STORED_TOKENS) or 0.0,
+            1,
+            timeout,
+            poll,
         )
         if stored <= 0:
             return failed(area, NAME, f"{first.name} stored 0 of {tokens} tokens within {timeout:.0f} s", hint)
@@ -119,7 +129,10 @@ def check_cross_pod(
             return failed(area, NAME, f"{second.name} completion: HTTP {response.status}: {response.text[:200]}", hint)
         hit = _wait_for(
             lambda: metrics.counter(second.counters(), names.LMCACHE_HIT_TOKENS),
-            metrics.counter(b0, names.LMCACHE_HIT_TOKENS) or 0.0, stored, timeout, poll,
+            metrics.counter(b0, names.LMCACHE_HIT_TOKENS) or 0.0,
+            stored,
+            timeout,
+            poll,
         )
     except (proxy.ProxyError, RuntimeError, ValueError, KeyError) as exc:
         return failed(area, NAME, str(exc), hint)

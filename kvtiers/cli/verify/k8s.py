@@ -59,12 +59,19 @@ def master_overviews(
     ns = env.curvine.namespace
     bodies: dict[str, dict] = {}
     unreachable: list[str] = []
-    for pod in sorted(core.list_namespaced_pod(ns, label_selector=selector(match_labels)).items, key=lambda p: p.metadata.name):
+    for pod in sorted(
+        core.list_namespaced_pod(ns, label_selector=selector(match_labels)).items, key=lambda p: p.metadata.name
+    ):
         if not pod_ready(pod):
             continue
         try:
             response = proxy.request(
-                api, "pods", ns, pod.metadata.name, env.curvine.ports.master_web, names.CURVINE_MASTER_OVERVIEW_PATH,
+                api,
+                "pods",
+                ns,
+                pod.metadata.name,
+                env.curvine.ports.master_web,
+                names.CURVINE_MASTER_OVERVIEW_PATH,
                 timeout=15,
             )
             body = response.json() if response.ok else None
@@ -206,7 +213,9 @@ def check_engines(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> Chec
     )
 
 
-def check_router(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environment, endpoint: Endpoint) -> list[CheckResult]:
+def check_router(
+    core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environment, endpoint: Endpoint
+) -> list[CheckResult]:
     ns, area, router = env.serving.namespace, f"endpoint:{endpoint.name}", names.router_name(endpoint.name)
     results = []
     deployment = apps.read_namespaced_deployment(router, ns)
@@ -269,11 +278,14 @@ def check_operator_endpoint(api: ApiClient, env: Environment, endpoint: Endpoint
     group, version = API_VERSION.split("/")
     ns, area, name = env.serving.namespace, f"endpoint:{endpoint.name}", "operator endpoint deployed"
     obj = CustomObjectsApi(api).get_namespaced_custom_object(
-        group, version, ns, "inferenceendpointconfigs", props.object_name)
+        group, version, ns, "inferenceendpointconfigs", props.object_name
+    )
     state = (obj.get("status") or {}).get("state")
     routing = ((obj.get("spec") or {}).get("intelligentRoutingSpec") or {}).get("enabled")
-    hint = (f"kubectl -n {ns} describe inferenceendpointconfig {props.object_name}; "
-            "operator logs: kubectl -n hyperpod-inference-system logs deployment/hyperpod-inference-controller-manager")
+    hint = (
+        f"kubectl -n {ns} describe inferenceendpointconfig {props.object_name}; "
+        "operator logs: kubectl -n hyperpod-inference-system logs deployment/hyperpod-inference-controller-manager"
+    )
     if state != OPERATOR_DEPLOYED:
         return failed(area, name, f"{props.object_name} is {state or 'without status'}, not {OPERATOR_DEPLOYED}", hint)
     if routing is not True:
@@ -291,8 +303,10 @@ def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
     remote_url = l2.remote_url(L2Namespace.for_endpoint(env, endpoint))
     servers = [c for c in pod.spec.containers if any(m.mount_path == MODEL_MOUNT for m in (c.volume_mounts or []))]
     problems = [] if servers else [f"no container mounts the model at {MODEL_MOUNT}"]
-    if not any(v.name == L2_VOLUME and v.persistent_volume_claim and v.persistent_volume_claim.claim_name == l2.claim_name
-               for v in (pod.spec.volumes or [])):
+    if not any(
+        v.name == L2_VOLUME and v.persistent_volume_claim and v.persistent_volume_claim.claim_name == l2.claim_name
+        for v in (pod.spec.volumes or [])
+    ):
         problems.append(f"no volume {L2_VOLUME} from claim {l2.claim_name}")
     for c in servers:
         if not any(m.name == L2_VOLUME and m.mount_path == l2.mount_path for m in c.volume_mounts):
@@ -309,11 +323,19 @@ def check_operator_l2(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> 
     pods = engine_pods(core, env, endpoint)
     bad = {p.metadata.name: problems for p in pods if (problems := missing_l2(p, env, endpoint))}
     if not pods:
-        return failed(area, name, f"no pods with {engine_selector(env, endpoint)}",
-                      f"kubectl -n {env.serving.namespace} get inferenceendpointconfig; operator logs")
+        return failed(
+            area,
+            name,
+            f"no pods with {engine_selector(env, endpoint)}",
+            f"kubectl -n {env.serving.namespace} get inferenceendpointconfig; operator logs",
+        )
     if bad:
         detail = "; ".join(f"{pod}: {', '.join(problems)}" for pod, problems in sorted(bad.items()))
-        return failed(area, name, detail,
-                      f"kubectl -n {env.serving.namespace} get policy {endpoint.name}-curvine-l2 -o yaml (Ready?); "
-                      "pods created before the policy was ready escape it: delete them to re-admit")
+        return failed(
+            area,
+            name,
+            detail,
+            f"kubectl -n {env.serving.namespace} get policy {endpoint.name}-curvine-l2 -o yaml (Ready?); "
+            "pods created before the policy was ready escape it: delete them to re-admit",
+        )
     return passed(area, name, f"{len(pods)} pod(s) mount the L2 and point LMCache at it")

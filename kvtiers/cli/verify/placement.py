@@ -37,8 +37,13 @@ class _Master:
 
     def get(self, path: str, curvine_path: str):
         response = proxy.request(
-            self.api, "pods", self.env.curvine.namespace, self.pod, self.env.curvine.ports.master_web,
-            f"{path}?path={quote(curvine_path, safe='/')}", timeout=15,
+            self.api,
+            "pods",
+            self.env.curvine.namespace,
+            self.pod,
+            self.env.curvine.ports.master_web,
+            f"{path}?path={quote(curvine_path, safe='/')}",
+            timeout=15,
         )
         if not response.ok:
             raise RuntimeError(f"{self.pod} {path} {curvine_path}: HTTP {response.status}")
@@ -87,13 +92,23 @@ def check_l2_placement(
         return failed(area, NAME, str(exc), f"the leader's web port {env.curvine.ports.master_web} (/api/browse)")
     where = f"{writer.metadata.name} on {writer.spec.node_name} ({node_ip})"
     if not hosts:
-        return failed(area, NAME, f"no block written below {env.curvine.fs_path} since the check started", (
-            "the cross-pod check's store step; LMCache remote_url under the L2 mount"))
+        return failed(
+            area,
+            NAME,
+            f"no block written below {env.curvine.fs_path} since the check started",
+            ("the cross-pod check's store step; LMCache remote_url under the L2 mount"),
+        )
     spread = ", ".join(f"{host}: {n}" for host, n in hosts.most_common())
     detail = f"{sum(hosts.values())} block(s) of {len(files)} file(s) written by {where}: {spread}"
     if set(hosts) == {node_ip}:
         return passed(area, NAME, detail)
-    return failed(area, NAME, detail, (
-        "CURVINE_CLIENT_HOSTNAME of the CSI node plugin and CURVINE_WORKER_HOSTNAME of the worker must both be the "
-        "node IP (status.hostIP); a Curvine worker must run on the writer's node with free space (the master's "
-        "local policy falls back to round-robin otherwise); other writers during the check also add blocks"))
+    return failed(
+        area,
+        NAME,
+        detail,
+        (
+            "CURVINE_CLIENT_HOSTNAME of the CSI node plugin and CURVINE_WORKER_HOSTNAME of the worker must both be the "
+            "node IP (status.hostIP); a Curvine worker must run on the writer's node with free space (the master's "
+            "local policy falls back to round-robin otherwise); other writers during the check also add blocks"
+        ),
+    )

@@ -57,8 +57,10 @@ def request(
             _request_timeout=timeout,
         )
     except ApiException as exc:
-        return ProxyResponse(exc.status or 0, (exc.body or b"").decode() if isinstance(exc.body, bytes) else str(exc.body or exc.reason))
-    except Exception as exc:  # urllib3 connection errors, timeouts
+        return ProxyResponse(
+            exc.status or 0, (exc.body or b"").decode() if isinstance(exc.body, bytes) else str(exc.body or exc.reason)
+        )
+    except Exception as exc:  # noqa: BLE001 - urllib3 raises many unrelated types for connection errors and timeouts
         raise ProxyError(f"{method} {resource}: {exc}") from None
     response = raw[0] if isinstance(raw, tuple) else raw
     data = response.data

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kvtiers.cli import output
 from kvtiers.cli.verify import aws, crosspod, k8s, placement, tiers
@@ -91,8 +92,10 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
                 area = f"cross-pod:{endpoint.name}"
                 yield area, crosspod.NAME, lambda e=endpoint: cross(e)
                 # Which worker holds the blocks the cross-pod check just wrote (node-local placement).
-                yield area, placement.NAME, lambda e=endpoint: placement.check_l2_placement(
-                    core, apps, api, env, e, started[e.name]
+                yield (
+                    area,
+                    placement.NAME,
+                    lambda e=endpoint: placement.check_l2_placement(core, apps, api, env, e, started[e.name]),
                 )
     if env.observability.enabled:
         # After the cross-pod check, so that every tier has counted something.
@@ -131,7 +134,10 @@ def report(results: list[CheckResult], as_json: bool = False) -> bool:
         return ok
     from rich.markup import escape
 
-    rows = [[escape(r.area), escape(r.name), "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", escape(r.detail)] for r in results]
+    rows = [
+        [escape(r.area), escape(r.name), "[green]ok[/green]" if r.ok else "[red]FAIL[/red]", escape(r.detail)]
+        for r in results
+    ]
     output.console.print(output.table("kvtiers verify", ["area", "check", "", "detail"], rows))
     bad = [r for r in results if not r.ok]
     if bad:

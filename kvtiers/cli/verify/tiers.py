@@ -33,12 +33,20 @@ def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpo
                 missing.append(f"{pod}: {metric.name}")
             totals[metric.registered] = totals.get(metric.registered, 0.0) + (value or 0.0)
     if missing:
-        return failed(area, NAME, f"missing {', '.join(missing)}",
-                      "the recording rules read these: engine image (vLLM 0.12.0 metrics), kv-transfer-config set")
+        return failed(
+            area,
+            NAME,
+            f"missing {', '.join(missing)}",
+            "the recording rules read these: engine image (vLLM 0.12.0 metrics), kv-transfer-config set",
+        )
     queries = totals[m.PREFIX_CACHE_QUERIES.registered]
     l0, lmcache = totals[m.PREFIX_CACHE_HITS.registered], totals[m.EXTERNAL_PREFIX_CACHE_HITS.registered]
     recomputed = max(queries - l0 - lmcache, 0.0)
     share = (lambda v: f"{v:.0f} ({v / queries:.0%})") if queries else (lambda v: f"{v:.0f}")
-    return passed(area, NAME, f"{queries:.0f} prompt tokens: L0 {share(l0)}, LMCache (L1+L2) {share(lmcache)}, "
-                              f"recomputed {share(recomputed)}; "
-                              f"{totals[m.LMCACHE_REMOTE_READ_BYTES.registered]:.0f} bytes read from the L2")
+    return passed(
+        area,
+        NAME,
+        f"{queries:.0f} prompt tokens: L0 {share(l0)}, LMCache (L1+L2) {share(lmcache)}, "
+        f"recomputed {share(recomputed)}; "
+        f"{totals[m.LMCACHE_REMOTE_READ_BYTES.registered]:.0f} bytes read from the L2",
+    )

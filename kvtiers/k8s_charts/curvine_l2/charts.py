@@ -80,8 +80,17 @@ def _config_volume(path: str = CONF_PATH) -> tuple[dict, dict]:
     )
 
 
-def _server_container(service: str, props: CurvineProps, *, hostname_env: list[dict], ports: dict[str, int],
-                      rpc: int, mounts: list[dict], startup: bool, root: bool) -> dict:
+def _server_container(
+    service: str,
+    props: CurvineProps,
+    *,
+    hostname_env: list[dict],
+    ports: dict[str, int],
+    rpc: int,
+    mounts: list[dict],
+    startup: bool,
+    root: bool,
+) -> dict:
     """A ``curvine-server`` container (master or worker): config file, bind address, TCP probes on the RPC port.
 
     The server binary is the container's command, not the image's entrypoint script: the script keeps bash as PID 1
@@ -118,18 +127,35 @@ class CurvineMasterChart(cdk8s.Chart):
         super().__init__(scope, id, disable_resource_name_hashes=True)
         p = props
         labels = component_labels(MASTER, "master")
-        ns = api_object(self, "namespace", "v1", "Namespace",
-                        {"name": p.namespace, "labels": {**labels, **pod_security_labels(CURVINE_ENFORCE)}}, {})
+        ns = api_object(
+            self,
+            "namespace",
+            "v1",
+            "Namespace",
+            {"name": p.namespace, "labels": {**labels, **pod_security_labels(CURVINE_ENFORCE)}},
+            {},
+        )
         config = api_object(
-            self, "config", "v1", "ConfigMap", {"name": CONFIG_MAP, "namespace": p.namespace},
+            self,
+            "config",
+            "v1",
+            "ConfigMap",
+            {"name": CONFIG_MAP, "namespace": p.namespace},
             {"data": {"curvine-cluster.toml": p.config_toml}},
         )
         config.add_dependency(ns)
         for i, (meta_id, journal_id) in enumerate(p.journal_volume_ids):
-            for kind, volume_id, size in (("meta", meta_id, p.meta_size_gib), ("journal", journal_id, p.journal_size_gib)):
+            for kind, volume_id, size in (
+                ("meta", meta_id, p.meta_size_gib),
+                ("journal", journal_id, p.journal_size_gib),
+            ):
                 claim = f"{kind}-{MASTER}-{i}"
                 api_object(
-                    self, f"pv-{claim}", "v1", "PersistentVolume", {"name": f"{p.namespace}-{claim}", "labels": labels},
+                    self,
+                    f"pv-{claim}",
+                    "v1",
+                    "PersistentVolume",
+                    {"name": f"{p.namespace}-{claim}", "labels": labels},
                     {
                         "spec": {
                             "capacity": {"storage": f"{size}Gi"},
@@ -142,9 +168,15 @@ class CurvineMasterChart(cdk8s.Chart):
                             "nodeAffinity": {
                                 "required": {
                                     "nodeSelectorTerms": [
-                                        {"matchExpressions": [
-                                            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [p.availability_zone]}
-                                        ]}
+                                        {
+                                            "matchExpressions": [
+                                                {
+                                                    "key": "topology.kubernetes.io/zone",
+                                                    "operator": "In",
+                                                    "values": [p.availability_zone],
+                                                }
+                                            ]
+                                        }
                                     ]
                                 }
                             },
@@ -152,7 +184,11 @@ class CurvineMasterChart(cdk8s.Chart):
                     },
                 )
         api_object(
-            self, "service", "v1", "Service", {"name": MASTER, "namespace": p.namespace, "labels": labels},
+            self,
+            "service",
+            "v1",
+            "Service",
+            {"name": MASTER, "namespace": p.namespace, "labels": labels},
             {
                 "spec": {
                     "clusterIP": "None",
@@ -169,7 +205,11 @@ class CurvineMasterChart(cdk8s.Chart):
         volume, mount = _config_volume()
         rpc = p.ports["master_rpc"]
         statefulset = api_object(
-            self, "statefulset", "apps/v1", "StatefulSet", {"name": MASTER, "namespace": p.namespace, "labels": labels},
+            self,
+            "statefulset",
+            "apps/v1",
+            "StatefulSet",
+            {"name": MASTER, "namespace": p.namespace, "labels": labels},
             {
                 "spec": {
                     "serviceName": MASTER,
@@ -193,9 +233,12 @@ class CurvineMasterChart(cdk8s.Chart):
                                 **_in_groups(p.worker_groups),
                                 "podAntiAffinity": {
                                     "requiredDuringSchedulingIgnoredDuringExecution": [
-                                        {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+                                        {
+                                            "labelSelector": {"matchLabels": labels},
+                                            "topologyKey": "kubernetes.io/hostname",
+                                        }
                                     ]
-                                }
+                                },
                             },
                             "containers": [
                                 _server_container(
@@ -203,7 +246,10 @@ class CurvineMasterChart(cdk8s.Chart):
                                     p,
                                     hostname_env=[
                                         _env("POD_NAME", field="metadata.name"),
-                                        _env("CURVINE_MASTER_HOSTNAME", value=f"$(POD_NAME).{MASTER}.{p.namespace}.svc.cluster.local"),
+                                        _env(
+                                            "CURVINE_MASTER_HOSTNAME",
+                                            value=f"$(POD_NAME).{MASTER}.{p.namespace}.svc.cluster.local",
+                                        ),
                                     ],
                                     ports={"rpc": rpc, "journal": p.ports["journal"], "web": p.ports["master_web"]},
                                     rpc=rpc,
@@ -238,7 +284,11 @@ class CurvineMasterChart(cdk8s.Chart):
             # A quorum survives one voluntary disruption. A single master gets no budget: maxUnavailable 0 would
             # block every drain of its node, and the L2 is a cache (serving falls back to prefill meanwhile).
             api_object(
-                self, "pdb", "policy/v1", "PodDisruptionBudget", {"name": MASTER, "namespace": p.namespace},
+                self,
+                "pdb",
+                "policy/v1",
+                "PodDisruptionBudget",
+                {"name": MASTER, "namespace": p.namespace},
                 {"spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}},
             ).add_dependency(ns)
 
@@ -258,7 +308,11 @@ class CurvineWorkerChart(cdk8s.Chart):
         volume, mount = _config_volume()
         rpc = p.ports["worker_rpc"]
         api_object(
-            self, "daemonset", "apps/v1", "DaemonSet", {"name": WORKER, "namespace": p.namespace, "labels": labels},
+            self,
+            "daemonset",
+            "apps/v1",
+            "DaemonSet",
+            {"name": WORKER, "namespace": p.namespace, "labels": labels},
             {
                 "spec": {
                     "selector": {"matchLabels": labels},
@@ -290,7 +344,10 @@ class CurvineWorkerChart(cdk8s.Chart):
                                     ],
                                     ports={"rpc": rpc, "web": p.ports["worker_web"]},
                                     rpc=rpc,
-                                    mounts=[mount, {"name": "nvme", "mountPath": DATA_MOUNT, "subPath": p.data_subpath}],
+                                    mounts=[
+                                        mount,
+                                        {"name": "nvme", "mountPath": DATA_MOUNT, "subPath": p.data_subpath},
+                                    ],
                                     startup=False,
                                     root=True,
                                 )
@@ -331,7 +388,9 @@ def _nvme_check(props: CurvineProps) -> dict:
     }
 
 
-def _sidecar(name: str, image: str, args: list[str], props: CurvineProps, mounts: list[dict], *, root: bool = False) -> dict:
+def _sidecar(
+    name: str, image: str, args: list[str], props: CurvineProps, mounts: list[dict], *, root: bool = False
+) -> dict:
     """A CSI sidecar (static Go binary, distroless image): it writes nothing but sockets on its volumes."""
     return {
         "name": name,
@@ -357,21 +416,47 @@ class CurvineCsiChart(cdk8s.Chart):
         super().__init__(scope, id, disable_resource_name_hashes=True)
         p = props
         ns = p.namespace
-        api_object(self, "driver", "storage.k8s.io/v1", "CSIDriver", {"name": DRIVER},
-                   {"spec": {"attachRequired": False, "podInfoOnMount": False, "volumeLifecycleModes": ["Persistent"]}})
+        api_object(
+            self,
+            "driver",
+            "storage.k8s.io/v1",
+            "CSIDriver",
+            {"name": DRIVER},
+            {"spec": {"attachRequired": False, "podInfoOnMount": False, "volumeLifecycleModes": ["Persistent"]}},
+        )
         self._rbac(
             CSI_CONTROLLER,
             cluster_rules=[
-                {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
-                {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch", "update"]},
+                {
+                    "apiGroups": [""],
+                    "resources": ["persistentvolumes"],
+                    "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+                },
+                {
+                    "apiGroups": [""],
+                    "resources": ["persistentvolumeclaims"],
+                    "verbs": ["get", "list", "watch", "update"],
+                },
                 # The driver advertises PUBLISH_UNPUBLISH_VOLUME: csi-provisioner v5 waits for this informer to sync.
-                {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["get", "list", "watch"]},
-                {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"], "verbs": ["get", "list", "watch"]},
+                {
+                    "apiGroups": ["storage.k8s.io"],
+                    "resources": ["volumeattachments"],
+                    "verbs": ["get", "list", "watch"],
+                },
+                {
+                    "apiGroups": ["storage.k8s.io"],
+                    "resources": ["storageclasses", "csinodes"],
+                    "verbs": ["get", "list", "watch"],
+                },
                 {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch", "create", "update", "patch"]},
             ],
             namespace_rules=[
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "watch", "list", "create", "update", "patch"]},
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "verbs": ["get", "watch", "list", "create", "update", "patch"],
+                },
             ],
             props=p,
         )
@@ -400,7 +485,11 @@ class CurvineCsiChart(cdk8s.Chart):
         config_volume, config_mount = _config_volume(FUSE_CONF_PATH)
         controller_labels = component_labels(CSI_CONTROLLER, "csi-controller")
         api_object(
-            self, "controller", "apps/v1", "Deployment", {"name": CSI_CONTROLLER, "namespace": ns, "labels": controller_labels},
+            self,
+            "controller",
+            "apps/v1",
+            "Deployment",
+            {"name": CSI_CONTROLLER, "namespace": ns, "labels": controller_labels},
             {
                 "spec": {
                     "replicas": 1,
@@ -428,19 +517,38 @@ class CurvineCsiChart(cdk8s.Chart):
                                     "workingDir": CSI_HOME,
                                     "env": plugin_env,
                                     "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
-                                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "healthz"}, "periodSeconds": 10, "failureThreshold": 5},
+                                    "livenessProbe": {
+                                        "httpGet": {"path": "/healthz", "port": "healthz"},
+                                        "periodSeconds": 10,
+                                        "failureThreshold": 5,
+                                    },
                                     "resources": p.resources["csi_controller"].to_k8s(),
                                     # CreateVolume runs `curvine-fuse validate-config` against this file.
                                     "volumeMounts": [socket_mount, config_mount, TMP_MOUNT],
                                     # /tmp: scratch for the helper processes the driver runs.
                                     "securityContext": container_context(root=True),
                                 },
-                                _sidecar("csi-provisioner", p.images["csi_provisioner_image"],
-                                         ["--csi-address=" + CSI_SOCKET, f"--timeout={PROVISIONER_TIMEOUT_S}s",
-                                          "--leader-election", "--leader-election-namespace=" + ns], p, [socket_mount],
-                                         root=True),
-                                _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [socket_mount],
-                                         root=True),
+                                _sidecar(
+                                    "csi-provisioner",
+                                    p.images["csi_provisioner_image"],
+                                    [
+                                        "--csi-address=" + CSI_SOCKET,
+                                        f"--timeout={PROVISIONER_TIMEOUT_S}s",
+                                        "--leader-election",
+                                        "--leader-election-namespace=" + ns,
+                                    ],
+                                    p,
+                                    [socket_mount],
+                                    root=True,
+                                ),
+                                _sidecar(
+                                    "liveness-probe",
+                                    p.images["csi_livenessprobe_image"],
+                                    health,
+                                    p,
+                                    [socket_mount],
+                                    root=True,
+                                ),
                             ],
                             "volumes": [{"name": "socket-dir", "emptyDir": {}}, config_volume, TMP_VOLUME],
                         },
@@ -451,7 +559,11 @@ class CurvineCsiChart(cdk8s.Chart):
         node_labels = component_labels(CSI_NODE, "csi-node")
         plugin_mount = {"name": "plugin-dir", "mountPath": "/csi"}
         api_object(
-            self, "node", "apps/v1", "DaemonSet", {"name": CSI_NODE, "namespace": ns, "labels": node_labels},
+            self,
+            "node",
+            "apps/v1",
+            "DaemonSet",
+            {"name": CSI_NODE, "namespace": ns, "labels": node_labels},
             {
                 "spec": {
                     "selector": {"matchLabels": node_labels},
@@ -493,29 +605,51 @@ class CurvineCsiChart(cdk8s.Chart):
                                     "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
                                     # No liveness probe: a restart kills this node's FUSE processes, and the driver's
                                     # probe answers ok whatever their state (identity.go Probe).
-                                    "lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {CSI_SOCKET}"]}}},
+                                    "lifecycle": {
+                                        "preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {CSI_SOCKET}"]}}
+                                    },
                                     # The FUSE processes of this node run inside this container.
                                     "resources": p.csi_node_plugin_resources.to_k8s(),
                                     "volumeMounts": [
                                         config_mount,
                                         plugin_mount,
-                                        {"name": "kubelet-dir", "mountPath": KUBELET, "mountPropagation": "Bidirectional"},
+                                        {
+                                            "name": "kubelet-dir",
+                                            "mountPath": KUBELET,
+                                            "mountPropagation": "Bidirectional",
+                                        },
                                         {"name": "fuse-device", "mountPath": "/dev/fuse"},
                                     ],
                                 },
-                                _sidecar("node-driver-registrar", p.images["csi_node_driver_registrar_image"],
-                                         ["--csi-address=" + CSI_SOCKET, f"--kubelet-registration-path={PLUGIN_DIR}/csi.sock"],
-                                         p, [plugin_mount, {"name": "registration-dir", "mountPath": "/registration"}],
-                                         # Root: it creates its socket in the kubelet's root-owned registration dir.
-                                         root=True),
+                                _sidecar(
+                                    "node-driver-registrar",
+                                    p.images["csi_node_driver_registrar_image"],
+                                    [
+                                        "--csi-address=" + CSI_SOCKET,
+                                        f"--kubelet-registration-path={PLUGIN_DIR}/csi.sock",
+                                    ],
+                                    p,
+                                    [plugin_mount, {"name": "registration-dir", "mountPath": "/registration"}],
+                                    # Root: it creates its socket in the kubelet's root-owned registration dir.
+                                    root=True,
+                                ),
                                 # Root: it connects to the driver's socket, which the privileged plugin creates as root.
-                                _sidecar("liveness-probe", p.images["csi_livenessprobe_image"], health, p, [plugin_mount],
-                                         root=True),
+                                _sidecar(
+                                    "liveness-probe",
+                                    p.images["csi_livenessprobe_image"],
+                                    health,
+                                    p,
+                                    [plugin_mount],
+                                    root=True,
+                                ),
                             ],
                             "volumes": [
                                 {"name": "plugin-dir", "hostPath": {"path": PLUGIN_DIR, "type": "DirectoryOrCreate"}},
                                 {"name": "kubelet-dir", "hostPath": {"path": KUBELET, "type": "Directory"}},
-                                {"name": "registration-dir", "hostPath": {"path": f"{KUBELET}/plugins_registry", "type": "Directory"}},
+                                {
+                                    "name": "registration-dir",
+                                    "hostPath": {"path": f"{KUBELET}/plugins_registry", "type": "Directory"},
+                                },
                                 {"name": "fuse-device", "hostPath": {"path": "/dev/fuse", "type": "CharDevice"}},
                                 config_volume,
                             ],
@@ -539,7 +673,11 @@ class CurvineCsiChart(cdk8s.Chart):
             prefix = kind.lower()
             api_object(self, f"{name}-{prefix}", "rbac.authorization.k8s.io/v1", kind, metadata, {"rules": rules})
             api_object(
-                self, f"{name}-{prefix}binding", "rbac.authorization.k8s.io/v1", f"{kind}Binding", metadata,
+                self,
+                f"{name}-{prefix}binding",
+                "rbac.authorization.k8s.io/v1",
+                f"{kind}Binding",
+                metadata,
                 {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}, "subjects": subject},
             )
 
@@ -551,7 +689,11 @@ class CurvineStorageChart(cdk8s.Chart):
         super().__init__(scope, id, disable_resource_name_hashes=True)
         p = props
         api_object(
-            self, "storageclass", "storage.k8s.io/v1", "StorageClass", {"name": STORAGE_CLASS},
+            self,
+            "storageclass",
+            "storage.k8s.io/v1",
+            "StorageClass",
+            {"name": STORAGE_CLASS},
             {
                 "provisioner": DRIVER,
                 "parameters": {"master-addrs": p.master_addrs, "fs-path": p.fs_path, "path-type": "DirectoryOrCreate"},
@@ -562,7 +704,11 @@ class CurvineStorageChart(cdk8s.Chart):
             },
         )
         claim = api_object(
-            self, "claim", "v1", "PersistentVolumeClaim", {"name": p.claim_name, "namespace": p.serving_namespace},
+            self,
+            "claim",
+            "v1",
+            "PersistentVolumeClaim",
+            {"name": p.claim_name, "namespace": p.serving_namespace},
             {
                 "spec": {
                     "accessModes": ["ReadWriteMany"],
@@ -580,7 +726,11 @@ class CurvineStorageChart(cdk8s.Chart):
         ns = p.serving_namespace
         labels = component_labels(JANITOR, "l2-janitor")
         script = api_object(
-            self, "janitor-script", "v1", "ConfigMap", {"name": JANITOR, "namespace": ns, "labels": labels},
+            self,
+            "janitor-script",
+            "v1",
+            "ConfigMap",
+            {"name": JANITOR, "namespace": ns, "labels": labels},
             {"data": {JANITOR_SCRIPT.name: JANITOR_SCRIPT.read_text()}},
         )
         job_pod = {
@@ -599,8 +749,12 @@ class CurvineStorageChart(cdk8s.Chart):
                         "image": p.janitor_image,
                         "imagePullPolicy": "IfNotPresent",
                         "command": [
-                            "python3", f"/janitor/{JANITOR_SCRIPT.name}", JANITOR_L2_MOUNT,
-                            str(p.l2_capacity_bytes), str(p.eviction_high), str(p.eviction_low),
+                            "python3",
+                            f"/janitor/{JANITOR_SCRIPT.name}",
+                            JANITOR_L2_MOUNT,
+                            str(p.l2_capacity_bytes),
+                            str(p.eviction_high),
+                            str(p.eviction_low),
                         ],
                         "resources": p.resources["sidecar"].to_k8s(),
                         "env": [_env("PYTHONDONTWRITEBYTECODE", value="1")],
@@ -618,7 +772,11 @@ class CurvineStorageChart(cdk8s.Chart):
             },
         }
         cronjob = api_object(
-            self, "janitor", "batch/v1", "CronJob", {"name": JANITOR, "namespace": ns, "labels": labels},
+            self,
+            "janitor",
+            "batch/v1",
+            "CronJob",
+            {"name": JANITOR, "namespace": ns, "labels": labels},
             {
                 "spec": {
                     "schedule": p.janitor_schedule,

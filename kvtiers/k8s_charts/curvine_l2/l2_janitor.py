@@ -81,8 +81,10 @@ def main(argv: list[str]) -> int:
                 continue
         removed += 1
         freed += file.size
-    print(f"kvtiers l2-janitor: {len(files)} files, {used} of {capacity} bytes; removed {removed} files, "
-          f"{freed} bytes{' (dry run)' if dry_run else ''}{f'; {failed} could not be removed' if failed else ''}")
+    print(
+        f"kvtiers l2-janitor: {len(files)} files, {used} of {capacity} bytes; removed {removed} files, "
+        f"{freed} bytes{' (dry run)' if dry_run else ''}{f'; {failed} could not be removed' if failed else ''}"
+    )
     return 1 if failed else 0
 
 

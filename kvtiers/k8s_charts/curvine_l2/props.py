@@ -69,15 +69,33 @@ class CurvinePort:
 def port_table(ports: dict[str, int]) -> tuple[CurvinePort, ...]:
     """Every Curvine port, where it listens and who must reach it (the one source for the network matrix)."""
     return (
-        CurvinePort("master_rpc", ports["master_rpc"], "master", "pod",
-                    ("worker (host network)", "FUSE client in the CSI node plugin (host network)",
-                     "CSI controller (pod network: curvine-cli, validate-config)", "other masters")),
+        CurvinePort(
+            "master_rpc",
+            ports["master_rpc"],
+            "master",
+            "pod",
+            (
+                "worker (host network)",
+                "FUSE client in the CSI node plugin (host network)",
+                "CSI controller (pod network: curvine-cli, validate-config)",
+                "other masters",
+            ),
+        ),
         CurvinePort("journal", ports["journal"], "journal", "pod", ("other masters (Raft)",)),
-        CurvinePort("master_web", ports["master_web"], "master", "pod",
-                    ("kvtiers verify through the API server's pod proxy (control plane)", "metrics scraper")),
-        CurvinePort("worker_rpc", ports["worker_rpc"], "worker", "host",
-                    ("FUSE clients on every HyperPod node (host network)", "master (pod network)",
-                     "other workers")),
+        CurvinePort(
+            "master_web",
+            ports["master_web"],
+            "master",
+            "pod",
+            ("kvtiers verify through the API server's pod proxy (control plane)", "metrics scraper"),
+        ),
+        CurvinePort(
+            "worker_rpc",
+            ports["worker_rpc"],
+            "worker",
+            "host",
+            ("FUSE clients on every HyperPod node (host network)", "master (pod network)", "other workers"),
+        ),
         CurvinePort("worker_web", ports["worker_web"], "worker", "host", ("metrics scraper",)),
         CurvinePort("fuse_web", ports["fuse_web"], "fuse", "host", ("metrics scraper",)),
     )
@@ -147,7 +165,9 @@ class CurvineProps:
         if self.masters not in (1, 3, 5):
             raise ValueError(f"CurvineProps.masters must be 1, 3 or 5, got {self.masters}")
         if len(self.journal_volume_ids) != self.masters:
-            raise ValueError(f"CurvineProps needs {self.masters} journal volume pairs, got {len(self.journal_volume_ids)}")
+            raise ValueError(
+                f"CurvineProps needs {self.masters} journal volume pairs, got {len(self.journal_volume_ids)}"
+            )
         if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
             raise ValueError(f"CurvineProps.data_dir {self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
 
@@ -253,7 +273,9 @@ class CurvineProps:
                 "data_dir": [f"[SSD:{self.capacity_gb}GB]{DATA_MOUNT}"],
             },
             "client": {
-                "master_addrs": [{"hostname": self.master_host(i), "port": p["master_rpc"]} for i in range(self.masters)],
+                "master_addrs": [
+                    {"hostname": self.master_host(i), "port": p["master_rpc"]} for i in range(self.masters)
+                ],
                 "block_size": self.block_size,
                 # Off: the worker's data path is not visible to the FUSE process (it runs in the CSI node
                 # container), so a local short-circuit open would fail; writes go through the worker's RPC.

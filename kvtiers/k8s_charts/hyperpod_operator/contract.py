@@ -21,12 +21,29 @@ ADDON_SPEC_FIELDS: dict[str, frozenset[str]] = {
     # 2.0.0 (appVersion "3.0", commit 51b8dd2, 2026-02-16: "Inference Operator AddOn ... Version Update 3.0").
     # Top-level fields of spec in that CRD (v1). ``kubernetes`` (and so ``kubernetes.serviceAccountName``) is not
     # among them: it arrived with chart 2.1.0 / 2.1.1 (commits d5e7256, 4b76719).
-    "v1.0.0-eksbuild.1": frozenset({
-        "InitialReplicaCount", "autoScalingSpec", "endpointName", "instanceType", "instanceTypes",
-        "intelligentRoutingSpec", "invocationEndpoint", "kvCacheSpec", "loadBalancer", "maxDeployTimeInSeconds",
-        "metrics", "modelName", "modelSourceConfig", "modelVersion", "nodeAffinity", "replicas", "tags", "tlsConfig",
-        "worker",
-    }),
+    "v1.0.0-eksbuild.1": frozenset(
+        {
+            "InitialReplicaCount",
+            "autoScalingSpec",
+            "endpointName",
+            "instanceType",
+            "instanceTypes",
+            "intelligentRoutingSpec",
+            "invocationEndpoint",
+            "kvCacheSpec",
+            "loadBalancer",
+            "maxDeployTimeInSeconds",
+            "metrics",
+            "modelName",
+            "modelSourceConfig",
+            "modelVersion",
+            "nodeAffinity",
+            "replicas",
+            "tags",
+            "tlsConfig",
+            "worker",
+        }
+    ),
 }
 """Top-level ``InferenceEndpointConfig.spec`` fields each known add-on version's CRD accepts. The CRD's schema has
 no ``x-kubernetes-preserve-unknown-fields``: kubectl's strict field validation refuses any other field."""

@@ -139,9 +139,15 @@ class OperatorEndpointProps:
     def spec(self) -> dict:
         tp = str(self.tensor_parallel_size)
         operator_l2 = self.l2_enabled and self.l2_backend == "tieredstorage"
-        source: dict = {"modelSourceType": "s3", "s3Storage": {"bucketName": self.s3_bucket, "region": self.region},
-                        "modelLocation": self.s3_prefix} if self.s3_bucket else {
-            "modelSourceType": "huggingface", "huggingFaceModel": {"modelId": self.model}}
+        source: dict = (
+            {
+                "modelSourceType": "s3",
+                "s3Storage": {"bucketName": self.s3_bucket, "region": self.region},
+                "modelLocation": self.s3_prefix,
+            }
+            if self.s3_bucket
+            else {"modelSourceType": "huggingface", "huggingFaceModel": {"modelId": self.model}}
+        )
         return {
             "modelName": self.name,
             "endpointName": "",
@@ -161,11 +167,18 @@ class OperatorEndpointProps:
             "worker": {
                 "image": self.image,
                 "args": [
-                    MODEL_MOUNT, "--served-model-name", self.model, "--tensor-parallel-size", tp,
-                    "--max-model-len", str(self.max_model_len),
-                    "--gpu-memory-utilization", str(self.gpu_memory_utilization),
+                    MODEL_MOUNT,
+                    "--served-model-name",
+                    self.model,
+                    "--tensor-parallel-size",
+                    tp,
+                    "--max-model-len",
+                    str(self.max_model_len),
+                    "--gpu-memory-utilization",
+                    str(self.gpu_memory_utilization),
                     "--enable-prefix-caching",
-                    "--kv-transfer-config", json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}),
+                    "--kv-transfer-config",
+                    json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}),
                 ],
                 "environmentVariables": self.worker_env,
                 "modelInvocationPort": {"containerPort": PORT, "name": "http"},
@@ -193,10 +206,18 @@ class InferenceEndpointConfigChart(cdk8s.Chart):
         spec = props.spec()
         unsupported = unsupported_spec_fields(spec, props.addon_version)
         if unsupported:
-            raise ValueError(f"{props.name}: the operator add-on {props.addon_version} has no spec field(s) {unsupported}")
+            raise ValueError(
+                f"{props.name}: the operator add-on {props.addon_version} has no spec field(s) {unsupported}"
+            )
         api_object(
-            self, "iec", API_VERSION, "InferenceEndpointConfig",
-            {"name": props.object_name, "namespace": props.namespace,
-             "annotations": {"kvtiers.io/immutable-fingerprint": props.fingerprint}},
+            self,
+            "iec",
+            API_VERSION,
+            "InferenceEndpointConfig",
+            {
+                "name": props.object_name,
+                "namespace": props.namespace,
+                "annotations": {"kvtiers.io/immutable-fingerprint": props.fingerprint},
+            },
             {"spec": spec},
         )

@@ -31,7 +31,7 @@ from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.hyperpod_operator.endpoint import L2_VOLUME, MODEL_MOUNT, OperatorEndpointProps
 
 CONTAINERS = "request.object.spec.containers"
-IS_MODEL_SERVER = "{{ contains(element.volumeMounts[].mountPath || `[]`, '%s') }}" % MODEL_MOUNT
+IS_MODEL_SERVER = "{{ contains(element.volumeMounts[].mountPath || `[]`, '" + MODEL_MOUNT + "') }}"
 """Kyverno foreach precondition (JMESPath): the container mounts the model weights."""
 REMOTE_URL_ENV = "LMCACHE_REMOTE_URL"
 
@@ -59,11 +59,13 @@ def match_condition(props: OperatorEndpointProps) -> str:
 
 
 def cel_variables() -> list[dict]:
-    return [{
-        "name": "modelServers",
-        "expression": "object.spec.containers.filter(c, has(c.volumeMounts) && "
-                      f"c.volumeMounts.exists(m, m.mountPath == {_cel(MODEL_MOUNT)}))",
-    }]
+    return [
+        {
+            "name": "modelServers",
+            "expression": "object.spec.containers.filter(c, has(c.volumeMounts) && "
+            f"c.volumeMounts.exists(m, m.mountPath == {_cel(MODEL_MOUNT)}))",
+        }
+    ]
 
 
 def cel_expressions(props: OperatorEndpointProps) -> list[dict]:
@@ -75,18 +77,18 @@ def cel_expressions(props: OperatorEndpointProps) -> list[dict]:
         },
         {
             "expression": f"has(object.spec.volumes) && object.spec.volumes.exists(v, v.name == {_cel(L2_VOLUME)} && "
-                          f"has(v.persistentVolumeClaim) && v.persistentVolumeClaim.claimName == {_cel(l2.claim_name)})",
+            f"has(v.persistentVolumeClaim) && v.persistentVolumeClaim.claimName == {_cel(l2.claim_name)})",
             "message": f"the pod has no volume {L2_VOLUME} from the claim {l2.claim_name}",
         },
         {
             "expression": "variables.modelServers.all(c, c.volumeMounts.exists(m, "
-                          f"m.name == {_cel(L2_VOLUME)} && m.mountPath == {_cel(l2.mount_path)}))",
+            f"m.name == {_cel(L2_VOLUME)} && m.mountPath == {_cel(l2.mount_path)}))",
             "message": f"a model-server container does not mount {L2_VOLUME} at {l2.mount_path}",
         },
         {
             "expression": "variables.modelServers.all(c, has(c.env) && "
-                          f"c.env.exists(e, e.name == {_cel(REMOTE_URL_ENV)}) && "
-                          f"c.env.all(e, e.name != {_cel(REMOTE_URL_ENV)} || (has(e.value) && e.value == {_cel(props.l2_remote_url)})))",
+            f"c.env.exists(e, e.name == {_cel(REMOTE_URL_ENV)}) && "
+            f"c.env.all(e, e.name != {_cel(REMOTE_URL_ENV)} || (has(e.value) && e.value == {_cel(props.l2_remote_url)})))",
             "message": f"a model-server container does not set {REMOTE_URL_ENV}={props.l2_remote_url}",
         },
     ]
@@ -95,33 +97,46 @@ def cel_expressions(props: OperatorEndpointProps) -> list[dict]:
 def mutation(props: OperatorEndpointProps) -> dict:
     l2 = props.l2
     return {
-        "foreach": [{
-            "list": CONTAINERS,
-            "preconditions": {"all": [{"key": IS_MODEL_SERVER, "operator": "Equals", "value": True}]},
-            "patchStrategicMerge": {
-                "spec": {
-                    "volumes": [{"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}}],
-                    "containers": [{
-                        "name": "{{ element.name }}",
-                        "volumeMounts": [{"name": L2_VOLUME, "mountPath": l2.mount_path}],
-                    }],
-                }
-            },
-        }]
+        "foreach": [
+            {
+                "list": CONTAINERS,
+                "preconditions": {"all": [{"key": IS_MODEL_SERVER, "operator": "Equals", "value": True}]},
+                "patchStrategicMerge": {
+                    "spec": {
+                        "volumes": [{"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}}],
+                        "containers": [
+                            {
+                                "name": "{{ element.name }}",
+                                "volumeMounts": [{"name": L2_VOLUME, "mountPath": l2.mount_path}],
+                            }
+                        ],
+                    }
+                },
+            }
+        ]
     }
 
 
 def policy(props: OperatorEndpointProps) -> dict:
     # No namespace filter: a namespaced Policy applies in its own namespace only, and Kyverno refuses one that
     # filters namespaces (api/kyverno/v1/resource_description_types.go, v1.15.2).
-    match = {"any": [{"resources": {
-        "kinds": ["Pod"], "operations": ["CREATE"], "selector": {"matchLabels": props.pod_labels},
-    }}]}
+    match = {
+        "any": [
+            {
+                "resources": {
+                    "kinds": ["Pod"],
+                    "operations": ["CREATE"],
+                    "selector": {"matchLabels": props.pod_labels},
+                }
+            }
+        ]
+    }
     return {
         "apiVersion": "kyverno.io/v1",
         "kind": "Policy",
         "metadata": {
-            "name": policy_name(props), "namespace": props.namespace,
+            "name": policy_name(props),
+            "namespace": props.namespace,
             "annotations": {contract.AUTOGEN_ANNOTATION: "none"},
         },
         "spec": {

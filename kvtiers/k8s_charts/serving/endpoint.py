@@ -12,14 +12,14 @@ from kvtiers.k8s_charts import labels
 from kvtiers.k8s_charts.security import container_context, pod_context
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import (
-    PROMETHEUS_MULTIPROC_DIR,
-    PROMETHEUS_MULTIPROC_ENV,
     CONFIG_CHECKSUM_ANNOTATION,
     ENGINE_PORT,
     LMCACHE_CONFIG_DIR,
     LMCACHE_CONFIG_KEY,
     MODEL_ROLE_ANNOTATION,
     MODELS_DIR,
+    PROMETHEUS_MULTIPROC_DIR,
+    PROMETHEUS_MULTIPROC_ENV,
     HuggingFaceWeights,
     S3Weights,
     ServingProps,
@@ -39,10 +39,19 @@ ENGINE_HOME = "/root"
 on set no ``USER``)."""
 ENGINE_WRITABLE = {
     # name: (mount path, size limit, who writes there)
-    "tmp": ("/tmp", "10Gi", "torch inductor's default cache (tempfile.gettempdir()/torchinductor_root), NCCL and "
-            "Python tempfiles"),
-    "cache": (f"{ENGINE_HOME}/.cache", "20Gi", "vLLM's VLLM_CACHE_ROOT (~/.cache/vllm: torch.compile cache), "
-              "FlashInfer's JIT cache, huggingface_hub's default HF_HOME for tokenizers"),
+    "tmp": (
+        "/tmp",
+        "10Gi",
+        "torch inductor's default cache (tempfile.gettempdir()/torchinductor_root), NCCL and Python tempfiles",
+    ),
+    "cache": (
+        f"{ENGINE_HOME}/.cache",
+        "20Gi",
+        (
+            "vLLM's VLLM_CACHE_ROOT (~/.cache/vllm: torch.compile cache), "
+            "FlashInfer's JIT cache, huggingface_hub's default HF_HOME for tokenizers"
+        ),
+    ),
     "triton": (f"{ENGINE_HOME}/.triton", "5Gi", "Triton's kernel cache (TRITON_CACHE_DIR default ~/.triton/cache)"),
     "config": (f"{ENGINE_HOME}/.config", "64Mi", "vLLM's VLLM_CONFIG_ROOT (~/.config/vllm)"),
     "nv": (f"{ENGINE_HOME}/.nv", "2Gi", "the CUDA driver's JIT cache (CUDA_CACHE_PATH default ~/.nv/ComputeCache)"),
@@ -125,7 +134,9 @@ class EngineDeployment(Construct):
         env += [k8s.EnvVar(name=k, value=v) for k, v in per_pod_env(props.lmcache).items()]
         models_size = q(f"{engine.model_disk_gib}Gi") if engine.model_disk_gib is not None else None
         volumes = [
-            k8s.Volume(name="shm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=q(f"{engine.shm_gib}Gi"))),
+            k8s.Volume(
+                name="shm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=q(f"{engine.shm_gib}Gi"))
+            ),
             # Node ephemeral storage, limited so that a download can never fill the node's disk.
             k8s.Volume(name="models", empty_dir=k8s.EmptyDirVolumeSource(size_limit=models_size)),
             k8s.Volume(name="lmcache-config", config_map=k8s.ConfigMapVolumeSource(name=config_map_name)),
@@ -177,7 +188,12 @@ class EngineDeployment(Construct):
                     name="model-sync",
                     image=engine.model_sync_image,
                     command=[
-                        "aws", "s3", "sync", weights.url, engine.model_path, "--only-show-errors",
+                        "aws",
+                        "s3",
+                        "sync",
+                        weights.url,
+                        engine.model_path,
+                        "--only-show-errors",
                         *(arg for pattern in SYNC_EXCLUDES for arg in ("--exclude", pattern)),
                     ],
                     resources=k8s.ResourceRequirements(

@@ -120,7 +120,10 @@ class Router(Construct):
             )
         ]
         if router.controller is not None:
-            for name, port in (("lmc-pull", LMCACHE_CONTROLLER_PULL_PORT), ("lmc-reply", LMCACHE_CONTROLLER_REPLY_PORT)):
+            for name, port in (
+                ("lmc-pull", LMCACHE_CONTROLLER_PULL_PORT),
+                ("lmc-reply", LMCACHE_CONTROLLER_REPLY_PORT),
+            ):
                 ports.append(k8s.ContainerPort(name=name, container_port=port))
                 service_ports.append(
                     k8s.ServicePort(name=name, port=port, target_port=k8s.IntOrString.from_string(name), protocol="TCP")
