@@ -13,7 +13,7 @@ import yaml
 
 from kvtiers.cli import names
 from kvtiers.config.schema import Environment
-from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts import names as k8s_names
 from kvtiers.k8s_charts.l2 import L2Namespace
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps, l2_report
 from kvtiers.k8s_charts.serving.lmcache import per_pod_env
@@ -240,7 +240,7 @@ def test_gpus_equal_tensor_parallel_size_and_memory_equals_sizing(env, charts):
         sizing = env.sizing.endpoint(name)
         requests, limits = container["resources"]["requests"], container["resources"]["limits"]
         tp = int(flag(container["args"], "--tensor-parallel-size"))
-        assert int(requests[labels.GPU_RESOURCE]) == int(limits[labels.GPU_RESOURCE]) == tp == sizing.gpus_per_replica
+        assert int(requests[k8s_names.GPU_RESOURCE]) == int(limits[k8s_names.GPU_RESOURCE]) == tp == sizing.gpus_per_replica
         assert requests["memory"] == limits["memory"] == f"{sizing.pod_memory_gib}Gi"
         endpoint = next(e for e in env.serving.endpoints if e.name == name)
         assert int(requests["cpu"]) == int(limits["cpu"]) == endpoint.cpu
@@ -260,8 +260,8 @@ def test_engine_placement_shm_probes_and_spread(env, charts):
     objs = charts["qwen2-7b"]
     endpoint = env.serving.endpoints[0]
     pod = engine_deployment(objs)["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {labels.HYPERPOD_INSTANCE_GROUP: endpoint.instance_group}
-    assert {"key": labels.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["nodeSelector"] == {k8s_names.HYPERPOD_INSTANCE_GROUP: endpoint.instance_group}
+    assert {"key": k8s_names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     shm = next(v for v in pod["volumes"] if v["name"] == "shm")
     assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{endpoint.shm_gib}Gi"}
     assert {"name": "shm", "mountPath": "/dev/shm"} in vllm(objs)["volumeMounts"]

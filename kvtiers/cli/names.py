@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.curvine_l2.props import CSI_NODE, MASTER, WORKER
 
 # Curvine (namespace: ``env.curvine.namespace``): the names the Curvine charts give their workloads.
@@ -19,8 +19,8 @@ CURVINE_MASTER_BLOCKS_PATH = "api/block_locations"
 CURVINE_LEADER_STATE = "Active"
 
 # Serving (namespace: ``env.serving.namespace``)
-ENDPOINT_LABEL = labels.ENDPOINT
-COMPONENT_LABEL = labels.COMPONENT
+ENDPOINT_LABEL = names.ENDPOINT
+COMPONENT_LABEL = names.COMPONENT
 ENGINE_COMPONENT = "engine"
 ROUTER_COMPONENT = "router"
 ENGINE_PORT = 8000
@@ -29,8 +29,8 @@ ROUTER_ENGINES_PATH = "engines"
 ROUTER_HEALTH_PATH = "health"
 
 # HyperPod node labels
-HYPERPOD_NODE_SELECTOR = labels.HYPERPOD_NODE_SELECTOR
-HYPERPOD_INSTANCE_GROUP_LABEL = labels.HYPERPOD_INSTANCE_GROUP
+HYPERPOD_NODE_SELECTOR = names.HYPERPOD_NODE_SELECTOR
+HYPERPOD_INSTANCE_GROUP_LABEL = names.HYPERPOD_INSTANCE_GROUP
 
 # LMCache metrics on the vLLM /metrics endpoint (LMCache lmcache/observability.py). Counters are exposed with a
 # ``_total`` suffix by prometheus_client; both spellings are read.

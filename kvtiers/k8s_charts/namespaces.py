@@ -7,7 +7,7 @@ import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from kvtiers.k8s_charts.labels import PART_OF, PART_OF_KEY
+from kvtiers.k8s_charts.names import PART_OF, PART_OF_KEY
 
 PSS_LEVELS = ("privileged", "baseline", "restricted")
 """Pod Security Standards levels, loosest first."""

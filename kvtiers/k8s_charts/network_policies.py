@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import cdk8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.curvine_l2.charts import api_object
 from kvtiers.k8s_charts.curvine_l2.props import CSI_CONTROLLER, MASTER
 from kvtiers.k8s_charts.serving.props import (
@@ -51,7 +51,7 @@ KUBE_DNS = {
     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
     "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
 }
-NOT_KVTIERS = {"matchExpressions": [{"key": labels.PART_OF_KEY, "operator": "NotIn", "values": [labels.PART_OF]}]}
+NOT_KVTIERS = {"matchExpressions": [{"key": names.PART_OF_KEY, "operator": "NotIn", "values": [names.PART_OF]}]}
 """Pods the project does not render (the operator's): their ``app.kubernetes.io/part-of`` label is absent or another
 project's (``NotIn`` matches both; the operator might set the label to its own name)."""
 
@@ -162,7 +162,7 @@ def _policy(
         name,
         "networking.k8s.io/v1",
         "NetworkPolicy",
-        {"name": name, "namespace": namespace, "labels": {labels.PART_OF_KEY: labels.PART_OF}},
+        {"name": name, "namespace": namespace, "labels": {names.PART_OF_KEY: names.PART_OF}},
         {"spec": spec},
     )
 
@@ -261,8 +261,8 @@ class CurvineNetworkPolicyChart(cdk8s.Chart):
         ns = p.curvine_namespace
         ports = p.curvine_ports
         _baseline(self, ns)
-        masters = {"podSelector": {"matchLabels": {labels.NAME: MASTER}}}
-        controller = {"podSelector": {"matchLabels": {labels.NAME: CSI_CONTROLLER}}}
+        masters = {"podSelector": {"matchLabels": {names.NAME: MASTER}}}
+        controller = {"podSelector": {"matchLabels": {names.NAME: CSI_CONTROLLER}}}
         hyperpod = _ip(p.hyperpod_cidr)
         scraper = [p.metrics_scraper] if p.metrics_scraper else []
         master_ingress = [

@@ -11,7 +11,7 @@ import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from kvtiers.k8s_charts.labels import PART_OF, PART_OF_KEY
+from kvtiers.k8s_charts.names import PART_OF, PART_OF_KEY
 
 ROLE = "kvtiers-metrics-collector"
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import yaml
 
 from kvtiers.config.schema import Environment
-from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.curvine_l2.props import port_table
 from kvtiers.k8s_charts.hyperpod_operator import PORT as OPERATOR_PORT
 from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
@@ -55,22 +55,22 @@ def targets(env: Environment) -> list[ScrapeTarget]:
             CURVINE_MASTER,
             cv,
             web["master_web"],
-            {labels.COMPONENT: "master", labels.PART_OF_KEY: labels.PART_OF},
+            {names.COMPONENT: "master", names.PART_OF_KEY: names.PART_OF},
         ),
         ScrapeTarget(
             "curvine-worker",
             CURVINE_WORKER,
             cv,
             web["worker_web"],
-            {labels.COMPONENT: "worker", labels.PART_OF_KEY: labels.PART_OF},
+            {names.COMPONENT: "worker", names.PART_OF_KEY: names.PART_OF},
         ),
     ]
     self_managed = [e for e in env.serving.endpoints if e.serving == "self_managed"]
     operator = [e for e in env.serving.endpoints if e.serving == "operator"]
     if self_managed:
         result += [
-            ScrapeTarget("kvtiers-engines", ENGINE, ns, ENGINE_PORT, {labels.COMPONENT: "engine"}, labels.ENDPOINT),
-            ScrapeTarget("kvtiers-routers", ROUTER, ns, ROUTER_PORT, {labels.COMPONENT: "router"}, labels.ENDPOINT),
+            ScrapeTarget("kvtiers-engines", ENGINE, ns, ENGINE_PORT, {names.COMPONENT: "engine"}, names.ENDPOINT),
+            ScrapeTarget("kvtiers-routers", ROUTER, ns, ROUTER_PORT, {names.COMPONENT: "router"}, names.ENDPOINT),
         ]
     if operator:
         pairs = tuple((OperatorEndpointProps.from_environment(env, e.name).object_name, e.name) for e in operator)

@@ -30,7 +30,7 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     WORKER,
     CurvineProps,
 )
-from kvtiers.k8s_charts.labels import HYPERPOD_INSTANCE_GROUP, component_labels
+from kvtiers.k8s_charts.names import HYPERPOD_INSTANCE_GROUP, component_labels
 from kvtiers.k8s_charts.namespaces import pod_security_labels
 from kvtiers.k8s_charts.security import container_context, pod_context
 

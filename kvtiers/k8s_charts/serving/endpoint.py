@@ -8,7 +8,7 @@ import math
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.security import container_context, pod_context
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import (
@@ -234,7 +234,7 @@ class EngineDeployment(Construct):
         resources = {
             "cpu": q(engine.cpu),
             "memory": q(f"{engine.memory_gib}Gi"),
-            labels.GPU_RESOURCE: q(engine.tensor_parallel_size),
+            names.GPU_RESOURCE: q(engine.tensor_parallel_size),
         }
         container = k8s.Container(
             name="vllm",
@@ -284,7 +284,7 @@ class EngineDeployment(Construct):
                         service_account_name=engine.service_account_name,
                         automount_service_account_token=False,
                         security_context=k8s_pod_context(pod_context(root=True)),
-                        node_selector={labels.HYPERPOD_INSTANCE_GROUP: engine.instance_group},
+                        node_selector={names.HYPERPOD_INSTANCE_GROUP: engine.instance_group},
                         tolerations=tolerations,
                         topology_spread_constraints=[
                             k8s.TopologySpreadConstraint(

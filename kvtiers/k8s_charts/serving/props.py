@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvtiers.config.sizing import GIB, EndpointSizing
-from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 
 if TYPE_CHECKING:
@@ -64,16 +64,16 @@ def router_service_name(endpoint: str) -> str:
 
 def engine_pod_labels(endpoint: str) -> dict[str, str]:
     """Labels of an endpoint's engine pods; the router discovers them by :func:`engine_selector`."""
-    return {**labels.component_labels(endpoint, ENGINE_COMPONENT), labels.ENDPOINT: endpoint}
+    return {**names.component_labels(endpoint, ENGINE_COMPONENT), names.ENDPOINT: endpoint}
 
 
 def router_pod_labels(endpoint: str) -> dict[str, str]:
-    return {**labels.component_labels(endpoint, ROUTER_COMPONENT), labels.ENDPOINT: endpoint}
+    return {**names.component_labels(endpoint, ROUTER_COMPONENT), names.ENDPOINT: endpoint}
 
 
 def engine_selector(endpoint: str) -> dict[str, str]:
     """The router's discovery selector: endpoint *and* component, so it never matches the router's own pods."""
-    return {labels.ENDPOINT: endpoint, labels.COMPONENT: ENGINE_COMPONENT}
+    return {names.ENDPOINT: endpoint, names.COMPONENT: ENGINE_COMPONENT}
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class ServingProps:
         tolerations = tuple(
             Toleration(key=t.key, operator="Equal" if t.value else "Exists", effect=t.effect, value=t.value or None)
             for t in group.taints
-        ) + (Toleration(key=labels.GPU_RESOURCE, operator="Exists", effect="NoSchedule"),)
+        ) + (Toleration(key=names.GPU_RESOURCE, operator="Exists", effect="NoSchedule"),)
         engine = EngineProps(
             name=endpoint.name,
             namespace=env.serving.namespace,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import labels
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.security import container_context, pod_context
 from kvtiers.k8s_charts.serving.endpoint import k8s_container_context, k8s_pod_context, q
 from kvtiers.k8s_charts.serving.props import (
@@ -148,7 +148,7 @@ class Router(Construct):
             volume_mounts=[k8s.VolumeMount(name=name, mount_path=path) for name, (path, _) in ROUTER_WRITABLE.items()],
             security_context=k8s_container_context(container_context()),
         )
-        hyperpod_key, hyperpod_value = next(iter(labels.HYPERPOD_NODE_SELECTOR.items()))
+        hyperpod_key, hyperpod_value = next(iter(names.HYPERPOD_NODE_SELECTOR.items()))
         self.deployment = k8s.KubeDeployment(
             self,
             "Deployment",

@@ -1,4 +1,6 @@
-"""Label keys and values shared by the charts, the router's pod discovery and ``kvtiers verify``."""
+"""The one home of the names the charts give their objects and the ports, labels and selectors they use: read by
+the charts, by the router's pod discovery and by ``kvtiers verify``. Tests build their fakes from rendered objects,
+never from these constants."""
 
 PART_OF = "kvtiers"
 NAME = "app.kubernetes.io/name"
@@ -17,3 +19,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 def component_labels(name: str, component: str) -> dict[str, str]:
     return {NAME: name, COMPONENT: component, PART_OF_KEY: PART_OF}
+
+
+# Curvine (the L2): object names and ports.
+
+
+# Serving: engines, routers and operator endpoints.
