@@ -78,6 +78,8 @@ BAD_CASES = [
     ("observability.scrape_interval_seconds", 5, "greater than or equal to 10"),
     ("observability.alert_topic_name", "alerts topic", "should match pattern"),
     ("serving.endpoints.0.ttft_p95_alert_seconds", 0, "greater than 0"),
+    ("network.cidr", "fd00::/48", "'fd00::/48' is not an IPv4 CIDR"),
+    ("network.hyperpod_subnet_cidr", "10.192.64.0/33", "is not an IPv4 CIDR"),
 ]
 
 

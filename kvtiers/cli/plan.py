@@ -16,7 +16,7 @@ from kvtiers.cli.output import human_bytes, table
 from kvtiers.config import ConfigError, Environment
 from kvtiers.config.loader import format_validation_error
 from kvtiers.config.models import ModelShape
-from kvtiers.config.sizing import GIB, model_shape
+from kvtiers.config.sizing import GIB
 from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 
 
@@ -46,7 +46,7 @@ def apply_hf_overrides(env: Environment, overrides: list[HfOverride], source: st
             raise ConfigError(f"--hf-config {override.target}: no endpoint or model of that name (endpoints: {names})")
         for i, endpoint in matched:
             try:
-                shape = ModelShape.from_hf_config(override.path, parameters=model_shape(endpoint).parameters)
+                shape = ModelShape.from_hf_config(override.path, parameters=endpoint.shape.parameters)
             except FileNotFoundError:
                 raise ConfigError(f"--hf-config {override.target}: no such file {override.path}") from None
             except (ValueError, KeyError, TypeError) as exc:

@@ -14,7 +14,7 @@ class ConfigError(Exception):
     """An environment file is unreadable or invalid. ``str()`` names the file, the field and what is allowed."""
 
 
-def _field_path(loc: tuple) -> str:
+def _field_path(loc: tuple[int | str, ...]) -> str:
     # pydantic adds the union member's tag ("new", "existing", "s3", ...) to the location: keep only real keys.
     parts = [str(p) for p in loc if not (isinstance(p, str) and p in {"new", "existing", "s3", "huggingface"})]
     return ".".join(parts) or "(top level)"

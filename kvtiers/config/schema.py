@@ -8,20 +8,35 @@ exists, and then flows through the app unchanged. Cross-field rules that involve
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
+from collections.abc import Iterator
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from kvtiers.aws_limits import gp3_problem
-from kvtiers.config.instance_types import G6E_INSTANCE_TYPES
-from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS
+from kvtiers.config.instance_types import G6E_INSTANCE_TYPES, GPU_MEMORY_GIB, InstanceType
+from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
+from kvtiers.config.sizing import (
+    ACTIVATION_RESERVE_GIB,
+    GB,
+    GIB,
+    MODEL_DISK_EXTRA_GIB,
+    MODEL_DISK_HEADROOM,
+    VLLM_HOST_GIB_PER_EXTRA_RANK,
+    EndpointSizing,
+    EnvironmentSizing,
+    NodeBudget,
+)
 from kvtiers.config.versions import (
     DEFAULT_ENGINE_IMAGE,
     DEFAULT_ROUTER_IMAGE,
     ENGINE_IMAGES,
     OPERATOR_ADDON_MODEL_SOURCES,
     ROUTER_IMAGES,
+    EngineRelease,
+    RouterRelease,
     engine_release,
     router_release,
 )
@@ -79,8 +94,8 @@ class ImageField(Strict):
 
     @field_validator("*", mode="after")
     @classmethod
-    def _pinned(cls, value, info):
-        if info.field_name.endswith("image") and isinstance(value, str):
+    def _pinned(cls, value: object, info: ValidationInfo) -> object:
+        if info.field_name is not None and info.field_name.endswith("image") and isinstance(value, str):
             return _check_image(value)
         return value
 
@@ -108,12 +123,16 @@ class NewVpc(Strict):
     @field_validator("cidr", "hyperpod_subnet_cidr")
     @classmethod
     def _cidr(cls, value: str) -> str:
-        ipaddress.ip_network(value)
+        # A VPC's primary CIDR is IPv4 (an IPv6 value used to escape validation as a TypeError).
+        try:
+            ipaddress.IPv4Network(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IPv4 CIDR such as '10.192.0.0/16'") from None
         return value
 
     @model_validator(mode="after")
     def _subnet_inside_vpc(self) -> NewVpc:
-        if not ipaddress.ip_network(self.hyperpod_subnet_cidr).subnet_of(ipaddress.ip_network(self.cidr)):
+        if not ipaddress.IPv4Network(self.hyperpod_subnet_cidr).subnet_of(ipaddress.IPv4Network(self.cidr)):
             raise ValueError(f"hyperpod_subnet_cidr {self.hyperpod_subnet_cidr} is not inside cidr {self.cidr}")
         return self
 
@@ -292,7 +311,7 @@ class InstanceGroup(Strict):
         return self
 
     @property
-    def shape(self):
+    def shape(self) -> InstanceType:
         return G6E_INSTANCE_TYPES[self.instance_type]
 
 
@@ -338,7 +357,7 @@ class HyperPod(Strict):
         return next(g for g in self.instance_groups if g.name == name)
 
     @property
-    def taint_tolerations(self) -> tuple[dict, ...]:
+    def taint_tolerations(self) -> tuple[dict[str, str], ...]:
         """One Kubernetes toleration per distinct custom taint of any group, for node agents that must run on every
         HyperPod node (device plugins)."""
         taints = sorted({(t.key, t.value, t.effect) for g in self.instance_groups for t in g.taints})
@@ -404,7 +423,7 @@ class CurvineMaster(Strict):
 
     @field_validator("replicas", mode="before")
     @classmethod
-    def _odd(cls, value):
+    def _odd(cls, value: object) -> object:
         if isinstance(value, int) and value not in (1, 3, 5):
             raise ValueError(f"master replicas must be 1, 3 or 5 (an odd Raft quorum), got {value}")
         return value
@@ -541,11 +560,11 @@ class ServingImages(ImageField):
 
     @field_validator("vllm_image", "router_image")
     @classmethod
-    def _in_the_version_matrix(cls, value: str, info) -> str:
-        release, known = (
-            (engine_release, ENGINE_IMAGES) if info.field_name == "vllm_image" else (router_release, ROUTER_IMAGES)
-        )
-        if release(value) is None:
+    def _in_the_version_matrix(cls, value: str, info: ValidationInfo) -> str:
+        engine = info.field_name == "vllm_image"
+        release = engine_release(value) if engine else router_release(value)
+        known = ENGINE_IMAGES if engine else ROUTER_IMAGES
+        if release is None:
             raise ValueError(
                 f"{info.field_name} {value!r} is not in the version matrix (kvtiers/config/versions.py); known: "
                 f"{', '.join(known)} (optionally with @sha256:<digest>)"
@@ -553,13 +572,17 @@ class ServingImages(ImageField):
         return value
 
     @property
-    def engine(self):
+    def engine(self) -> EngineRelease:
         """What the engine image carries (vLLM, LMCache), from the version matrix."""
-        return engine_release(self.vllm_image)
+        release = engine_release(self.vllm_image)
+        assert release is not None, "validated against the version matrix"
+        return release
 
     @property
-    def router(self):
-        return router_release(self.router_image)
+    def router(self) -> RouterRelease:
+        release = router_release(self.router_image)
+        assert release is not None, "validated against the version matrix"
+        return release
 
 
 class ModelSizes(Strict):
@@ -646,6 +669,14 @@ class Endpoint(Strict):
             raise ValueError("routing 'session' needs session_key (the header or body field with the session id)")
         assert self.dtype in DTYPE_BYTES
         return self
+
+    @property
+    def shape(self) -> ModelShape:
+        """The model's sizes: ``model_sizes`` when given, else the built-in table's entry."""
+        if self.model_sizes is not None:
+            sizes = self.model_sizes
+            return ModelShape(sizes.layers, sizes.kv_heads, sizes.head_dim, sizes.parameters)
+        return KNOWN_MODELS[self.model]
 
 
 class Serving(Strict):
@@ -812,19 +843,17 @@ class Environment(Strict):
                     f"{where}: source.type {endpoint.source.type!r} is not a model source the Inference Operator "
                     f"add-on {addon} accepts (its CRD allows {', '.join(sources)}); copy the weights to S3"
                 )
-        from kvtiers.config.sizing import size_environment  # sizing reads this model, so import late
-
-        self._sizing = size_environment(self)
+        self._sizing = _size_environment(self)
         return self
 
-    _sizing: object = PrivateAttr(default=None)
+    _sizing: EnvironmentSizing = PrivateAttr()
 
     @property
-    def sizing(self):
+    def sizing(self) -> EnvironmentSizing:
         """Derived memory, GPU and cache-capacity facts, computed once during validation."""
         return self._sizing
 
-    def sized_endpoints(self):
+    def sized_endpoints(self) -> Iterator[tuple[Endpoint, EndpointSizing]]:
         """Each endpoint with its sizing, paired by name (never by list position)."""
         return ((e, self.sizing.endpoint(e.name)) for e in self.serving.endpoints)
 
@@ -845,3 +874,116 @@ class Environment(Strict):
         if self.curvine.worker_group is None:
             return self.hyperpod.instance_groups
         return (self.hyperpod.group(self.curvine.worker_group),)
+
+
+# --------------------------------------------------------------------------------------------------- sizing
+# The numbers derived from a validated environment (:mod:`kvtiers.config.sizing` holds the constants and the result
+# types). Computed here, during validation, because a configuration whose pods do not fit is invalid.
+
+
+def _l2_decision(endpoint: Endpoint, threshold_tokens: int) -> tuple[bool, str]:
+    """The per-endpoint L2 policy, shared by the self-managed and the operator serving paths."""
+    if endpoint.l2 == "on":
+        return True, "l2: on"
+    if endpoint.l2 == "off":
+        return False, "l2: off"
+    if endpoint.expected_prompt_tokens >= threshold_tokens:
+        return True, f"auto: expected prompt {endpoint.expected_prompt_tokens} >= threshold {threshold_tokens} tokens"
+    return False, (
+        f"auto: expected prompt {endpoint.expected_prompt_tokens} < threshold {threshold_tokens} tokens "
+        "(the L2 round trip costs about as much as recompute)"
+    )
+
+
+def _size_endpoint(env: Environment, index: int, endpoint: Endpoint, group: InstanceGroup) -> EndpointSizing:
+    shape = endpoint.shape
+    kv = shape.kv_bytes_per_token(endpoint.dtype)
+    weights = shape.weight_bytes(endpoint.dtype)
+    tp = endpoint.tensor_parallel_size
+    usable_gpu = tp * (GPU_MEMORY_GIB * endpoint.gpu_memory_utilization - ACTIVATION_RESERVE_GIB) * GIB
+    if usable_gpu <= weights:
+        raise ValueError(
+            f"serving.endpoints.{index} ({endpoint.name}): {endpoint.model} weights need "
+            f"{weights / GIB:.1f} GiB but {tp} GPU(s) at gpu_memory_utilization {endpoint.gpu_memory_utilization} "
+            f"give {usable_gpu / GIB:.1f} GiB; raise tensor_parallel_size"
+        )
+    l1_bytes = endpoint.l1_gib * tp * GIB
+    vllm_host_gib = _vllm_host_memory_gib(endpoint)
+    l2_enabled, reason = _l2_decision(endpoint, env.serving.l2_threshold_tokens)
+    return EndpointSizing(
+        name=endpoint.name,
+        model=endpoint.model,
+        kv_bytes_per_token=kv,
+        weight_bytes=weights,
+        gpus_per_replica=tp,
+        l0_tokens=int((usable_gpu - weights) // kv),
+        l1_bytes=l1_bytes,
+        l1_tokens=l1_bytes // kv,
+        l2_enabled=l2_enabled,
+        l2_reason=reason,
+        pod_memory_gib=endpoint.l1_gib * tp + vllm_host_gib + endpoint.shm_gib,
+        pods_per_node=math.ceil(endpoint.replicas / group.count),
+        vllm_host_gib=vllm_host_gib,
+        model_disk_gib=math.ceil(weights / GIB * MODEL_DISK_HEADROOM) + MODEL_DISK_EXTRA_GIB,
+    )
+
+
+def _vllm_host_memory_gib(endpoint: Endpoint) -> int:
+    return endpoint.vllm_overhead_gib + VLLM_HOST_GIB_PER_EXTRA_RANK * (endpoint.tensor_parallel_size - 1)
+
+
+def _size_environment(env: Environment) -> EnvironmentSizing:
+    """Compute every derived fact and raise ``ValueError`` (with the numbers) when the config does not fit."""
+    groups = {g.name: g for g in env.hyperpod.instance_groups}
+    sized = tuple(_size_endpoint(env, i, e, groups[e.instance_group]) for i, e in enumerate(env.serving.endpoints))
+    worker_groups = {g.name for g in env.curvine_worker_groups}
+    res = env.curvine.resources
+    nodes = []
+    for group in env.hyperpod.instance_groups:
+        shape = group.shape
+        on_group = [(e, s) for e, s in zip(env.serving.endpoints, sized) if e.instance_group == group.name]
+        tiered = shape.memory_gib * env.hyperpod.tiered_storage.memory_percentage / 100
+        # The scheduler packs pods by GPU. A node is fullest when its GPUs go to the pods that need the most host
+        # memory per GPU, so that is the node the budget checks: if it fits, every GPU-feasible placement fits.
+        gpus_demanded = sum(e.replicas * s.gpus_per_replica for e, s in on_group)
+        gpus_per_node = min(shape.gpus, math.ceil(gpus_demanded / group.count))
+        memory_per_gpu = max((s.pod_memory_gib / s.gpus_per_replica for _, s in on_group), default=0)
+        budget = NodeBudget(
+            group=group.name,
+            instance_type=group.instance_type,
+            memory_gib=shape.memory_gib,
+            tiered_storage_gib=tiered if env.hyperpod.tiered_storage.enabled else 0.0,
+            reserved_gib=env.serving.node_reserved_gib,
+            # Every HyperPod node runs the CSI node pod and its FUSE clients.
+            curvine_gib=res.fuse.memory_gib
+            + res.csi_node.memory_gib
+            + 2 * res.sidecar.memory_gib
+            # Worker groups also run a Curvine worker and may run a master (masters are placed on worker groups).
+            + (res.worker.memory_gib + res.master.memory_gib if group.name in worker_groups else 0),
+            pods_gib=math.ceil(gpus_per_node * memory_per_gpu),
+            gpus=shape.gpus,
+            gpus_used=gpus_per_node,
+        )
+        if gpus_demanded > shape.gpus * group.count:
+            raise ValueError(
+                f"hyperpod.instance_groups {group.name}: endpoints need {gpus_demanded} GPUs "
+                f"({', '.join(f'{e.name}: {e.replicas} x {s.gpus_per_replica}' for e, s in on_group)}) but "
+                f"{group.count} x {group.instance_type} have {shape.gpus * group.count}; add nodes (count) or lower replicas"
+            )
+        if budget.free_gib < 0:
+            detail = ", ".join(
+                f"{e.name}: {s.pod_memory_gib} GiB per pod of {s.gpus_per_replica} GPU(s) "
+                f"(L1 {e.l1_gib} x {e.tensor_parallel_size} + vLLM {s.vllm_host_gib} + shm {e.shm_gib})"
+                for e, s in on_group
+            )
+            raise ValueError(
+                f"hyperpod.instance_groups {group.name}: pods do not fit the {budget.memory_gib} GiB of "
+                f"{group.instance_type}: tiered storage {budget.tiered_storage_gib:.1f} GiB + reserved "
+                f"{budget.reserved_gib} GiB + Curvine {budget.curvine_gib} GiB + endpoint pods {budget.pods_gib} GiB "
+                f"on {gpus_per_node} GPU(s) ({detail}) = {budget.memory_gib - budget.free_gib:.1f} GiB; "
+                "lower l1_gib or the tiered-storage share"
+            )
+        nodes.append(budget)
+    workers = sum(g.count for g in env.curvine_worker_groups)
+    capacity = int(workers * env.curvine.worker.capacity_gb * GB * env.curvine.eviction.high_watermark)
+    return EnvironmentSizing(endpoints=sized, nodes=tuple(nodes), l2_capacity_bytes=capacity, curvine_workers=workers)

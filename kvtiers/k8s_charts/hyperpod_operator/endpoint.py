@@ -10,7 +10,7 @@ import cdk8s
 from constructs import Construct
 
 from kvtiers.config.schema import Environment, S3ModelSource
-from kvtiers.config.sizing import GIB, l2_decision
+from kvtiers.config.sizing import GIB
 from kvtiers.k8s_charts.curvine_l2.charts import api_object
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
@@ -63,7 +63,6 @@ class OperatorEndpointProps:
         if e.serving != "operator":
             raise ValueError(f"serving.endpoints {endpoint_name}: serving is {e.serving!r}, not 'operator'")
         sizing = env.sizing.endpoint(endpoint_name)
-        enabled, _ = l2_decision(e, env.serving.l2_threshold_tokens)
         s3 = e.source if isinstance(e.source, S3ModelSource) else None
         return cls(
             name=e.name,
@@ -84,7 +83,7 @@ class OperatorEndpointProps:
             s3_prefix=s3.prefix if s3 else None,
             region=env.region,
             l2=L2Settings.from_environment(env),
-            l2_enabled=enabled,
+            l2_enabled=sizing.l2_enabled,
             l2_backend=env.inference_operator.l2_backend,
             l2_namespace=L2Namespace.for_endpoint(env, e),
             api=e.api,
