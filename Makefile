@@ -1,6 +1,19 @@
 # kvtiers: two set-up commands, `make synth` and `make test`, work on a fresh clone (PyPI + npm registries only).
 SHELL := /bin/bash
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+.SHELLFLAGS := -e -o pipefail -c
+# The Python versions kvtiers supports: pyproject.toml's requires-python and classifiers say the same
+# (tests/test_python_versions.py).
+SUPPORTED_PYTHONS := 3.11 3.12 3.13
+# The first of the interpreters $(1) that runs and is one of the versions $(2). Each is run, not only looked up: a
+# pyenv shim exists for every installed version but runs only those pyenv selects.
+first_python = $(shell for p in $(1); do v=$$($$p -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) && case " $(2) " in (*" $$v "*) command -v $$p; break;; esac; done)
+ifndef PYTHON
+PYTHON := $(call first_python,python3.11 python3.12 python3.13 python3,$(SUPPORTED_PYTHONS))
+endif
+# checkov's own classifiers stop at 3.12.
+CHECKOV_PYTHON := $(call first_python,$(PYTHON) python3.11 python3.12,3.11 3.12)
+# The pinned requirements of dependency groups of pyproject.toml (the one place of every pin), for pip -r /dev/stdin.
+PINS = $(PYTHON) tools/pins.py
 VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
@@ -13,26 +26,30 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: synth test install bench-synth hyperpod-chart hyperpod-chart-checkout clean lint-templates
+.PHONY: synth test install lint python-versions check-python bench-synth hyperpod-chart hyperpod-chart-checkout clean
 
 install: $(VENV)/.installed node_modules/.installed
+
+check-python:
+	@test -n "$(PYTHON)" || { echo "error: kvtiers needs Python $(SUPPORTED_PYTHONS), but none of python3.11, python3.12, python3.13, python3 on PATH runs as one of them; install one, or set PYTHON=/path/to/python3.x" >&2; exit 1; }
+	@test -n "$(call first_python,$(PYTHON),$(SUPPORTED_PYTHONS))" || { echo "error: PYTHON=$(PYTHON) does not run as Python $(SUPPORTED_PYTHONS)" >&2; exit 1; }
 
 # LMCache at exactly the versions the version matrix names (kvtiers/config/versions.py, read by path), one venv per
 # version, without dependencies: the contract tests run LMCache's config loader and controller message classes, which
 # need only these few packages (and a stand-in torch from tests/stubs). They must not disturb the project's pins.
-LMCACHE_VERSIONS := $(shell $(PYTHON) kvtiers/config/versions.py)
+# LMCache publishes wheels for every Python kvtiers supports, so these venvs use $(PYTHON).
+LMCACHE_VERSIONS := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py))
 LMCACHE_VENVS := $(foreach v,$(LMCACHE_VERSIONS),.venv-lmcache-$(v)/.installed)
-.venv-lmcache-%/.installed: kvtiers/config/versions.py
+.venv-lmcache-%/.installed: kvtiers/config/versions.py pyproject.toml | check-python
 	$(PYTHON) -m venv .venv-lmcache-$*
 	.venv-lmcache-$*/bin/pip install --quiet --disable-pip-version-check --no-deps lmcache==$*
-	.venv-lmcache-$*/bin/pip install --quiet --disable-pip-version-check pyyaml==6.0.2 msgspec==0.19.0 pyzmq==27.1.0
+	$(PINS) lmcache-contract | .venv-lmcache-$*/bin/pip install --quiet --disable-pip-version-check -r /dev/stdin
 	touch $@
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version.split()[0]}"'
+# The app with its plot extra, editable, and the test and lint tools.
+$(VENV)/.installed: pyproject.toml | check-python
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(PINS) test lint | $(PY) -m pip install --quiet --disable-pip-version-check -e '.[plot]' -r /dev/stdin
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -52,17 +69,29 @@ synth: install
 # InferenceEndpointConfig objects. Installed without dependencies into its own folder: the SDK pins many packages.
 HYPERPOD_SDK := .venv-hyperpod-sdk
 $(HYPERPOD_SDK)/.installed: $(VENV)/.installed
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(HYPERPOD_SDK) sagemaker-hyperpod==3.12.0
+	$(PINS) hyperpod-sdk | $(PY) -m pip install --quiet --disable-pip-version-check --no-deps --target $(HYPERPOD_SDK) -r /dev/stdin
 	touch $@
 
 # checkov (the independent scanner of tests/test_checkov.py) in its own venv: it pins older boto3/botocore than
-# requirements.txt, so pip cannot install both into one environment.
-.venv-checkov/.installed: requirements-checkov.txt
-	$(PYTHON) -m venv .venv-checkov
-	.venv-checkov/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+# the app, so pip cannot install both into one environment.
+.venv-checkov/.installed: pyproject.toml | check-python
+	@test -n "$(CHECKOV_PYTHON)" || { echo "error: checkov needs Python 3.11 or 3.12 (python3.11 or python3.12 on PATH)" >&2; exit 1; }
+	$(CHECKOV_PYTHON) -m venv .venv-checkov
+	$(PINS) checkov | .venv-checkov/bin/pip install --quiet --disable-pip-version-check -r /dev/stdin
 	touch $@
 
-test: install $(LMCACHE_VENVS) $(HYPERPOD_SDK)/.installed .venv-checkov/.installed
+## ruff (lint and format) and mypy (strict for the construct library and the config, per pyproject.toml).
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check kvtiers tests tools app.py
+	$(VENV)/bin/ruff format --check kvtiers tests tools app.py
+	$(VENV)/bin/mypy
+
+## A venv (.venv-py<version>) for every other supported Python the machine has, from the project's pins, in which
+## tests/test_python_versions.py synthesizes both environments; prints which versions it found and skipped.
+python-versions: $(VENV)/.installed
+	$(PY) tools/python_versions.py install
+
+test: install $(LMCACHE_VENVS) $(HYPERPOD_SDK)/.installed .venv-checkov/.installed python-versions lint
 	$(PY) -m pytest -n 2 --dist loadfile
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating.
@@ -88,4 +117,4 @@ hyperpod-chart-checkout: $(VENV)/.installed
 	git -C $(HYPERPOD_CLI_DIR) checkout --quiet --detach $(HYPERPOD_CLI_REV)
 
 clean:
-	rm -rf cdk.out $(VENV) node_modules .pytest_cache
+	rm -rf cdk.out $(VENV) node_modules .pytest_cache .mypy_cache

@@ -60,7 +60,7 @@ def scans(tmp_path_factory, request) -> dict[str, list[tuple[str, str]]]:
     plus one deliberately bad object."""
     from tests.synth import synth
 
-    assert CHECKOV.exists(), "run `make test` (it installs .venv-checkov from requirements-checkov.txt)"
+    assert CHECKOV.exists(), "run `make test` (it installs .venv-checkov from the checkov group of pyproject.toml)"
     jobs: dict[str, list[str]] = {}
     for env in ENVIRONMENTS:
         # dev and prod come from the session's synths; any other environment file is synthesized here.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import typer
@@ -59,17 +60,16 @@ class _Progress:
             disable=disable,
             transient=True,
         )
-        self._task = None
 
-    def __enter__(self):
+    def __enter__(self) -> tuple[Callable[[str], None], Callable[[int], None]]:
         self._progress.__enter__()
-        self._task = self._progress.add_task("starting", total=None)
+        task = self._progress.add_task("starting", total=None)
 
         def advance(description: str) -> None:
-            self._progress.update(self._task, description=description, advance=1)
+            self._progress.update(task, description=description, advance=1)
 
         def total(n: int) -> None:
-            self._progress.update(self._task, total=n, completed=0)
+            self._progress.update(task, total=n, completed=0)
 
         return advance, total
 

@@ -88,7 +88,7 @@ def kubectl_layer(scope: Construct, version: str):
     except ModuleNotFoundError:
         raise ValueError(
             f"Kubernetes {version} needs the kubectl layer package aws-cdk.lambda-layer-kubectl-v{minor}; "
-            "add it to requirements.txt"
+            "add it to the dependencies in pyproject.toml"
         ) from None
     return getattr(module, f"KubectlV{minor}Layer")(scope, "KubectlLayer")
 

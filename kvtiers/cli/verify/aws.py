@@ -12,19 +12,20 @@ from kvtiers.config.schema import HyperPod
 AREA = "hyperpod"
 
 
-def describe(sagemaker, hyperpod: HyperPod) -> tuple[dict | None, CheckResult | None]:
+def describe(sagemaker, hyperpod: HyperPod) -> dict | CheckResult:
+    """The DescribeCluster response, or the failed check that says why there is none."""
     try:
-        return sagemaker.describe_cluster(ClusterName=hyperpod.cluster_name), None
+        return sagemaker.describe_cluster(ClusterName=hyperpod.cluster_name)
     except ClientError as exc:
         err = exc.response.get("Error", {})
-        return None, failed(
+        return failed(
             AREA,
             "cluster exists",
             f"describe_cluster {hyperpod.cluster_name}: {err.get('Code')}: {err.get('Message')}",
             "check the region, your AWS credentials and that the platform stack deployed the cluster",
         )
     except BotoCoreError as exc:
-        return None, failed(AREA, "cluster exists", f"describe_cluster: {exc}", "check AWS credentials and network")
+        return failed(AREA, "cluster exists", f"describe_cluster: {exc}", "check AWS credentials and network")
 
 
 def check_status(cluster: dict) -> CheckResult:
@@ -145,9 +146,9 @@ def check_nodes(sagemaker, hyperpod: HyperPod) -> CheckResult:
 
 
 def check_hyperpod(sagemaker, hyperpod: HyperPod) -> list[CheckResult]:
-    cluster, error = describe(sagemaker, hyperpod)
-    if error:
-        return [error]
+    cluster = describe(sagemaker, hyperpod)
+    if isinstance(cluster, CheckResult):
+        return [cluster]
     return [
         check_status(cluster),
         check_tiered_storage(cluster, hyperpod),
