@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import socket
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -116,6 +117,16 @@ def test_csv_and_plot(tmp_path):
     assert [int(r["prompt_tokens"]) for r in rows] == [100, 200]
     assert {"cold_ttft_ms", "warm_ttft_ms", "speedup"} <= set(rows[0])
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_the_plot_extra_says_how_to_install_it_before_benching(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with FakeOpenAI(BASE_S, PER_TOKEN_S) as server:
+        result = bench("--url", server.url, "--lengths", "100", "--repeats", "1", "--plot", str(tmp_path / "t.png"))
+        assert server.connections == 0
+    assert result.exit_code == 2
+    assert "--plot needs matplotlib: pip install 'kvtiers[plot]'" in result.output
+    assert not (tmp_path / "t.png").exists()
 
 
 def _free_port() -> int:

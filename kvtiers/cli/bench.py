@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -145,7 +146,17 @@ def write_csv(path: Path, rows: list[Row]) -> None:
             writer.writerow(asdict(row))
 
 
+def check_plotting() -> None:
+    """Raise :class:`BenchError` unless matplotlib, the optional ``plot`` extra, is installed (checked before a bench
+    runs, so that a missing extra does not cost a whole run)."""
+    try:
+        importlib.import_module("matplotlib")
+    except ModuleNotFoundError:
+        raise BenchError("--plot needs matplotlib: pip install 'kvtiers[plot]'") from None
+
+
 def write_plot(path: Path, rows: list[Row], title: str) -> None:
+    check_plotting()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -166,7 +177,17 @@ def write_plot(path: Path, rows: list[Row], title: str) -> None:
     plt.close(fig)
 
 
-__all__ = ["DEFAULT_LENGTHS", "BenchError", "BenchResult", "Row", "run_lengths", "run_turns", "write_csv", "write_plot"]
+__all__ = [
+    "DEFAULT_LENGTHS",
+    "BenchError",
+    "BenchResult",
+    "Row",
+    "check_plotting",
+    "run_lengths",
+    "run_turns",
+    "write_csv",
+    "write_plot",
+]
 
 
 def render(result: BenchResult, url: str, warm_url: str | None):

@@ -189,6 +189,11 @@ def bench(
     from kvtiers.cli.openai_client import BenchError, StreamingClient
 
     sizes = _lengths(lengths)
+    if plot:
+        try:
+            bm.check_plotting()
+        except BenchError as exc:
+            output.fail(str(exc))
     cold = StreamingClient(url, model, timeout=timeout, max_tokens=max_tokens, api_key=api_key)
     warm = (
         StreamingClient(warm_url, model, timeout=timeout, max_tokens=max_tokens, api_key=api_key) if warm_url else cold
