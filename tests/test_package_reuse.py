@@ -1,5 +1,5 @@
-"""The construct library as other teams use it: built and installed as a package into a fresh virtual
-environment, its example app synthesizes from the installed copy (not from this source tree)."""
+"""The construct library as other teams use it: built into a wheel (with its type marker and scripts) and installed
+into a fresh virtual environment, its example app synthesizes from the installed copy (not from this source tree)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,45 @@ EXAMPLE = ROOT / "examples" / "reuse_app" / "app.py"
 
 
 @pytest.fixture(scope="module")
-def installed_venv(tmp_path_factory) -> Path:
+def wheel(tmp_path_factory) -> Path:
+    """The kvtiers wheel, built offline (no build isolation) from a copy of the sources, so that nothing left in
+    this tree (build/, egg-info) can slip into it."""
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "kvtiers", source / "kvtiers", ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--wheel-dir",
+            str(out),
+            str(source),
+        ],
+        check=True,
+        timeout=300,
+    )
+    (built,) = out.glob("kvtiers-*.whl")
+    return built
+
+
+def test_the_wheel_ships_the_type_marker_and_the_scripts(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    scripts = {str(path.relative_to(ROOT)) for path in (ROOT / "kvtiers").rglob("*.sh")}
+    assert len(scripts) >= 2, scripts
+    assert "kvtiers/py.typed" in names
+    assert scripts <= names, scripts - names
+
+
+@pytest.fixture(scope="module")
+def installed_venv(tmp_path_factory, wheel) -> Path:
     venv = tmp_path_factory.mktemp("consumer") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     site = Path(
@@ -27,8 +66,8 @@ def installed_venv(tmp_path_factory) -> Path:
             [str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
         ).strip()
     )
-    # kvtiers itself is built into a wheel and installed; its pinned dependencies are reused from the project
-    # venv (a .pth line adds the directory but runs none of its .pth files, so the editable kvtiers stays out).
+    # kvtiers itself is installed from its wheel; its pinned dependencies are reused from the project venv (a
+    # .pth line adds the directory but runs none of its .pth files, so the editable kvtiers stays out).
     subprocess.run(
         [
             sys.executable,
@@ -40,7 +79,7 @@ def installed_venv(tmp_path_factory) -> Path:
             "--disable-pip-version-check",
             "--target",
             str(site),
-            str(ROOT),
+            str(wheel),
         ],
         check=True,
         timeout=300,

@@ -1,0 +1,402 @@
+"""The package's structure, read from the source of every module (every import counts, including those inside
+functions and under ``TYPE_CHECKING``):
+
+- no import cycles among kvtiers modules;
+- the construct library (``kvtiers.constructs``, ``kvtiers.k8s_charts``) imports nothing from the app
+  (``kvtiers.config``, ``kvtiers.stacks``, ``kvtiers.cli``);
+- the environment config is read only by the config itself, the stacks (where ``kvtiers/stacks/wiring/`` maps it to
+  props), the CLI and the observability rules, and only the wiring builds the construct side's value objects
+  (its frozen dataclasses) from outside the construct side; no ``from_environment`` remains;
+- every third-party module kvtiers and app.py import is a declared dependency of the package.
+
+Each rule is also run against a small fake package to show it can fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import importlib.metadata
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tests.synth import ROOT
+
+LIBRARY = ("constructs", "k8s_charts")
+APP = ("config", "stacks", "cli")
+CONFIG_READERS = ("config", "stacks", "cli", "observability")
+WIRING = "stacks.wiring"
+GLOBAL_ONLY = ("warn_redundant_casts", "warn_unused_configs")
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    tree: ast.Module
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    target: str
+    """The imported module, or ``module.name`` for ``from module import name`` when name is not a module."""
+    line: int
+
+
+def modules(root: Path, package: str) -> dict[str, Module]:
+    found = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        name = ".".join(parts)
+        found[name] = Module(name, path, ast.parse(path.read_text(), filename=str(path)))
+    return found
+
+
+def _is_package(module: Module) -> bool:
+    return module.path.name == "__init__.py"
+
+
+def _from_base(module: Module, node: ast.ImportFrom) -> str:
+    """The absolute module of a ``from ... import`` (relative ones resolved against the importing module)."""
+    if not node.level:
+        return node.module or ""
+    parts = module.name.split(".")
+    anchor = parts[: len(parts) - node.level + (1 if _is_package(module) else 0)]
+    return ".".join([*anchor, *([node.module] if node.module else [])])
+
+
+def imports_of(module: Module) -> Iterator[Import]:
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module.name, alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = _from_base(module, node)
+            for alias in node.names:
+                yield Import(module.name, f"{base}.{alias.name}", node.lineno)
+
+
+def resolve(target: str, known: dict[str, Module]) -> str | None:
+    """The known module an import names: itself, or the module that defines the imported name."""
+    while target and target not in known:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def all_imports(root: Path, package: str) -> tuple[dict[str, Module], list[Import]]:
+    known = modules(root, package)
+    return known, [imp for module in known.values() for imp in imports_of(module)]
+
+
+def import_cycles(root: Path, package: str) -> list[list[str]]:
+    """Strongly connected components of more than one module (or a module importing itself)."""
+    known, found = all_imports(root, package)
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for imp in found:
+        target = resolve(imp.target, known)
+        if target is not None:
+            graph[imp.importer].add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph[node]):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph[node]:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def _inside(name: str, package: str, subpackages: tuple[str, ...]) -> bool:
+    return any(name == f"{package}.{sub}" or name.startswith(f"{package}.{sub}.") for sub in subpackages)
+
+
+def library_imports_of_the_app(root: Path, package: str) -> list[str]:
+    _, found = all_imports(root, package)
+    return sorted(
+        f"{imp.importer}:{imp.line} imports {imp.target}"
+        for imp in found
+        if _inside(imp.importer, package, LIBRARY) and _inside(imp.target, package, APP)
+    )
+
+
+def config_readers(root: Path, package: str) -> list[str]:
+    _, found = all_imports(root, package)
+    return sorted(
+        f"{imp.importer}:{imp.line} imports {imp.target}"
+        for imp in found
+        if _inside(imp.target, package, ("config",))
+        and not _inside(imp.importer, package, CONFIG_READERS)
+        and not _inside(imp.importer, package, LIBRARY)  # reported by library_imports_of_the_app
+    )
+
+
+def _qualified_calls(module: Module) -> Iterator[tuple[str, int]]:
+    """What each call through an imported name calls, fully qualified (``alias.Name(...)`` included)."""
+    aliases = _aliases(module)
+    for node in ast.walk(module.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        parts = []
+        func = node.func
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        if isinstance(func, ast.Name) and func.id in aliases:
+            yield ".".join([aliases[func.id], *reversed(parts)]), node.lineno
+
+
+def _aliases(module: Module) -> dict[str, str]:
+    """Local name -> the module or object it is bound to, for every import in the module."""
+    names = {}
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.partition(".")[0]
+                names[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(node, ast.ImportFrom):
+            base = _from_base(module, node)
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return names
+
+
+def _value_type(qualified: str, package: str) -> bool:
+    """A class defined on the construct side that is a dataclass (a props or value object)."""
+    module_name, _, attribute = qualified.rpartition(".")
+    if not _inside(module_name, package, LIBRARY):
+        return False
+    try:
+        obj = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError):
+        return False
+    return isinstance(obj, type) and dataclasses.is_dataclass(obj) and _inside(obj.__module__, package, LIBRARY)
+
+
+def value_objects_built_outside_the_wiring(root: Path, package: str, extra: tuple[Path, ...] = ()) -> list[str]:
+    known = modules(root, package)
+    found = []
+    for module in [*known.values(), *(Module(p.stem, p, ast.parse(p.read_text())) for p in extra)]:
+        if not _inside(module.name, package, (*LIBRARY, WIRING)):
+            for qualified, line in _qualified_calls(module):
+                if _value_type(qualified, package):
+                    found.append(f"{module.path.relative_to(root)}:{line} builds {qualified}")
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "from_environment":
+                found.append(f"{module.path.relative_to(root)}:{node.lineno} defines from_environment")
+    return sorted(found)
+
+
+def undeclared_third_party_imports(root: Path, package: str, extra: tuple[Path, ...], declared: set[str]) -> list[str]:
+    known = modules(root, package)
+    distributions = importlib.metadata.packages_distributions()
+    trees = [*(m.tree for m in known.values()), *(ast.parse(p.read_text()) for p in extra)]
+    missing = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.partition(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                tops = [node.module.partition(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top == package or top in sys.stdlib_module_names:
+                    continue
+                providers = {canonicalize_name(d) for d in distributions.get(top, [])}
+                if not providers & declared:
+                    missing.add(f"{top} (from {', '.join(sorted(providers)) or 'no installed distribution'})")
+    return sorted(missing)
+
+
+def declared_distributions() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [
+        *project["dependencies"],
+        *(r for extra in project["optional-dependencies"].values() for r in extra),
+    ]
+    return {canonicalize_name(Requirement(r).name) for r in requirements}
+
+
+# --------------------------------------------------------------------------------------------------- kvtiers
+
+
+def test_no_import_cycles():
+    cycles = import_cycles(ROOT, "kvtiers")
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_construct_library_imports_nothing_from_the_app():
+    found = library_imports_of_the_app(ROOT, "kvtiers")
+    assert not found, "\n".join(found)
+
+
+def test_only_the_stacks_cli_and_observability_read_the_environment_config():
+    found = config_readers(ROOT, "kvtiers")
+    assert not found, "\n".join(found)
+
+
+def test_only_the_wiring_builds_construct_props():
+    found = value_objects_built_outside_the_wiring(ROOT, "kvtiers", extra=(ROOT / "app.py",))
+    assert not found, "\n".join(found)
+
+
+def test_every_third_party_import_is_a_declared_dependency():
+    found = undeclared_third_party_imports(ROOT, "kvtiers", (ROOT / "app.py",), declared_distributions())
+    assert not found, "imported but not in pyproject.toml's dependencies: " + ", ".join(found)
+
+
+def strict_flags(mypy_help: str) -> dict[str, bool]:
+    """The config keys and values of the flags ``mypy --help`` says ``--strict`` turns on."""
+    text = mypy_help.split("Strict mode; enables the following flags:", 1)[1]
+    listed = text.split("\n  --", 1)[0]
+    joined = "".join(line.strip() + ("" if line.strip().endswith("-") else " ") for line in listed.splitlines())
+    strict = {}
+    for flag in joined.split(","):
+        name = flag.strip().removeprefix("--")
+        strict[name.removeprefix("no-").replace("-", "_")] = not name.startswith("no-")
+    return strict
+
+
+def test_the_library_and_the_config_get_every_flag_of_mypy_strict():
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    strict = strict_flags(subprocess.check_output([sys.executable, "-m", "mypy", "--help"], text=True, timeout=60))
+    assert len(strict) >= 12 and strict["implicit_reexport"] is False, strict
+    (override,) = [o for o in mypy["overrides"] if "kvtiers.config.*" in o["module"]]
+    assert sorted(override["module"]) == ["kvtiers.config.*", "kvtiers.constructs.*", "kvtiers.k8s_charts.*"]
+    # Global-only options are set once for every module.
+    per_module = {key: value for key, value in strict.items() if key not in GLOBAL_ONLY}
+    assert {key: value for key, value in override.items() if key != "module"} == per_module
+    assert all(mypy[key] is strict[key] for key in GLOBAL_ONLY if key in strict)
+
+
+# --------------------------------------------------------------------------------------------------- the checks fail
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    package = "fakekv"
+    packages = [package, *(f"{package}/{p}" for p in ("config", "constructs", "cli", "stacks", "stacks/wiring"))]
+    _write(tmp_path, {f"{p}/__init__.py": "" for p in [*packages, f"{package}/observability"]})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path, package
+    for name in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
+        del sys.modules[name]
+
+
+def test_a_cycle_through_a_function_level_and_a_type_checking_import_is_found(fake):
+    root, package = fake
+    _write(
+        root,
+        {
+            f"{package}/config/a.py": "def f():\n    from fakekv.config import b\n",
+            f"{package}/config/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n",
+            f"{package}/config/c.py": "from fakekv.config.a import f\n",
+        },
+    )
+    assert import_cycles(root, package) == [["fakekv.config.a", "fakekv.config.b"]]
+
+
+def test_a_library_import_of_the_config_is_found_even_under_type_checking(fake):
+    root, package = fake
+    _write(
+        root,
+        {
+            f"{package}/config/schema.py": "class Environment: ...\n",
+            f"{package}/constructs/chart.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..config.schema import Environment\n"
+            ),
+            f"{package}/constructs/ok.py": "from fakekv.constructs import chart\n",
+        },
+    )
+    assert library_imports_of_the_app(root, package) == [
+        "fakekv.constructs.chart:3 imports fakekv.config.schema.Environment"
+    ]
+
+
+def test_a_config_reader_outside_the_allowed_packages_is_found(fake):
+    root, package = fake
+    _write(
+        root,
+        {
+            f"{package}/config/schema.py": "class Environment: ...\n",
+            f"{package}/helpers.py": "import fakekv.config.schema\n",
+            f"{package}/cli/plan.py": "from fakekv.config.schema import Environment\n",
+        },
+    )
+    assert config_readers(root, package) == ["fakekv.helpers:1 imports fakekv.config.schema"]
+
+
+def test_props_built_outside_the_wiring_and_from_environment_are_found(fake):
+    root, package = fake
+    props = (
+        "from dataclasses import dataclass\n\n"
+        "@dataclass(frozen=True, kw_only=True)\nclass ChartProps:\n    name: str\n\n"
+        "class Chart:\n    def __init__(self, *, name: str) -> None: ...\n"
+    )
+    _write(
+        root,
+        {
+            f"{package}/constructs/chart.py": props,
+            f"{package}/constructs/other.py": "class OtherProps:\n    @classmethod\n    def from_environment(cls): ...\n",
+            f"{package}/stacks/wiring/__init__.py": "from fakekv.constructs.chart import ChartProps\nChartProps(name='a')\n",
+            f"{package}/stacks/stack.py": "from fakekv.constructs.chart import Chart\nChart(name='a')\n",
+            f"{package}/cli/verify.py": "from fakekv.constructs import chart as c\nc.ChartProps(name='a')\n",
+            f"{package}/observability/rules.py": (
+                "class Rules:\n    @classmethod\n    def from_environment(cls, env): ...\n"
+            ),
+        },
+    )
+    assert value_objects_built_outside_the_wiring(root, package) == [
+        "fakekv/cli/verify.py:2 builds fakekv.constructs.chart.ChartProps",
+        "fakekv/constructs/other.py:3 defines from_environment",
+        "fakekv/observability/rules.py:3 defines from_environment",
+    ]
+
+
+def test_an_undeclared_third_party_import_is_found(fake):
+    root, package = fake
+    _write(root, {f"{package}/stacks/nag.py": "import json\nimport yaml\nfrom fakekv import config\n"})
+    assert undeclared_third_party_imports(root, package, (), {"pyyaml"}) == []
+    assert undeclared_third_party_imports(root, package, (), set()) == ["yaml (from pyyaml)"]
