@@ -26,10 +26,6 @@ class InstanceType:
     nvme_gb: int
     efa: bool
 
-    @property
-    def gpu_memory_gib(self) -> float:
-        return GPU_MEMORY_GIB
-
 
 G6E_INSTANCE_TYPES: dict[str, InstanceType] = {
     t.name: t

@@ -48,10 +48,6 @@ IAM_ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/[a-zA-Z_0-9+=,.@\-/]+$"
 # An image reference with an explicit tag or digest. `latest` is rejected separately with its own message.
 PINNED_IMAGE = r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[a-f0-9]{64})$"
 
-HYPERPOD_KUBERNETES_VERSIONS = ("1.30", "1.31", "1.32", "1.33")
-"""EKS versions HyperPod supports that are also in EKS standard support; 1.33 is the newest HyperPod documents."""
-
-ROUTING_STRATEGIES = ("prefixaware", "kvaware", "session", "roundrobin")
 RoutingStrategy = Literal["prefixaware", "kvaware", "session", "roundrobin"]
 
 G6eInstanceType = Literal[
@@ -84,9 +80,6 @@ def _check_image(value: str) -> str:
     if not re.match(PINNED_IMAGE, value):
         raise ValueError(f"image {value!r} has no tag; give 'repository:tag' or 'repository@sha256:<digest>'")
     return value
-
-
-Image = Annotated[str, Field(description="Container image pinned by tag or digest (never 'latest').")]
 
 
 class ImageField(Strict):
@@ -212,6 +205,7 @@ class SystemNodegroup(Strict):
 class Eks(Strict):
     cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
     """EKS cluster name."""
+    # The versions HyperPod supports that are also in EKS standard support; 1.33 is the newest HyperPod documents.
     kubernetes_version: Literal["1.30", "1.31", "1.32", "1.33"] = "1.33"
     """Among the versions HyperPod supports; the kubectl layer package must match (``lambda-layer-kubectl-vNN``)."""
     endpoint_access: Literal["public_and_private", "private"] = "private"

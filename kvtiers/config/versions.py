@@ -80,11 +80,6 @@ DEFAULT_ENGINE_IMAGE = "lmcache/vllm-openai:v0.3.11"
 """The newest engine image whose LMCache matches the newest router release."""
 DEFAULT_ROUTER_IMAGE = "lmcache/lmstack-router:v0.1.12"
 
-OPERATOR_LMCACHE: dict[str, str | None] = {"v1.0.0-eksbuild.1": None}
-"""LMCache version AWS documents for each Inference Operator add-on version. ``None``: AWS's caching-and-routing
-page names no LMCache version for this add-on, so the operator path's routing protocol cannot be checked here; the
-operator runs its own router and controller, so this never pairs with the production-stack router."""
-
 
 def image_key(image: str) -> str:
     """``repo:tag`` of an image reference, without a ``@sha256:`` digest (the digest pins the contents; the tag
