@@ -94,9 +94,10 @@ python-versions: $(VENV)/.installed
 test: install $(LMCACHE_VENVS) $(HYPERPOD_SDK)/.installed .venv-checkov/.installed python-versions lint
 	$(PY) -m pytest -n 2 --dist loadfile
 
-## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating.
+## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating;
+## BASELINE=<git revision> also times that revision in the same runs (for example BASELINE=main).
 bench-synth: install
-	$(PY) tools/bench_synth.py --runs 5 --endpoints
+	$(PY) tools/bench_synth.py --runs 5 --endpoints $(if $(BASELINE),--baseline-rev $(BASELINE))
 
 ## Fetch the HyperPod dependency Helm chart at the pinned revision into vendor/ and resolve its subcharts with
 ## the kubectl layer's Helm (needs git and the internet). Synth checks the checkout is at the pinned revision.

@@ -1,6 +1,10 @@
 """Synth benchmark: `python app.py` for an environment against a bare one-stack CDK app (one S3 bucket, the same
 cdk.json feature flags), run alternately in one session so that machine noise hits both equally; prints each median
-and the median ratio."""
+and the median ratio.
+
+``--baseline-rev REV`` also times another git revision of the app in the same session: REV is checked out into a
+temporary git worktree, and each run times this tree and then REV, with the same Python and the same environment
+files (this tree's), so the ratio says how much slower or faster this tree synthesizes than REV."""
 
 from __future__ import annotations
 
@@ -27,9 +31,9 @@ app.synth()
 """
 
 
-def context_json(config: str | None) -> str:
-    context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    context.update(json.loads((ROOT / "cdk.context.json").read_text()))
+def context_json(config: str | None, tree: Path = ROOT) -> str:
+    context = json.loads((tree / "cdk.json").read_text())["context"]
+    context.update(json.loads((tree / "cdk.context.json").read_text()))
     if config is None:
         context.pop("config", None)
     else:
@@ -38,15 +42,18 @@ def context_json(config: str | None) -> str:
     return json.dumps(context)
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> float:
+def timed(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
-def measure(configs: list[str], runs: int) -> dict[str, list[float]]:
-    """Alternate bare, config1, config2, ... ``runs`` times; return seconds per label."""
-    times: dict[str, list[float]] = {"bare": [], **{c: [] for c in configs}}
+def measure(configs: list[str], runs: int, baseline: Path | None = None) -> dict[tuple[str, str], list[float]]:
+    """Alternate bare, config1 (then config1 in ``baseline``), config2, ... ``runs`` times; return seconds per
+    (tree, config), tree being ``"this"`` or ``"baseline"`` (and ``("this", "bare")`` for the bare app)."""
+    trees = {"this": ROOT, **({"baseline": baseline} if baseline else {})}
+    times: dict[tuple[str, str], list[float]] = {("this", "bare"): []}
+    times.update({(tree, config): [] for config in configs for tree in trees})
     with tempfile.TemporaryDirectory() as tmp:
         bare = Path(tmp) / "bare_app.py"
         bare.write_text(BARE_APP)
@@ -54,11 +61,20 @@ def measure(configs: list[str], runs: int) -> dict[str, list[float]]:
         for _ in range(runs):
             # Same cdk.json feature flags for both (synth-time template validation is one of them).
             bare_env = {**base_env, "CDK_OUTDIR": f"{tmp}/bare.out", "CDK_CONTEXT_JSON": context_json(None)}
-            times["bare"].append(timed([sys.executable, str(bare)], bare_env))
+            times["this", "bare"].append(timed([sys.executable, str(bare)], bare_env))
             for config in configs:
-                env = {**base_env, "CDK_OUTDIR": f"{tmp}/app.out", "CDK_CONTEXT_JSON": context_json(config)}
-                times[config].append(timed([sys.executable, "app.py"], env))
+                for tree, path in trees.items():
+                    # Run from the tree, so that its own kvtiers is imported first (before the editable install's).
+                    env = {**base_env, "CDK_OUTDIR": f"{tmp}/app.out", "CDK_CONTEXT_JSON": context_json(config, path)}
+                    times[tree, config].append(timed([sys.executable, "app.py"], env, cwd=path))
     return times
+
+
+def worktree(rev: str, folder: Path) -> Path:
+    """``rev`` checked out (detached) into a new git worktree under ``folder``."""
+    path = folder / "baseline"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--quiet", "--detach", str(path), rev], check=True)
+    return path
 
 
 def endpoints_variant(count: int, folder: Path) -> str:
@@ -77,21 +93,40 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--config", action="append", help="environment file(s); default config/dev.yaml")
     parser.add_argument("--endpoints", action="store_true", help="also compare 1 against 20 endpoints")
+    parser.add_argument(
+        "--baseline-rev", metavar="REV", help="also time git revision REV (a temporary worktree) in the same runs"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        configs = args.config or ["config/dev.yaml"]
+        # Absolute paths: the baseline tree reads the same files as this one.
+        configs = [str((ROOT / c).resolve()) for c in args.config or ["config/dev.yaml"]]
         if args.endpoints:
             one, twenty = endpoints_variant(1, Path(tmp)), endpoints_variant(20, Path(tmp))
             configs = [*configs, one, twenty]
-        times = measure(configs, args.runs)
-    bare = statistics.median(times["bare"])
-    print(f"bare one-stack app: median {bare:.2f} s over {args.runs} runs")
+        baseline = worktree(args.baseline_rev, Path(tmp)) if args.baseline_rev else None
+        try:
+            times = measure(configs, args.runs, baseline)
+        finally:
+            if baseline is not None:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline)], check=True)
+    bare_times = times["this", "bare"]
+    print(f"bare one-stack app: median {statistics.median(bare_times):.2f} s over {args.runs} runs")
     for config in configs:
-        median = statistics.median(times[config])
-        ratios = [t / b for t, b in zip(times[config], times["bare"])]
-        print(f"{Path(config).name}: median {median:.2f} s, median ratio to bare {statistics.median(ratios):.2f}x")
+        this = times["this", config]
+        ratios = [t / b for t, b in zip(this, bare_times)]
+        print(
+            f"{Path(config).name}: median {statistics.median(this):.2f} s, median ratio to bare "
+            f"{statistics.median(ratios):.2f}x"
+        )
+        if baseline is not None:
+            base = times["baseline", config]
+            ratio = statistics.median(t / b for t, b in zip(this, base))
+            print(
+                f"{Path(config).name} at {args.baseline_rev}: median {statistics.median(base):.2f} s; this tree / "
+                f"{args.baseline_rev}: median ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
+            )
     if args.endpoints:
-        ratios = [t20 / t1 for t1, t20 in zip(times[one], times[twenty])]
+        ratios = [t20 / t1 for t1, t20 in zip(times["this", one], times["this", twenty])]
         print(f"20 endpoints vs 1 endpoint: median ratio {statistics.median(ratios):.2f}x (budget 1.3x)")
 
 
