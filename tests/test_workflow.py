@@ -41,3 +41,11 @@ def test_workflow_runs_the_test_command_synth_and_diff():
     assert diff["permissions"]["id-token"] == "write"
     assert any("configure-aws-credentials" in s.get("uses", "") for s in diff["steps"])
     assert "cdk diff" in " ".join(s.get("run", "") for s in diff["steps"])
+
+
+def test_the_test_job_sets_up_every_supported_python():
+    from tools.python_versions import supported_versions
+
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["test"]["steps"]
+    (setup,) = [s for s in steps if s.get("uses", "").startswith("actions/setup-python@")]
+    assert sorted(str(setup["with"]["python-version"]).split()) == supported_versions()
