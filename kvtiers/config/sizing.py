@@ -1,8 +1,8 @@
 """Derived facts of an environment: memory budgets, GPU placement, cache capacity per tier and the L2 decision.
 
-The constants of the sizing model and the facts it derives. The schema computes them once, when an
-:class:`~kvtiers.config.schema.Environment` is validated (a config that does not fit is invalid), so this module
-knows nothing of the schema. Synth-time validation, the charts (pod memory requests and limits, LMCache's L1 size)
+This module holds the sizing model's constants and the types of its results. The schema computes the results once,
+when an :class:`~kvtiers.config.schema.Environment` is validated (a config whose pods do not fit is invalid), so
+nothing here needs the schema. Synth-time validation, the charts (pod memory requests and limits, LMCache's L1 size)
 and ``kvtiers plan`` all read the :class:`EnvironmentSizing` built there.
 """
 
