@@ -49,7 +49,7 @@ class Module:
 class Import:
     importer: str
     target: str
-    """The imported module, or ``module.name`` for ``from module import name`` when name is not a module."""
+    """``x.y`` for ``import x.y``, ``module.name`` for ``from module import name`` (name may itself be a module)."""
     line: int
 
 
