@@ -28,7 +28,7 @@ def test_an_unacknowledged_finding_fails_synth(tmp_path, monkeypatch):
     """Without the project's acknowledgments cdk-nag's findings fail the synth (the check can fail)."""
     from kvtiers.stacks import deploy_graph
 
-    monkeypatch.setattr(deploy_graph, "acknowledge_platform_findings", lambda graph: None)
+    monkeypatch.setattr(deploy_graph, "acknowledge_findings", lambda graph: None)
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         synth(ROOT / "config/dev.yaml", tmp_path / "out", nag=True)
     violations = report(type("R", (), {"outdir": tmp_path / "out"}))["pluginReports"]
