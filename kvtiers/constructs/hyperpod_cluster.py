@@ -41,6 +41,7 @@ ON_CREATE = "on_create.sh"
 INSTANCE_ROLE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 LIFECYCLE_BUCKET_PREFIX = "sagemaker-"
 """AmazonSageMakerClusterInstanceRolePolicy only lets nodes read buckets whose names start with this."""
+LIFECYCLE_BUCKET_INFIX = "-lcs-"
 BUCKET_NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 ACCOUNT_ID_LENGTH = 12
 
@@ -338,16 +339,18 @@ def vpc_cni_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGrou
 
 def default_lifecycle_bucket_name(stack: cdk.Stack) -> str:
     """``sagemaker-<stack name>-lcs-<account>`` in at most 63 characters. An unresolved account (an
-    environment-agnostic stack) is never cut: the stack-name part is shortened to leave room for its 12 digits."""
+    environment-agnostic stack) is never cut: the stack name is shortened to leave room for its 12 digits."""
     if check.unresolved(stack.stack_name):
         raise ValueError(
             "HyperPodCluster: the stack name is resolved only at deploy time (a nested stack?), so no lifecycle "
             "bucket name can be derived from it; pass lifecycle_bucket_name"
         )
-    prefix = f"{LIFECYCLE_BUCKET_PREFIX}{stack.stack_name.lower()}-lcs-"
+    name = stack.stack_name.lower()
     if check.unresolved(stack.account):
-        return prefix[: 63 - ACCOUNT_ID_LENGTH] + stack.account
-    return (prefix + stack.account)[:63]
+        room = 63 - len(LIFECYCLE_BUCKET_PREFIX) - len(LIFECYCLE_BUCKET_INFIX) - ACCOUNT_ID_LENGTH
+        return f"{LIFECYCLE_BUCKET_PREFIX}{name[:room]}{LIFECYCLE_BUCKET_INFIX}{stack.account}"
+    # Cut as a whole, as it always was: a changed name would replace the (retained) bucket of a deployed stack.
+    return f"{LIFECYCLE_BUCKET_PREFIX}{name}{LIFECYCLE_BUCKET_INFIX}{stack.account}"[:63]
 
 
 def _check_bucket_name(name: str) -> None:
