@@ -19,7 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from kvtiers.constructs import _checks as check
+import kvtiers.constructs._checks as check
 from kvtiers.platform_defaults import (
     ADDON_VERSION_PATTERN,
     CONTROL_PLANE_LOGGING,

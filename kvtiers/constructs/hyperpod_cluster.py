@@ -18,7 +18,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from kvtiers.constructs import _checks as check
+import kvtiers.constructs._checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike
 from kvtiers.platform_defaults import (
     DEEP_HEALTH_CHECKS,

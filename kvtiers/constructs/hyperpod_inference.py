@@ -20,7 +20,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from kvtiers.constructs import _checks as check
+import kvtiers.constructs._checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface, pinned_addon, pod_identity_role
 from kvtiers.k8s_charts.hyperpod_operator.contract import kyverno_values
 from kvtiers.platform_defaults import ADDON_VERSION_PATTERN

@@ -16,7 +16,7 @@ from typing import Literal
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from kvtiers.constructs import _checks as check
+import kvtiers.constructs._checks as check
 
 IpProtocol = Literal["tcp", "udp"]
 
