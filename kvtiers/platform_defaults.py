@@ -27,7 +27,7 @@ KubernetesVersion = Literal["1.30", "1.31", "1.32", "1.33"]
 """EKS versions HyperPod supports that are also in EKS standard support."""
 KUBERNETES_VERSION: KubernetesVersion = "1.33"
 """The newest version HyperPod documents."""
-EndpointAccess = Literal["private", "public_and_private"]
+EndpointAccess = Literal["public_and_private", "private"]
 ENDPOINT_ACCESS: EndpointAccess = "private"
 """The Kubernetes API is reachable only inside the VPC."""
 ControlPlaneLogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -78,5 +78,3 @@ JOURNAL_VOLUME_GIB = 50
 """Raft log between snapshots."""
 SNAPSHOT_ON_DELETE = True
 """Snapshot on stack deletion, so the L2 namespace metadata can be restored."""
-MAX_VOLUME_GIB = 16384
-"""The largest gp3 volume."""

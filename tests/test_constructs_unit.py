@@ -467,7 +467,7 @@ RULES = {
     "system_nodegroup_has_a_node": (lambda: SystemNodegroup(desired_size=0), "SystemNodegroup: desired_size"),
     "eks_endpoint_access_is_known": (
         lambda: eks_cluster(endpoint_access="public"),
-        "EksCluster: endpoint_access must be one of 'private', 'public_and_private'",
+        "EksCluster: endpoint_access must be one of 'public_and_private', 'private'",
     ),
     "eks_public_endpoint_needs_cidrs": (
         lambda: eks_cluster(endpoint_access="public_and_private"),
