@@ -132,9 +132,9 @@ class HyperPodCluster(Construct):
     :param lifecycle_dir: folder uploaded as lifecycle scripts; must hold ``on_create.sh``. @default the project's
         own script
     :param lifecycle_bucket_name: name of the lifecycle-script bucket; must start with ``sagemaker-`` (the only
-        buckets HyperPod nodes may read). @default ``sagemaker-<stack name>-lcs-<account>``, the stack name
-        lower-cased and shortened so that the name fits 63 characters (in an environment-agnostic stack the account
-        is resolved at deploy time)
+        buckets HyperPod nodes may read). @default ``sagemaker-<stack name, lower-cased>-lcs-<account>`` cut to 63
+        characters; in an environment-agnostic stack the account is resolved at deploy time and the stack name is
+        shortened instead, so the account is never cut
     """
 
     def __init__(
@@ -279,6 +279,7 @@ class HyperPodCluster(Construct):
 
     @property
     def cluster_arn(self) -> str:
+        """The HyperPod cluster's ARN (a deploy-time value)."""
         return self.cluster.attr_cluster_arn
 
 
