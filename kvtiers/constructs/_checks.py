@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable
+from dataclasses import fields
 from typing import Any, get_args
 
 import aws_cdk as cdk
@@ -47,3 +48,12 @@ def distinct(owner: str, name: str, values: Iterable[object]) -> None:
         if value in seen:
             raise ValueError(f"{owner}: {name} must be unique, {value!r} appears twice")
         seen.append(value)
+
+
+def exact_addon_versions(versions: Any, pattern: str, example: str) -> None:
+    """Every field of the dataclass ``versions`` is an exact EKS add-on version."""
+    owner = type(versions).__name__
+    for f in fields(versions):
+        version = getattr(versions, f.name)
+        if not re.match(pattern, version):
+            raise ValueError(f"{owner}: {f.name} {version!r} is not an EKS add-on version like {example!r}")

@@ -6,9 +6,8 @@ Kubernetes version.
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, cast
 
 import aws_cdk as cdk
@@ -84,12 +83,7 @@ class CoreAddonVersions:
     eks_pod_identity_agent: str
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            version = getattr(self, f.name)
-            if not re.match(ADDON_VERSION_PATTERN, version):
-                raise ValueError(
-                    f"CoreAddonVersions: {f.name} {version!r} is not an EKS add-on version like 'v1.20.4-eksbuild.1'"
-                )
+        check.exact_addon_versions(self, ADDON_VERSION_PATTERN, "v1.20.4-eksbuild.1")
         if addon_version(self.vpc_cni) < MIN_VPC_CNI_VERSION:
             minimum = ".".join(map(str, MIN_VPC_CNI_VERSION))
             raise ValueError(

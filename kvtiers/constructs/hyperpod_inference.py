@@ -8,9 +8,8 @@ the cert-manager CRDs, so the FSx driver is installed even when no endpoint uses
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import aws_cdk as cdk
@@ -52,12 +51,7 @@ class OperatorAddonVersions:
     metrics_server: str
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            version = getattr(self, f.name)
-            if not re.match(ADDON_VERSION_PATTERN, version):
-                raise ValueError(
-                    f"OperatorAddonVersions: {f.name} {version!r} is not an EKS add-on version like 'v1.0.0-eksbuild.1'"
-                )
+        check.exact_addon_versions(self, ADDON_VERSION_PATTERN, "v1.0.0-eksbuild.1")
 
 
 class InferenceOperator(Construct):
