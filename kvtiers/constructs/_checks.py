@@ -10,10 +10,13 @@ from typing import Any, get_args
 
 import aws_cdk as cdk
 
+STRING_TOKEN_MARKER = "${Token["
+"""How aws-cdk-lib encodes a token inside a string: a string without it is resolved, no jsii round trip needed."""
+
 
 def unresolved(value: str) -> bool:
     """A deploy-time value (a CDK token): its format can only be checked by CloudFormation."""
-    return bool(cdk.Token.is_unresolved(value))
+    return STRING_TOKEN_MARKER in value and bool(cdk.Token.is_unresolved(value))
 
 
 def one_of(owner: str, name: str, value: object, choices: Any) -> None:
