@@ -91,14 +91,10 @@ def test_gp3_iops_above_500_per_gib_is_rejected(tmp_path):
 def test_journal_volume_construct_checks_gp3_limits():
     import aws_cdk as cdk
 
-    from kvtiers.constructs.journal_volumes import CurvineJournalVolumes, JournalVolumesProps
+    from kvtiers.constructs.journal_volumes import CurvineJournalVolumes
 
-    with pytest.raises(ValueError, match="JournalVolumesProps.meta_size_gib: .*500 IOPS per GiB"):
-        CurvineJournalVolumes(
-            cdk.Stack(),
-            "J",
-            props=JournalVolumesProps(availability_zone="us-east-1a", masters=1, meta_size_gib=4, iops=4000),
-        )
+    with pytest.raises(ValueError, match="CurvineJournalVolumes: meta_size_gib: .*500 IOPS per GiB"):
+        CurvineJournalVolumes(cdk.Stack(), "J", availability_zone="us-east-1a", masters=1, meta_size_gib=4, iops=4000)
 
 
 def test_public_endpoint_needs_explicit_cidrs(tmp_path):

@@ -14,7 +14,7 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
-from kvtiers.constructs.model_access import ModelReadAccess, ModelReadAccessProps
+from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, engine_release
 from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 from kvtiers.k8s_charts.serving import (
@@ -74,13 +74,11 @@ class TeamEndpointStack(cdk.Stack):
         access = ModelReadAccess(
             self,
             "Weights",
-            props=ModelReadAccessProps(
-                cluster=cluster,
-                namespace=l2.namespace,
-                service_account=engine_service_account_name(engine.name),
-                bucket="team-models",
-                prefix="llama-3.1-8b-instruct",
-            ),
+            cluster=cluster,
+            namespace=l2.namespace,
+            service_account=engine_service_account_name(engine.name),
+            bucket="team-models",
+            prefix="llama-3.1-8b-instruct",
         )
         props = ServingProps(
             engine=engine,

@@ -15,7 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from kvtiers.aws_limits import gp3_problem
+from kvtiers import platform_defaults as platform
+from kvtiers.aws_limits import GP3_MAX_GIB, GP3_MAX_IOPS, GP3_MAX_MIBPS, GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
 from kvtiers.config.instance_types import G6E_INSTANCE_TYPES, GPU_MEMORY_GIB, InstanceType
 from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
 from kvtiers.config.sizing import (
@@ -42,9 +43,9 @@ from kvtiers.config.versions import (
 )
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-SAGEMAKER_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
-EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$"
-IAM_ROLE_ARN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/[a-zA-Z_0-9+=,.@\-/]+$"
+SAGEMAKER_NAME = platform.SAGEMAKER_NAME_PATTERN
+EKS_CLUSTER_NAME = platform.EKS_CLUSTER_NAME_PATTERN
+IAM_ROLE_ARN = platform.IAM_ROLE_ARN_PATTERN
 # An image reference with an explicit tag or digest. `latest` is rejected separately with its own message.
 PINNED_IMAGE = r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[a-f0-9]{64})$"
 
@@ -101,16 +102,16 @@ class NewVpc(Strict):
 
     mode: Literal["new"] = "new"
     """Create a VPC."""
-    cidr: str = "10.192.0.0/16"
+    cidr: str = platform.VPC_CIDR
     """VPC CIDR. Default: a /16, room for the /24 EKS subnets and the /18 HyperPod subnet."""
-    availability_zones: tuple[str, str] = ("us-east-1a", "us-east-1b")
+    availability_zones: tuple[str, str] = platform.EKS_AVAILABILITY_ZONES
     """Two AZ names for the EKS control-plane subnets (EKS needs two)."""
-    hyperpod_az_id: str = Field(pattern=r"^[a-z]{2,4}\d-az\d+$")
+    hyperpod_az_id: str = Field(pattern=platform.AZ_ID_PATTERN)
     """AZ ID (for example ``use1-az2``) of the HyperPod subnet: where your G6e capacity is. IDs, not names,
     because names are shuffled per account."""
-    hyperpod_subnet_cidr: str = "10.192.64.0/18"
+    hyperpod_subnet_cidr: str = platform.HYPERPOD_SUBNET_CIDR
     """Large because every HyperPod pod takes a VPC IP through the VPC CNI."""
-    nat_gateways: int = Field(default=1, ge=1, le=2)
+    nat_gateways: int = Field(default=platform.NAT_GATEWAYS, ge=1, le=2)
     """One NAT gateway by default (cost); two for AZ-independent egress."""
 
     @field_validator("cidr", "hyperpod_subnet_cidr")
@@ -177,9 +178,9 @@ class EksAddonVersions(Strict):
     @model_validator(mode="after")
     def _pinned(self) -> EksAddonVersions:
         for name, version in self.model_dump().items():
-            if not re.match(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$", version):
+            if not re.match(platform.ADDON_VERSION_PATTERN, version):
                 raise ValueError(f"{name}: {version!r} is not an EKS add-on version like 'v1.20.4-eksbuild.1'")
-        if _version(self.vpc_cni) < (1, 18, 3):
+        if _version(self.vpc_cni) < platform.MIN_VPC_CNI_VERSION:
             raise ValueError(f"vpc_cni {self.vpc_cni} is older than v1.18.3, the minimum HyperPod supports")
         if _version(self.aws_ebs_csi_driver) < (1, 47, 0):
             raise ValueError(
@@ -198,17 +199,16 @@ class SystemNodegroup(Strict):
 
     enabled: bool = True
     """On by default: CoreDNS and the controllers need somewhere to run before the GPU nodes join."""
-    instance_type: str = "m7i.xlarge"
-    desired_size: int = Field(default=2, ge=1, le=10)
+    instance_type: str = platform.SYSTEM_NODE_INSTANCE_TYPE
+    desired_size: int = Field(default=platform.SYSTEM_NODE_COUNT, ge=1, le=10)
 
 
 class Eks(Strict):
     cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
     """EKS cluster name."""
-    # The versions HyperPod supports that are also in EKS standard support; 1.33 is the newest HyperPod documents.
-    kubernetes_version: Literal["1.30", "1.31", "1.32", "1.33"] = "1.33"
+    kubernetes_version: platform.KubernetesVersion = platform.KUBERNETES_VERSION
     """Among the versions HyperPod supports; the kubectl layer package must match (``lambda-layer-kubectl-vNN``)."""
-    endpoint_access: Literal["public_and_private", "private"] = "private"
+    endpoint_access: platform.EndpointAccess = platform.ENDPOINT_ACCESS
     """``private`` by default: the Kubernetes API is reachable only from inside the VPC (CDK's kubectl handler runs
     there). ``public_and_private`` also opens it to ``public_access_cidrs``, which must then be given."""
     public_access_cidrs: tuple[str, ...] = ()
@@ -216,11 +216,7 @@ class Eks(Strict):
     ``0.0.0.0/0`` is accepted, but never implied). Default: none."""
     admin_role_arns: tuple[Annotated[str, Field(pattern=IAM_ROLE_ARN)], ...] = ()
     """IAM roles that get cluster-admin access entries. Default: none (only the kubectl handler role)."""
-    control_plane_logging: tuple[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"], ...] = (
-        "api",
-        "audit",
-        "authenticator",
-    )
+    control_plane_logging: tuple[platform.ControlPlaneLogType, ...] = platform.CONTROL_PLANE_LOGGING
     addons: EksAddonVersions = EksAddonVersions()
     """Pinned versions of the managed core add-ons and the EBS CSI driver."""
     system_nodegroup: SystemNodegroup = SystemNodegroup()
@@ -270,23 +266,20 @@ class Eks(Strict):
 class Taint(Strict):
     key: str
     value: str = ""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+    effect: platform.TaintEffect = platform.TAINT_EFFECT
 
 
 class InstanceGroup(Strict):
     name: str = Field(pattern=SAGEMAKER_NAME)
     instance_type: G6eInstanceType
     count: int = Field(ge=1, le=100)
-    threads_per_core: Literal[1, 2] = 1
+    threads_per_core: platform.ThreadsPerCore = platform.THREADS_PER_CORE
     """1 (no SMT) by default, as HyperPod recommends for GPU groups."""
-    ebs_volume_gb: int = Field(default=500, ge=0, le=16384)
+    ebs_volume_gb: int = Field(default=platform.EBS_VOLUME_GB, ge=0, le=platform.MAX_EBS_VOLUME_GB)
     """Secondary EBS per node, mounted at /opt/sagemaker (container images, kubelet volumes, logs), encrypted with
     the stack key. 0: none, so /opt/sagemaker holds only what the AMI puts there (per AWS's EBS-CSI-on-HyperPod page,
     an LVM volume of the instance stores), which the Curvine worker's check then accepts."""
-    deep_health_checks: tuple[Literal["InstanceStress", "InstanceConnectivity"], ...] = (
-        "InstanceStress",
-        "InstanceConnectivity",
-    )
+    deep_health_checks: tuple[platform.DeepHealthCheck, ...] = platform.DEEP_HEALTH_CHECKS
     labels: dict[str, str] = {}
     taints: tuple[Taint, ...] = ()
     """Custom node taints. AWS does not allow them on a group with deep health checks, so a group with taints
@@ -310,11 +303,11 @@ class InstanceGroup(Strict):
 
 
 class TieredStorage(Strict):
-    enabled: bool = True
+    enabled: bool = platform.TIERED_STORAGE_ENABLED
     """On by default, as in the source design. HyperPod reserves the memory on every node whether or not an endpoint
     uses it; only ``serving: operator`` endpoints with ``inference_operator.l2_backend: tieredstorage`` do, and synth
     says so when none does."""
-    memory_percentage: int = Field(default=20, ge=0, le=100)
+    memory_percentage: int = Field(default=platform.TIERED_STORAGE_MEMORY_PERCENTAGE, ge=0, le=100)
     """Share of each node's memory HyperPod reserves for tiered storage (the source design used 20 %). 0 to 100,
     the range of ``InstanceMemoryAllocationPercentage`` in the SageMaker API reference."""
 
@@ -334,7 +327,7 @@ class DependencyChart(Strict):
 class HyperPod(Strict):
     cluster_name: str = Field(pattern=SAGEMAKER_NAME)
     """HyperPod cluster name (changing it replaces the cluster)."""
-    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    node_recovery: platform.NodeRecovery = platform.NODE_RECOVERY
     """``Automatic`` (default): HyperPod replaces unhealthy nodes without an operator."""
     tiered_storage: TieredStorage = TieredStorage()
     instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1)
@@ -393,13 +386,13 @@ class CurvinePorts(Strict):
 
 
 class CurvineMaster(Strict):
-    replicas: Literal[1, 3, 5] = 1
+    replicas: platform.MasterCount = 1
     """Raft group size, fixed at install (Curvine cannot resize the journal group in place)."""
-    meta_volume_gib: int = Field(default=20, ge=1, le=16384)
-    journal_volume_gib: int = Field(default=50, ge=1, le=16384)
-    volume_iops: int = Field(default=3000, ge=3000, le=16000)
-    volume_throughput_mibps: int = Field(default=125, ge=125, le=1000)
-    snapshot_on_delete: bool = True
+    meta_volume_gib: int = Field(default=platform.META_VOLUME_GIB, ge=1, le=GP3_MAX_GIB)
+    journal_volume_gib: int = Field(default=platform.JOURNAL_VOLUME_GIB, ge=1, le=GP3_MAX_GIB)
+    volume_iops: int = Field(default=GP3_MIN_IOPS, ge=GP3_MIN_IOPS, le=GP3_MAX_IOPS)
+    volume_throughput_mibps: int = Field(default=GP3_MIN_MIBPS, ge=GP3_MIN_MIBPS, le=GP3_MAX_MIBPS)
+    snapshot_on_delete: bool = platform.SNAPSHOT_ON_DELETE
     """Removal policy: snapshot the journal volumes when the stack deletes them (default), else destroy."""
     audit_log: bool = False
     """Master audit log (Curvine's default is on): one log line per file operation, i.e. per LMCache chunk stored or

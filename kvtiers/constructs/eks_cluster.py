@@ -6,7 +6,9 @@ Kubernetes version.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -16,6 +18,26 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+import kvtiers.constructs._checks as check
+from kvtiers.platform_defaults import (
+    ADDON_VERSION_PATTERN,
+    CONTROL_PLANE_LOGGING,
+    EKS_CLUSTER_NAME_PATTERN,
+    ENDPOINT_ACCESS,
+    IAM_ROLE_ARN_PATTERN,
+    KUBERNETES_VERSION,
+    MIN_VPC_CNI_VERSION,
+    SYSTEM_NODE_COUNT,
+    SYSTEM_NODE_INSTANCE_TYPE,
+    ControlPlaneLogType,
+    EndpointAccess,
+    KubernetesVersion,
+)
+
+ClusterLike = eks.ICluster | eks.Cluster
+"""An EKS cluster. ``aws_eks_v2.Cluster`` implements ``ICluster``, but its Python class lacks
+``kubectl_provider_options`` (a jsii binding gap), so type checkers need both named."""
+
 LOG_TYPES = {
     "api": eks.ClusterLoggingTypes.API,
     "audit": eks.ClusterLoggingTypes.AUDIT,
@@ -23,7 +45,6 @@ LOG_TYPES = {
     "controllerManager": eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
     "scheduler": eks.ClusterLoggingTypes.SCHEDULER,
 }
-
 
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 """The VPC CNI enforces NetworkPolicies (its network policy agent, eBPF on each pod's host interface) only when the
@@ -35,51 +56,57 @@ SYSTEM_NODE_LABELS = {"kvtiers.io/role": "system"}
 """Labels of the system node group's nodes, where CoreDNS (and other cluster controllers) run."""
 
 
-@dataclass(frozen=True)
+def as_cluster_interface(cluster: ClusterLike) -> eks.ICluster:
+    """``cluster`` typed as the ``ICluster`` it is (see :data:`ClusterLike`)."""
+    return cast(eks.ICluster, cluster)
+
+
+def addon_version(version: str) -> tuple[int, ...]:
+    """``v1.20.4-eksbuild.1`` -> ``(1, 20, 4)``."""
+    return tuple(int(x) for x in version[1:].split("-")[0].split("."))
+
+
+@dataclass(frozen=True, kw_only=True)
 class CoreAddonVersions:
-    """Pinned versions of the managed core add-ons (never resolved at synth, so upgrades show in ``cdk diff``)."""
+    """Exact versions of the EKS-managed core add-ons (``aws eks describe-addon-versions``), never resolved at
+    synth, so that ``cdk diff`` shows every upgrade.
+
+    :param vpc_cni: ``vpc-cni``; HyperPod needs 1.18.3 or later.
+    :param coredns: ``coredns``.
+    :param kube_proxy: ``kube-proxy``.
+    :param eks_pod_identity_agent: ``eks-pod-identity-agent``.
+    """
 
     vpc_cni: str
     coredns: str
     kube_proxy: str
     eks_pod_identity_agent: str
 
-
-@dataclass(frozen=True)
-class SystemNodegroupProps:
-    instance_type: str = "m7i.xlarge"
-    """Default: 4 vCPU / 16 GiB, enough for CoreDNS, the CSI controller and the routers."""
-    desired_size: int = 2
-    """Default: two nodes, so controllers survive one node's loss."""
-
-
-@dataclass(frozen=True)
-class EksClusterProps:
-    vpc: ec2.IVpc
-    subnets: list[ec2.ISubnet]
-    security_group: ec2.ISecurityGroup
-    addons: CoreAddonVersions
-    cluster_name: str | None = None
-    """Default: a CloudFormation-generated name."""
-    kubernetes_version: str = "1.33"
-    """Default: 1.33, the newest version HyperPod documents."""
-    endpoint_access: str = "private"
-    """``private`` (default: the API is reachable only inside the VPC) or ``public_and_private``."""
-    public_access_cidrs: tuple[str, ...] = ()
-    """Networks allowed to reach the public endpoint; required with ``public_and_private`` so that a public API is
-    never open to the internet by omission. Default: none."""
-    admin_role_arns: tuple[str, ...] = ()
-    """IAM roles given cluster-admin access entries. Default: none."""
-    logging: tuple[str, ...] = ("api", "audit", "authenticator")
-    """Control-plane log types. Default: the ones needed to audit who changed what."""
-    system_nodegroup: SystemNodegroupProps | None = field(default_factory=SystemNodegroupProps)
-    service_ipv4_cidr: str | None = None
-    """Kubernetes Service CIDR. Default: none, EKS picks 10.100.0.0/16 or 172.20.0.0/16 (whichever does not
-    overlap the VPC); set it when NetworkPolicies must name the ``kubernetes`` Service's address."""
-    """Default: a small managed node group; ``None`` for none."""
+    def __post_init__(self) -> None:
+        check.exact_addon_versions(self, ADDON_VERSION_PATTERN, "v1.20.4-eksbuild.1")
+        if addon_version(self.vpc_cni) < MIN_VPC_CNI_VERSION:
+            minimum = ".".join(map(str, MIN_VPC_CNI_VERSION))
+            raise ValueError(
+                f"CoreAddonVersions: vpc_cni {self.vpc_cni} is older than v{minimum}, the oldest HyperPod supports"
+            )
 
 
-def kubectl_layer(scope: Construct, version: str):
+@dataclass(frozen=True, kw_only=True)
+class SystemNodegroup:
+    """A small managed node group for the cluster's controllers (CoreDNS, CSI controllers, routers).
+
+    :param instance_type: EC2 instance type. @default ``m7i.xlarge`` (4 vCPU / 16 GiB)
+    :param desired_size: nodes; the group may grow to at least 4. @default 2, so controllers survive one node's loss
+    """
+
+    instance_type: str = SYSTEM_NODE_INSTANCE_TYPE
+    desired_size: int = SYSTEM_NODE_COUNT
+
+    def __post_init__(self) -> None:
+        check.in_range("SystemNodegroup", "desired_size", self.desired_size, 1)
+
+
+def kubectl_layer(scope: Construct, version: str) -> Any:
     """The kubectl Lambda layer matching ``version`` (for example 1.33 -> ``lambda_layer_kubectl_v33``)."""
     minor = version.split(".")[1]
     module_name = f"aws_cdk.lambda_layer_kubectl_v{minor}"
@@ -94,39 +121,86 @@ def kubectl_layer(scope: Construct, version: str):
 
 
 class EksCluster(Construct):
-    """The EKS cluster HyperPod is orchestrated by. ``cluster`` is the ``aws_eks_v2.Cluster``."""
+    """The EKS cluster HyperPod is orchestrated by.
 
-    def __init__(self, scope: Construct, id: str, *, props: EksClusterProps) -> None:
+    Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``secrets_key``, ``addons`` (the pinned add-ons by name)
+    and ``system_nodegroup`` (``None`` without one).
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param vpc: the cluster's VPC.
+    :param subnets: private subnets (with egress) for the control plane's ENIs and the system node group, in at
+        least two availability zones.
+    :param security_group: the control plane's additional security group (the one the HyperPod nodes carry).
+    :param addons: exact versions of the managed core add-ons.
+    :param cluster_name: the EKS cluster name. @default a CloudFormation-generated name
+    :param kubernetes_version: a version HyperPod supports; the kubectl layer package must match
+        (``aws-cdk.lambda-layer-kubectl-vNN``). @default ``"1.33"``, the newest HyperPod documents
+    :param endpoint_access: ``"private"`` (the API is reachable only inside the VPC) or ``"public_and_private"``
+        (also from ``public_access_cidrs``). @default ``"private"``
+    :param public_access_cidrs: IPv4 networks allowed to reach the public endpoint; required with
+        ``"public_and_private"``, so that a public API is never open to the internet by omission, and refused with
+        ``"private"``. @default none
+    :param admin_role_arns: IAM roles given cluster-admin access entries. @default none
+    :param logging: control-plane log types. @default ``("api", "audit", "authenticator")``, the ones needed to
+        audit who changed what
+    :param system_nodegroup: the managed node group for controllers, or ``None`` for none. @default
+        ``SystemNodegroup()``
+    :param service_ipv4_cidr: the Kubernetes Service CIDR, a private IPv4 range from /12 to /24; set it when
+        NetworkPolicies must name the ``kubernetes`` Service's address. @default none: EKS picks 10.100.0.0/16 or
+        172.20.0.0/16, whichever does not overlap the VPC
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet],
+        security_group: ec2.ISecurityGroup,
+        addons: CoreAddonVersions,
+        cluster_name: str | None = None,
+        kubernetes_version: KubernetesVersion = KUBERNETES_VERSION,
+        endpoint_access: EndpointAccess = ENDPOINT_ACCESS,
+        public_access_cidrs: Sequence[str] = (),
+        admin_role_arns: Sequence[str] = (),
+        logging: Sequence[ControlPlaneLogType] = CONTROL_PLANE_LOGGING,
+        system_nodegroup: SystemNodegroup | None = SystemNodegroup(),
+        service_ipv4_cidr: str | None = None,
+    ) -> None:
         super().__init__(scope, id)
+        access = _endpoint_access(endpoint_access, public_access_cidrs)
+        check.one_of("EksCluster", "kubernetes_version", kubernetes_version, KubernetesVersion)
+        if len(subnets) < 2:
+            raise ValueError(f"EksCluster: subnets needs at least two subnets in two AZs (EKS), got {len(subnets)}")
+        if cluster_name is not None:
+            check.matches("EksCluster", "cluster_name", cluster_name, EKS_CLUSTER_NAME_PATTERN, "an EKS cluster name")
+        for arn in admin_role_arns:
+            check.matches("EksCluster", "admin_role_arns", arn, IAM_ROLE_ARN_PATTERN, "an IAM role ARN")
+        for log_type in logging:
+            check.one_of("EksCluster", "logging", log_type, ControlPlaneLogType)
+        if service_ipv4_cidr is not None:
+            _check_service_cidr(service_ipv4_cidr)
+
         self.secrets_key = kms.Key(self, "SecretsKey", enable_key_rotation=True, description="EKS secrets envelope key")
-        if props.endpoint_access not in ("private", "public_and_private"):
-            raise ValueError(
-                f"EksCluster: endpoint_access must be 'private' or 'public_and_private', got {props.endpoint_access!r}"
-            )
-        access = eks.EndpointAccess.PRIVATE
-        if props.endpoint_access == "public_and_private":
-            if not props.public_access_cidrs:
-                raise ValueError("EksCluster: endpoint_access 'public_and_private' needs public_access_cidrs")
-            access = eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*props.public_access_cidrs)
         self.cluster = eks.Cluster(
             self,
             "Cluster",
-            cluster_name=props.cluster_name,
-            version=eks.KubernetesVersion.of(props.kubernetes_version),
-            vpc=props.vpc,
-            vpc_subnets=[ec2.SubnetSelection(subnets=props.subnets)],
-            security_group=props.security_group,
+            cluster_name=cluster_name,
+            version=eks.KubernetesVersion.of(kubernetes_version),
+            vpc=vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnets=list(subnets))],
+            security_group=security_group,
             endpoint_access=access,
-            cluster_logging=[LOG_TYPES[name] for name in props.logging],
+            cluster_logging=[LOG_TYPES[name] for name in logging],
             secrets_encryption_key=self.secrets_key,
-            service_ipv4_cidr=props.service_ipv4_cidr,
+            service_ipv4_cidr=service_ipv4_cidr,
             default_capacity=0,
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             # The core add-ons below are EKS-managed and pinned; self-managed copies would conflict with them.
             bootstrap_self_managed_addons=False,
-            kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=kubectl_layer(self, props.kubernetes_version)
-            ),
+            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer(self, kubernetes_version)),
         )
         self.addons: dict[str, eks_l1.CfnAddon] = {
             name: pinned_addon(
@@ -138,13 +212,13 @@ class EksCluster(Construct):
                 configuration_values=ADDON_CONFIGURATION.get(name),
             )
             for name, version in (
-                ("vpc-cni", props.addons.vpc_cni),
-                ("kube-proxy", props.addons.kube_proxy),
-                ("coredns", props.addons.coredns),
-                ("eks-pod-identity-agent", props.addons.eks_pod_identity_agent),
+                ("vpc-cni", addons.vpc_cni),
+                ("kube-proxy", addons.kube_proxy),
+                ("coredns", addons.coredns),
+                ("eks-pod-identity-agent", addons.eks_pod_identity_agent),
             )
         }
-        for i, arn in enumerate(props.admin_role_arns):
+        for i, arn in enumerate(admin_role_arns):
             self.cluster.grant_access(
                 f"Admin{i}",
                 arn,
@@ -154,16 +228,16 @@ class EksCluster(Construct):
                     )
                 ],
             )
-        self.system_nodegroup = None
-        if props.system_nodegroup is not None:
+        self.system_nodegroup: eks.Nodegroup | None = None
+        if system_nodegroup is not None:
             self.system_nodegroup = self.cluster.add_nodegroup_capacity(
                 "System",
-                instance_types=[ec2.InstanceType(props.system_nodegroup.instance_type)],
+                instance_types=[ec2.InstanceType(system_nodegroup.instance_type)],
                 ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
                 min_size=1,
-                desired_size=props.system_nodegroup.desired_size,
-                max_size=max(props.system_nodegroup.desired_size, 4),
-                subnets=ec2.SubnetSelection(subnets=props.subnets),
+                desired_size=system_nodegroup.desired_size,
+                max_size=max(system_nodegroup.desired_size, 4),
+                subnets=ec2.SubnetSelection(subnets=list(subnets)),
                 labels=dict(SYSTEM_NODE_LABELS),
             )
             # CoreDNS needs a node to become ACTIVE; without this the add-on waits on a cluster with no nodes.
@@ -181,7 +255,7 @@ class EksCluster(Construct):
         *,
         role: iam.IRole | None = None,
         service_account: str | None = None,
-        configuration_values: dict | None = None,
+        configuration_values: Mapping[str, Any] | None = None,
     ) -> eks_l1.CfnAddon:
         """A pinned EKS add-on installed after the Pod Identity agent (its role, if any, is handed out by it)."""
         addon = pinned_addon(
@@ -199,7 +273,28 @@ class EksCluster(Construct):
         return addon
 
 
-def _required_node_labels(labels: dict[str, str]) -> dict:
+def _endpoint_access(endpoint_access: str, public_access_cidrs: Sequence[str]) -> eks.EndpointAccess:
+    check.one_of("EksCluster", "endpoint_access", endpoint_access, EndpointAccess)
+    for cidr in public_access_cidrs:
+        check.ipv4_network("EksCluster", "public_access_cidrs", cidr)
+    if endpoint_access == "private":
+        if public_access_cidrs:
+            raise ValueError(
+                "EksCluster: public_access_cidrs is set but endpoint_access is 'private' (no public endpoint)"
+            )
+        return eks.EndpointAccess.PRIVATE
+    if not public_access_cidrs:
+        raise ValueError("EksCluster: endpoint_access 'public_and_private' needs public_access_cidrs")
+    return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_access_cidrs)
+
+
+def _check_service_cidr(value: str) -> None:
+    network = check.ipv4_network("EksCluster", "service_ipv4_cidr", value)
+    if not network.is_private or not 12 <= network.prefixlen <= 24:
+        raise ValueError(f"EksCluster: service_ipv4_cidr {value!r} must be a private IPv4 range between /12 and /24")
+
+
+def _required_node_labels(labels: Mapping[str, str]) -> dict[str, Any]:
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -219,16 +314,21 @@ def pinned_addon(
     scope: Construct,
     id: str,
     *,
-    cluster: eks.ICluster,
+    cluster: ClusterLike,
     name: str,
     version: str,
     role: iam.IRole | None = None,
     service_account: str | None = None,
-    configuration_values: dict | None = None,
+    configuration_values: Mapping[str, Any] | None = None,
 ) -> eks_l1.CfnAddon:
     """An EKS add-on at an exact version, overwriting self-managed copies, removed with the stack, optionally with
     an EKS Pod Identity role for its service account and configuration values (tokens allowed)."""
-    if (role is None) != (service_account is None):
+    pod_identity = None
+    if role is not None and service_account is not None:
+        pod_identity = [
+            eks_l1.CfnAddon.PodIdentityAssociationProperty(role_arn=role.role_arn, service_account=service_account)
+        ]
+    elif role is not None or service_account is not None:
         raise ValueError(f"add-on {name}: give both a role and the service account it is for, or neither")
     return eks_l1.CfnAddon(
         scope,
@@ -239,15 +339,11 @@ def pinned_addon(
         resolve_conflicts="OVERWRITE",
         preserve_on_delete=False,
         configuration_values=cdk.Stack.of(scope).to_json_string(configuration_values) if configuration_values else None,
-        pod_identity_associations=[
-            eks_l1.CfnAddon.PodIdentityAssociationProperty(role_arn=role.role_arn, service_account=service_account)
-        ]
-        if role is not None
-        else None,
+        pod_identity_associations=pod_identity,
     )
 
 
-def pod_identity_role(scope: Construct, id: str, description: str) -> iam.Role:
+def pod_identity_role(scope: Construct, id: str, *, description: str) -> iam.Role:
     """A role that EKS Pod Identity can hand to a service account."""
     return iam.Role(
         scope,

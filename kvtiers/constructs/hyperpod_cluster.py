@@ -4,12 +4,13 @@ lifecycle-script bucket, continuous provisioning, automatic node recovery and Hy
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -17,71 +18,163 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+import kvtiers.constructs._checks as check
+from kvtiers.constructs.eks_cluster import ClusterLike
+from kvtiers.platform_defaults import (
+    DEEP_HEALTH_CHECKS,
+    EBS_VOLUME_GB,
+    MAX_EBS_VOLUME_GB,
+    NODE_RECOVERY,
+    SAGEMAKER_NAME_PATTERN,
+    TAINT_EFFECT,
+    THREADS_PER_CORE,
+    TIERED_STORAGE_ENABLED,
+    TIERED_STORAGE_MEMORY_PERCENTAGE,
+    DeepHealthCheck,
+    NodeRecovery,
+    TaintEffect,
+    ThreadsPerCore,
+)
+
 LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
 ON_CREATE = "on_create.sh"
 INSTANCE_ROLE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
+LIFECYCLE_BUCKET_PREFIX = "sagemaker-"
+"""AmazonSageMakerClusterInstanceRolePolicy only lets nodes read buckets whose names start with this."""
+LIFECYCLE_BUCKET_INFIX = "-lcs-"
+BUCKET_NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+ACCOUNT_ID_LENGTH = 12
 
 
-@dataclass(frozen=True)
-class TaintProps:
+@dataclass(frozen=True, kw_only=True)
+class Taint:
+    """A Kubernetes taint HyperPod puts on every node of an instance group.
+
+    :param key: the taint key.
+    :param value: the taint value. @default empty
+    :param effect: what happens to pods that do not tolerate it. @default ``"NoSchedule"`` (only pods that
+        tolerate it run on the group)
+    """
+
     key: str
-    effect: str = "NoSchedule"
-    """Default: ``NoSchedule`` (only pods that tolerate it run on the group)."""
     value: str = ""
+    effect: TaintEffect = TAINT_EFFECT
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            raise ValueError("Taint: key must not be empty")
+        check.one_of(f"Taint {self.key!r}", "effect", self.effect, TaintEffect)
 
 
-@dataclass(frozen=True)
-class InstanceGroupProps:
+@dataclass(frozen=True, kw_only=True)
+class InstanceGroup:
+    """One HyperPod instance group.
+
+    :param name: the group name (a SageMaker name: letters, digits and hyphens, at most 63 characters).
+    :param instance_type: the SageMaker instance type, for example ``ml.g6e.12xlarge``.
+    :param count: nodes in the group; 0 keeps the group without nodes.
+    :param threads_per_core: 1 (no SMT) or 2. @default 1, as HyperPod recommends for GPU groups
+    :param ebs_volume_gb: secondary EBS volume per node, mounted at /opt/sagemaker, encrypted with the cluster's
+        key; 0 for none. @default 500 GB for container images, kubelet volumes and logs
+    :param deep_health_checks: deep health checks at node start. @default both, ``InstanceStress`` and
+        ``InstanceConnectivity``
+    :param labels: Kubernetes labels on the group's nodes. @default none
+    :param taints: Kubernetes taints on the group's nodes; AWS does not allow them together with deep health
+        checks. @default none
+    """
+
     name: str
     instance_type: str
     count: int
-    threads_per_core: int = 1
-    """Default: 1 (no SMT), as HyperPod recommends for GPU groups."""
-    ebs_volume_gb: int = 500
-    """Secondary EBS per node, mounted at /opt/sagemaker. Default: 500 GB for images, kubelet volumes and logs;
-    0 for none."""
-    deep_health_checks: tuple[str, ...] = ("InstanceStress", "InstanceConnectivity")
-    """Default: both deep health checks at node start."""
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: tuple[TaintProps, ...] = ()
+    threads_per_core: ThreadsPerCore = THREADS_PER_CORE
+    ebs_volume_gb: int = EBS_VOLUME_GB
+    deep_health_checks: Sequence[DeepHealthCheck] = DEEP_HEALTH_CHECKS
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Taint] = ()
 
-
-@dataclass(frozen=True)
-class HyperPodClusterProps:
-    eks_cluster: eks.ICluster
-    subnet: ec2.ISubnet
-    security_group: ec2.ISecurityGroup
-    instance_groups: tuple[InstanceGroupProps, ...]
-    cluster_name: str | None = None
-    """Default: a CloudFormation-generated name."""
-    node_recovery: str = "Automatic"
-    """Default: ``Automatic``: HyperPod replaces unhealthy nodes without an operator."""
-    tiered_storage_enabled: bool = True
-    """Default: on; LMCache's L1 on HyperPod uses this memory tier."""
-    tiered_storage_memory_percentage: int = 20
-    """Default: 20 % of node memory, the value the source design measured with."""
-    lifecycle_dir: Path = LIFECYCLE_DIR
-    """Folder uploaded as lifecycle scripts; must hold ``on_create.sh``. Default: the project's own script."""
+    def __post_init__(self) -> None:
+        owner = f"InstanceGroup {self.name!r}"
+        check.matches(owner, "name", self.name, SAGEMAKER_NAME_PATTERN, "a SageMaker name")
+        check.in_range(owner, "count", self.count, 0)
+        check.one_of(owner, "threads_per_core", self.threads_per_core, ThreadsPerCore)
+        check.in_range(owner, "ebs_volume_gb", self.ebs_volume_gb, 0, MAX_EBS_VOLUME_GB)
+        for health_check in self.deep_health_checks:
+            check.one_of(owner, "deep_health_checks", health_check, DeepHealthCheck)
+        check.distinct(owner, "deep_health_checks", self.deep_health_checks)
+        # "Getting started with Amazon EKS support in SageMaker HyperPod": custom taints cannot be added to nodes in
+        # instance groups that have deep health checks on (HyperPod taints those nodes itself while checking).
+        if self.taints and self.deep_health_checks:
+            raise ValueError(
+                f"{owner}: taints cannot be combined with deep_health_checks {list(self.deep_health_checks)} "
+                "(AWS HyperPod EKS prerequisites); remove the taints or set deep_health_checks=()"
+            )
 
 
 class HyperPodCluster(Construct):
-    """The HyperPod cluster. ``cluster`` is the ``CfnCluster``; ``execution_role``, ``lifecycle_bucket``, ``key``."""
+    """The HyperPod cluster.
 
-    def __init__(self, scope: Construct, id: str, *, props: HyperPodClusterProps) -> None:
+    Attributes: ``cluster`` (the ``CfnCluster``), ``execution_role``, ``lifecycle_bucket``, ``lifecycle_deployment``
+    and ``key`` (node volumes and lifecycle scripts).
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param eks_cluster: the EKS cluster that orchestrates HyperPod.
+    :param subnet: the subnet of the HyperPod nodes.
+    :param security_group: the security group of the HyperPod nodes.
+    :param instance_groups: at least one instance group; names unique.
+    :param cluster_name: the HyperPod cluster name (a SageMaker name). @default a CloudFormation-generated name
+    :param node_recovery: ``"Automatic"`` or ``"None"``. @default ``"Automatic"``: HyperPod replaces unhealthy
+        nodes without an operator
+    :param tiered_storage_enabled: HyperPod tiered storage (managed tiered KV cache memory on every node).
+        @default on: LMCache's L1 on HyperPod (the operator's tiered-storage backend) uses this memory tier
+    :param tiered_storage_memory_percentage: share of node memory, 0 to 100, reserved for tiered storage when it is
+        on. @default 20, the value the source design measured with
+    :param lifecycle_dir: folder uploaded as lifecycle scripts; must hold ``on_create.sh``. @default the project's
+        own script
+    :param lifecycle_bucket_name: name of the lifecycle-script bucket; must start with ``sagemaker-`` (the only
+        buckets HyperPod nodes may read). @default ``sagemaker-<stack name, lower-cased>-lcs-<account>`` cut to 63
+        characters; in an environment-agnostic stack the account is resolved at deploy time and the stack name is
+        shortened instead, so the account is never cut
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        eks_cluster: ClusterLike,
+        subnet: ec2.ISubnet,
+        security_group: ec2.ISecurityGroup,
+        instance_groups: Sequence[InstanceGroup],
+        cluster_name: str | None = None,
+        node_recovery: NodeRecovery = NODE_RECOVERY,
+        tiered_storage_enabled: bool = TIERED_STORAGE_ENABLED,
+        tiered_storage_memory_percentage: int = TIERED_STORAGE_MEMORY_PERCENTAGE,
+        lifecycle_dir: Path = LIFECYCLE_DIR,
+        lifecycle_bucket_name: str | None = None,
+    ) -> None:
         super().__init__(scope, id)
-        if not (props.lifecycle_dir / ON_CREATE).is_file():
-            raise ValueError(f"lifecycle_dir {props.lifecycle_dir} has no {ON_CREATE}")
-        if not props.instance_groups:
-            raise ValueError("HyperPodClusterProps.instance_groups must not be empty")
-        stack = cdk.Stack.of(self)
+        if not (lifecycle_dir / ON_CREATE).is_file():
+            raise ValueError(f"HyperPodCluster: lifecycle_dir {lifecycle_dir} has no {ON_CREATE}")
+        if not instance_groups:
+            raise ValueError("HyperPodCluster: instance_groups must not be empty")
+        check.distinct("HyperPodCluster", "instance_groups names", [g.name for g in instance_groups])
+        if cluster_name is not None:
+            check.matches("HyperPodCluster", "cluster_name", cluster_name, SAGEMAKER_NAME_PATTERN, "a SageMaker name")
+        check.one_of("HyperPodCluster", "node_recovery", node_recovery, NodeRecovery)
+        check.in_range("HyperPodCluster", "tiered_storage_memory_percentage", tiered_storage_memory_percentage, 0, 100)
+        if lifecycle_bucket_name is None:
+            lifecycle_bucket_name = default_lifecycle_bucket_name(cdk.Stack.of(self))
+        else:
+            _check_bucket_name(lifecycle_bucket_name)
+
         self.key = kms.Key(
             self, "Key", enable_key_rotation=True, description="HyperPod node volumes and lifecycle scripts"
         )
         self.lifecycle_bucket = s3.Bucket(
             self,
             "LifecycleBucket",
-            # AmazonSageMakerClusterInstanceRolePolicy only lets nodes read buckets named sagemaker-*.
-            bucket_name=f"sagemaker-{stack.stack_name.lower()}-lcs-{stack.account}"[:63],
+            bucket_name=lifecycle_bucket_name,
             encryption=s3.BucketEncryption.KMS,
             encryption_key=self.key,
             enforce_ssl=True,
@@ -92,7 +185,7 @@ class HyperPodCluster(Construct):
         self.lifecycle_deployment = s3deploy.BucketDeployment(
             self,
             "LifecycleScripts",
-            sources=[s3deploy.Source.asset(str(props.lifecycle_dir))],
+            sources=[s3deploy.Source.asset(str(lifecycle_dir))],
             destination_bucket=self.lifecycle_bucket,
             destination_key_prefix="lifecycle",
             prune=True,
@@ -116,13 +209,13 @@ class HyperPodCluster(Construct):
                 resources=["*"],
             )
         )
-        for statement in vpc_cni_statements(subnet=props.subnet, security_group=props.security_group):
+        for statement in vpc_cni_statements(subnet=subnet, security_group=security_group):
             self.execution_role.add_to_policy(statement)
         self.execution_role.add_to_policy(
             iam.PolicyStatement(
                 sid="PodIdentity",
                 actions=["eks-auth:AssumeRoleForPodIdentity"],
-                resources=[props.eks_cluster.cluster_arn],
+                resources=[eks_cluster.cluster_arn],
             )
         )
         # Reading the lifecycle scripts decrypts with the key (granted by grant_read). HyperPod itself creates the
@@ -132,29 +225,27 @@ class HyperPodCluster(Construct):
         self.key.grant(self.execution_role, "kms:CreateGrant", "kms:DescribeKey")
 
         tiered = sagemaker.CfnCluster.TieredStorageConfigProperty(
-            mode="Enable" if props.tiered_storage_enabled else "Disable",
-            instance_memory_allocation_percentage=props.tiered_storage_memory_percentage
-            if props.tiered_storage_enabled
-            else None,
+            mode="Enable" if tiered_storage_enabled else "Disable",
+            instance_memory_allocation_percentage=tiered_storage_memory_percentage if tiered_storage_enabled else None,
         )
         self.cluster = sagemaker.CfnCluster(
             self,
             "Cluster",
-            cluster_name=props.cluster_name,
+            cluster_name=cluster_name,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
-                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=props.eks_cluster.cluster_arn)
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster.cluster_arn)
             ),
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
-                security_group_ids=[props.security_group.security_group_id], subnets=[props.subnet.subnet_id]
+                security_group_ids=[security_group.security_group_id], subnets=[subnet.subnet_id]
             ),
-            node_recovery=props.node_recovery,
+            node_recovery=node_recovery,
             node_provisioning_mode="Continuous",
             tiered_storage_config=tiered,
-            instance_groups=[self._group(g) for g in props.instance_groups],
+            instance_groups=[self._group(g) for g in instance_groups],
         )
         self.cluster.node.add_dependency(self.lifecycle_deployment)
 
-    def _group(self, group: InstanceGroupProps) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+    def _group(self, group: InstanceGroup) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
             instance_type=group.instance_type,
@@ -188,6 +279,7 @@ class HyperPodCluster(Construct):
 
     @property
     def cluster_arn(self) -> str:
+        """The HyperPod cluster's ARN (a deploy-time value)."""
         return self.cluster.attr_cluster_arn
 
 
@@ -244,3 +336,31 @@ def vpc_cni_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGrou
         ),
         iam.PolicyStatement(sid="CniEniTags", actions=["ec2:CreateTags"], resources=[ec2_arn("network-interface")]),
     ]
+
+
+def default_lifecycle_bucket_name(stack: cdk.Stack) -> str:
+    """``sagemaker-<stack name>-lcs-<account>`` in at most 63 characters. An unresolved account (an
+    environment-agnostic stack) is never cut: the stack name is shortened to leave room for its 12 digits."""
+    if check.unresolved(stack.stack_name):
+        raise ValueError(
+            "HyperPodCluster: the stack name is resolved only at deploy time (a nested stack?), so no lifecycle "
+            "bucket name can be derived from it; pass lifecycle_bucket_name"
+        )
+    name = stack.stack_name.lower()
+    if check.unresolved(stack.account):
+        room = 63 - len(LIFECYCLE_BUCKET_PREFIX) - len(LIFECYCLE_BUCKET_INFIX) - ACCOUNT_ID_LENGTH
+        return f"{LIFECYCLE_BUCKET_PREFIX}{name[:room]}{LIFECYCLE_BUCKET_INFIX}{stack.account}"
+    # Cut as a whole, as it always was: a changed name would replace the (retained) bucket of a deployed stack.
+    return f"{LIFECYCLE_BUCKET_PREFIX}{name}{LIFECYCLE_BUCKET_INFIX}{stack.account}"[:63]
+
+
+def _check_bucket_name(name: str) -> None:
+    if check.unresolved(name):
+        return
+    if not name.startswith(LIFECYCLE_BUCKET_PREFIX):
+        raise ValueError(
+            f"HyperPodCluster: lifecycle_bucket_name {name!r} must start with {LIFECYCLE_BUCKET_PREFIX!r} "
+            f"({INSTANCE_ROLE_POLICY} lets nodes read only those buckets)"
+        )
+    if not re.match(BUCKET_NAME_PATTERN, name) or ".." in name:
+        raise ValueError(f"HyperPodCluster: lifecycle_bucket_name {name!r} is not a valid S3 bucket name")

@@ -9,13 +9,16 @@ that folder as a chart asset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
+
+from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface
 
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"
@@ -28,7 +31,7 @@ HEALTH_TAINT = {
     "value": "Unschedulable",
     "effect": "NoSchedule",
 }
-DEVICE_PLUGIN_TOLERATIONS: dict[str, tuple[dict, ...]] = {
+DEVICE_PLUGIN_TOLERATIONS: dict[str, tuple[dict[str, str], ...]] = {
     # The parent chart's own values at the pinned commit (``helm_chart/HyperPodHelmChart/values.yaml``). Helm
     # replaces lists, so extra tolerations are appended to these, never given alone.
     "nvidia-device-plugin": ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, HEALTH_TAINT),
@@ -43,51 +46,62 @@ v0.16.1 ``templates/daemonset-device-plugin.yml``; aws/eks-charts ``aws-efa-k8s-
 ``templates/daemonset.yaml``). The health-monitoring agent tolerates every taint in its own template."""
 
 
-@dataclass(frozen=True)
-class HyperPodDependenciesProps:
-    cluster: eks.ICluster
-    region: str
-    chart_dir: Path
-    """Local copy of ``helm_chart/HyperPodHelmChart`` with its ``charts/`` resolved (``helm dependency update``)."""
-    tolerations: tuple[dict, ...] = ()
-    """Kubernetes tolerations for the custom taints of the HyperPod groups; the device plugins get them on top of
-    their defaults so that tainted GPU nodes still offer ``nvidia.com/gpu``. Default: none (no custom taints)."""
-    wait: bool = True
-    """Wait until the chart's controllers (training and MPI operators) are ready, and roll back otherwise. Needs a
-    node for them before HyperPod's nodes exist (the system node group): without one, set ``False`` or the install
-    waits for nodes that HyperPod creates only after it. Default: wait."""
-
-
-def chart_values(region: str, tolerations: tuple[dict, ...]) -> dict:
+def chart_values(region: str, tolerations: Sequence[Mapping[str, str]]) -> dict[str, Any]:
     """Values for the dependency chart: the region for the health-monitoring agent's image, and every custom taint
     tolerated by the device plugins."""
     # Subchart values are keyed by the subchart name, not the enable flag (sagemaker-hyperpod-cli#289).
-    values: dict = {"health-monitoring-agent": {"region": region}, "global": {"region": region}}
+    values: dict[str, Any] = {"health-monitoring-agent": {"region": region}, "global": {"region": region}}
     if tolerations:
         for subchart, defaults in DEVICE_PLUGIN_TOLERATIONS.items():
-            values[subchart] = {"tolerations": [*defaults, *tolerations]}
+            values[subchart] = {"tolerations": [*defaults, *(dict(t) for t in tolerations)]}
     return values
 
 
 class HyperPodDependencies(Construct):
-    """Deploys the vendored chart; ``chart`` is the ``HelmChart`` the HyperPod cluster must depend on."""
+    """Deploys the vendored chart as a chart asset.
 
-    def __init__(self, scope: Construct, id: str, *, props: HyperPodDependenciesProps) -> None:
+    Attributes: ``chart`` (the ``HelmChart`` the HyperPod cluster must depend on) and ``chart_asset``.
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param cluster: the EKS cluster to install the chart on.
+    :param chart_dir: a local copy of ``helm_chart/HyperPodHelmChart`` with its ``charts/`` resolved
+        (``helm dependency update``); must hold ``Chart.yaml``.
+    :param region: the region of the health-monitoring agent's image. @default the stack's region
+    :param tolerations: Kubernetes tolerations (as in a pod spec) for the custom taints of the HyperPod groups; the
+        device plugins get them on top of their own, so that tainted GPU nodes still offer ``nvidia.com/gpu``.
+        @default none (no custom taints)
+    :param wait: wait until the chart's controllers (training and MPI operators) are ready, and roll back otherwise.
+        Needs a node for them before HyperPod's nodes exist (the system node group): without one, set ``False`` or
+        the install waits for nodes that HyperPod creates only after it. @default wait
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: ClusterLike,
+        chart_dir: Path,
+        region: str | None = None,
+        tolerations: Sequence[Mapping[str, str]] = (),
+        wait: bool = True,
+    ) -> None:
         super().__init__(scope, id)
-        if not (props.chart_dir / "Chart.yaml").is_file():
-            raise ValueError(f"HyperPodDependencies: chart_dir {props.chart_dir} has no Chart.yaml")
-        asset = s3_assets.Asset(self, "ChartAsset", path=str(props.chart_dir))
+        if not (chart_dir / "Chart.yaml").is_file():
+            raise ValueError(f"HyperPodDependencies: chart_dir {chart_dir} has no Chart.yaml")
+        self.chart_asset = s3_assets.Asset(self, "ChartAsset", path=str(chart_dir))
         self.chart = eks.HelmChart(
             self,
             "Chart",
-            cluster=props.cluster,
-            chart_asset=asset,
+            cluster=as_cluster_interface(cluster),
+            chart_asset=self.chart_asset,
             release=RELEASE,
             namespace=NAMESPACE,
             create_namespace=False,
             # Helm 4 (the kubectl layer's) waits whenever it is atomic.
-            atomic=props.wait,
-            wait=props.wait,
+            atomic=wait,
+            wait=wait,
             timeout=cdk.Duration.minutes(10),
-            values=chart_values(props.region, props.tolerations),
+            values=chart_values(region if region is not None else cdk.Stack.of(self).region, tolerations),
         )

@@ -8,7 +8,9 @@ the cert-manager CRDs, so the FSx driver is installed even when no endpoint uses
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks as eks_l1
@@ -17,8 +19,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from kvtiers.constructs.eks_cluster import pinned_addon, pod_identity_role
+import kvtiers.constructs._checks as check
+from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface, pinned_addon, pod_identity_role
 from kvtiers.k8s_charts.hyperpod_operator.contract import kyverno_values
+from kvtiers.platform_defaults import ADDON_VERSION_PATTERN
 
 OPERATOR_ADDON = "amazon-sagemaker-hyperpod-inference"
 OPERATOR_NAMESPACE = "hyperpod-inference-system"
@@ -26,29 +30,72 @@ OPERATOR_SERVICE_ACCOUNT = "hyperpod-inference-controller-manager"
 KEDA_SERVICE_ACCOUNT = "keda-operator"
 EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
 """The add-on refuses an execution role whose name does not start with this."""
+CHART_VERSION_PATTERN = r"^\d+\.\d+\.\d+$"
 
 
-@dataclass(frozen=True)
-class InferenceOperatorProps:
-    cluster: eks.Cluster
-    hyperpod_cluster_arn: str
-    environment_name: str
-    operator_version: str
-    cert_manager_version: str
-    s3_csi_version: str
-    fsx_csi_version: str
-    metrics_server_version: str
-    kyverno_chart_version: str
-    model_buckets: tuple[str, ...] = ()
-    """Buckets the S3 CSI driver may read model weights from. Default: none."""
+@dataclass(frozen=True, kw_only=True)
+class OperatorAddonVersions:
+    """Exact EKS add-on versions of the HyperPod Inference Operator and its prerequisites.
+
+    :param inference_operator: ``amazon-sagemaker-hyperpod-inference``.
+    :param cert_manager: ``cert-manager``.
+    :param s3_csi_driver: ``aws-mountpoint-s3-csi-driver``.
+    :param fsx_csi_driver: ``aws-fsx-csi-driver``.
+    :param metrics_server: ``metrics-server``.
+    """
+
+    inference_operator: str
+    cert_manager: str
+    s3_csi_driver: str
+    fsx_csi_driver: str
+    metrics_server: str
+
+    def __post_init__(self) -> None:
+        check.exact_addon_versions(self, ADDON_VERSION_PATTERN, "v1.0.0-eksbuild.1")
 
 
 class InferenceOperator(Construct):
-    """``operator_addon`` and ``kyverno`` are what endpoint manifests must depend on."""
+    """The operator add-on with its prerequisites, roles and TLS bucket, and Kyverno.
 
-    def __init__(self, scope: Construct, id: str, *, props: InferenceOperatorProps) -> None:
+    Attributes: ``operator_addon`` and ``kyverno`` (what endpoint manifests must depend on), ``prerequisites``,
+    ``execution_role``, ``keda_role``, ``s3_csi_role``, ``tls_bucket``, ``configuration`` (the add-on's) and
+    ``model_object_arns`` (the objects the S3 CSI driver may read).
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param cluster: the EKS cluster (with an OpenID Connect provider).
+    :param hyperpod_cluster_arn: the HyperPod cluster the operator schedules on.
+    :param environment_name: names the execution role ``SageMakerHyperPodInference-<environment_name>`` (cut to 64
+        characters) and describes the resources.
+    :param addons: exact versions of the operator add-on and its prerequisites.
+    :param kyverno_chart_version: the Kyverno Helm chart version, ``X.Y.Z``.
+    :param model_buckets: buckets the S3 CSI driver may read model weights from. @default none
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: ClusterLike,
+        hyperpod_cluster_arn: str,
+        environment_name: str,
+        addons: OperatorAddonVersions,
+        kyverno_chart_version: str,
+        model_buckets: Sequence[str] = (),
+    ) -> None:
         super().__init__(scope, id)
-        cluster = self._cluster = props.cluster
+        if not environment_name:
+            raise ValueError("InferenceOperator: environment_name must not be empty")
+        check.matches(
+            "InferenceOperator",
+            "kyverno_chart_version",
+            kyverno_chart_version,
+            CHART_VERSION_PATTERN,
+            "a chart version X.Y.Z",
+        )
+        check.distinct("InferenceOperator", "model_buckets", model_buckets)
+        self._cluster = cluster
         self.tls_bucket = s3.Bucket(
             self,
             "TlsCertificates",
@@ -63,7 +110,7 @@ class InferenceOperator(Construct):
         self.execution_role = iam.Role(
             self,
             "ExecutionRole",
-            role_name=f"{EXECUTION_ROLE_PREFIX}-{props.environment_name}"[:64],
+            role_name=f"{EXECUTION_ROLE_PREFIX}-{environment_name}"[:64],
             assumed_by=iam.CompositePrincipal(
                 iam.ServicePrincipal("sagemaker.amazonaws.com"),
                 iam.OpenIdConnectPrincipal(provider).with_conditions(
@@ -104,46 +151,44 @@ class InferenceOperator(Construct):
                 resources=["*"],
             )
         )
-        s3_role = pod_identity_role(self, "S3CsiRole", "Mountpoint S3 CSI driver: read model weights")
-        for bucket in props.model_buckets:
-            s3_role.add_to_policy(
-                iam.PolicyStatement(actions=["s3:ListBucket"], resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}"])
-            )
-            s3_role.add_to_policy(
-                iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}/*"])
-            )
+        s3_role = pod_identity_role(self, "S3CsiRole", description="Mountpoint S3 CSI driver: read model weights")
+        bucket_arns = [f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}" for bucket in model_buckets]
+        self.model_object_arns = tuple(f"{arn}/*" for arn in bucket_arns)
+        for bucket_arn, objects in zip(bucket_arns, self.model_object_arns, strict=True):
+            s3_role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn]))
+            s3_role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
         self.s3_csi_role = s3_role
         self.prerequisites = [
-            self._addon("CertManager", "cert-manager", props.cert_manager_version),
+            self._addon("CertManager", "cert-manager", addons.cert_manager),
             self._addon(
                 "S3Csi",
                 "aws-mountpoint-s3-csi-driver",
-                props.s3_csi_version,
+                addons.s3_csi_driver,
                 pod_identity=(s3_role, "s3-csi-driver-sa"),
             ),
-            self._addon("FsxCsi", "aws-fsx-csi-driver", props.fsx_csi_version),
-            self._addon("MetricsServer", "metrics-server", props.metrics_server_version),
+            self._addon("FsxCsi", "aws-fsx-csi-driver", addons.fsx_csi_driver),
+            self._addon("MetricsServer", "metrics-server", addons.metrics_server),
         ]
-        self.configuration = {
+        self.configuration: dict[str, Any] = {
             "executionRoleArn": self.execution_role.role_arn,
             "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
-            "hyperpodClusterArn": props.hyperpod_cluster_arn,
+            "hyperpodClusterArn": hyperpod_cluster_arn,
             # Endpoints are reached through the operator's routing Service inside the VPC; no ALB is created.
             "alb": {"enabled": False},
             "keda": {"enabled": True, "auth": {"aws": {"irsa": {"enabled": True, "roleArn": self.keda_role.role_arn}}}},
         }
         self.operator_addon = self._addon(
-            "Operator", OPERATOR_ADDON, props.operator_version, configuration=self.configuration
+            "Operator", OPERATOR_ADDON, addons.inference_operator, configuration=self.configuration
         )
         for prerequisite in self.prerequisites:
             self.operator_addon.node.add_dependency(prerequisite)
         self.kyverno = eks.HelmChart(
             self,
             "Kyverno",
-            cluster=cluster,
+            cluster=as_cluster_interface(cluster),
             chart="kyverno",
             repository="https://kyverno.github.io/kyverno/",
-            version=props.kyverno_chart_version,
+            version=kyverno_chart_version,
             namespace="kyverno",
             release="kyverno",
             create_namespace=True,
@@ -157,7 +202,13 @@ class InferenceOperator(Construct):
         self.kyverno.node.add_dependency(self.operator_addon)
 
     def _addon(
-        self, id: str, name: str, version: str, *, pod_identity=None, configuration: dict | None = None
+        self,
+        id: str,
+        name: str,
+        version: str,
+        *,
+        pod_identity: tuple[iam.IRole, str] | None = None,
+        configuration: Mapping[str, Any] | None = None,
     ) -> eks_l1.CfnAddon:
         role, service_account = pod_identity or (None, None)
         return pinned_addon(

@@ -16,66 +16,83 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from kvtiers.aws_limits import gp3_problem
+import kvtiers.constructs._checks as check
+from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
+from kvtiers.platform_defaults import JOURNAL_VOLUME_GIB, META_VOLUME_GIB, SNAPSHOT_ON_DELETE, MasterCount
 
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 EBS_CSI_MANAGED_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MasterVolumes:
+    """The two volumes of one Curvine master."""
+
     meta: ec2.Volume
     journal: ec2.Volume
 
 
-@dataclass(frozen=True)
-class JournalVolumesProps:
-    availability_zone: str
-    """AZ name of the HyperPod subnet (a volume attaches only to nodes in its own AZ)."""
-    masters: int
-    meta_size_gib: int = 20
-    """Default: 20 GiB of RocksDB metadata, ample for millions of LMCache chunk files."""
-    journal_size_gib: int = 50
-    """Default: 50 GiB of Raft log between snapshots."""
-    iops: int = 3000
-    """Default: the gp3 baseline (no extra charge)."""
-    throughput_mibps: int = 125
-    """Default: the gp3 baseline."""
-    snapshot_on_delete: bool = True
-    """Default: snapshot on stack deletion, so the L2 namespace metadata can be restored."""
-
-
 class CurvineJournalVolumes(Construct):
-    """``volumes[i]`` holds master ``i``'s meta and journal volumes; ``key`` encrypts them."""
+    """KMS-encrypted gp3 volumes for the Curvine masters, tagged ``kvtiers.io/volume``.
 
-    def __init__(self, scope: Construct, id: str, *, props: JournalVolumesProps) -> None:
+    Attributes: ``volumes`` (``volumes[i]`` holds master ``i``'s meta and journal volumes), ``key`` and
+    ``availability_zone``.
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param availability_zone: AZ name of the HyperPod subnet (a volume attaches only to nodes in its own AZ).
+    :param masters: Curvine masters, 1, 3 or 5 (an odd Raft quorum); one pair of volumes each.
+    :param meta_size_gib: size of each RocksDB metadata volume. @default 20 GiB, ample for millions of LMCache chunk
+        files
+    :param journal_size_gib: size of each Raft journal volume. @default 50 GiB of Raft log between snapshots
+    :param iops: provisioned IOPS of every volume (gp3 limits apply). @default 3000, the gp3 baseline (no extra
+        charge)
+    :param throughput_mibps: provisioned throughput of every volume (gp3 limits apply). @default 125 MiB/s, the gp3
+        baseline
+    :param snapshot_on_delete: snapshot the volumes when the stack deletes them, so the L2 namespace metadata can be
+        restored; otherwise they are destroyed. @default snapshot
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        availability_zone: str,
+        masters: MasterCount,
+        meta_size_gib: int = META_VOLUME_GIB,
+        journal_size_gib: int = JOURNAL_VOLUME_GIB,
+        iops: int = GP3_MIN_IOPS,
+        throughput_mibps: int = GP3_MIN_MIBPS,
+        snapshot_on_delete: bool = SNAPSHOT_ON_DELETE,
+    ) -> None:
         super().__init__(scope, id)
-        if props.masters not in (1, 3, 5):
-            raise ValueError(f"JournalVolumesProps.masters must be 1, 3 or 5, got {props.masters}")
-        for field_name, size in (("meta_size_gib", props.meta_size_gib), ("journal_size_gib", props.journal_size_gib)):
-            problem = gp3_problem(size_gib=size, iops=props.iops, throughput_mibps=props.throughput_mibps)
+        check.one_of("CurvineJournalVolumes", "masters", masters, MasterCount)
+        for name, size in (("meta_size_gib", meta_size_gib), ("journal_size_gib", journal_size_gib)):
+            problem = gp3_problem(size_gib=size, iops=iops, throughput_mibps=throughput_mibps)
             if problem:
-                raise ValueError(f"CurvineJournalVolumes: JournalVolumesProps.{field_name}: {problem}")
-        self.availability_zone = props.availability_zone
+                raise ValueError(f"CurvineJournalVolumes: {name}: {problem}")
+        self.availability_zone = availability_zone
         self.key = kms.Key(self, "Key", enable_key_rotation=True, description="Curvine master metadata and journal")
-        policy = cdk.RemovalPolicy.SNAPSHOT if props.snapshot_on_delete else cdk.RemovalPolicy.DESTROY
+        policy = cdk.RemovalPolicy.SNAPSHOT if snapshot_on_delete else cdk.RemovalPolicy.DESTROY
         self.volumes: list[MasterVolumes] = []
-        for i in range(props.masters):
-            pair = MasterVolumes(
-                meta=self._volume(f"Master{i}Meta", props.meta_size_gib, props, policy),
-                journal=self._volume(f"Master{i}Journal", props.journal_size_gib, props, policy),
+        for i in range(masters):
+            self.volumes.append(
+                MasterVolumes(
+                    meta=self._volume(f"Master{i}Meta", meta_size_gib, iops, throughput_mibps, policy),
+                    journal=self._volume(f"Master{i}Journal", journal_size_gib, iops, throughput_mibps, policy),
+                )
             )
-            self.volumes.append(pair)
 
-    def _volume(self, id: str, size: int, props: JournalVolumesProps, policy: cdk.RemovalPolicy) -> ec2.Volume:
+    def _volume(self, id: str, size: int, iops: int, throughput: int, policy: cdk.RemovalPolicy) -> ec2.Volume:
         volume = ec2.Volume(
             self,
             id,
-            availability_zone=props.availability_zone,
+            availability_zone=self.availability_zone,
             size=cdk.Size.gibibytes(size),
             volume_type=ec2.EbsDeviceVolumeType.GP3,
-            iops=props.iops,
-            throughput=props.throughput_mibps,
+            iops=iops,
+            throughput=throughput,
             encrypted=True,
             encryption_key=self.key,
             removal_policy=policy,

@@ -5,56 +5,74 @@ The role may list only the weights' prefix and read only objects below it; nothi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import aws_cdk as cdk
 from aws_cdk import aws_eks as eks_l1
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from kvtiers.constructs.eks_cluster import pod_identity_role
+import kvtiers.constructs._checks as check
+from kvtiers.constructs.eks_cluster import ClusterLike, pod_identity_role
 
-
-@dataclass(frozen=True)
-class ModelReadAccessProps:
-    cluster: eks.ICluster
-    namespace: str
-    service_account: str
-    bucket: str
-    prefix: str
-    """Key prefix of the weights, without leading or trailing slash."""
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 
 
 class ModelReadAccess(Construct):
-    """``role`` is the Pod Identity role; ``association`` binds it to the service account."""
+    """A Pod Identity role that reads one prefix of one bucket, bound to one service account.
 
-    def __init__(self, scope: Construct, id: str, *, props: ModelReadAccessProps) -> None:
+    Attributes: ``role``, ``association`` (binds the role to the service account) and ``weights_arn`` (the ARN
+    pattern of the objects the role may read).
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param cluster: the EKS cluster of the service account.
+    :param namespace: the Kubernetes namespace of the service account.
+    :param service_account: the service account the role is handed to.
+    :param bucket: the bucket with the weights.
+    :param prefix: key prefix of the weights, without leading or trailing slash.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: ClusterLike,
+        namespace: str,
+        service_account: str,
+        bucket: str,
+        prefix: str,
+    ) -> None:
         super().__init__(scope, id)
-        if props.prefix.startswith("/") or props.prefix.endswith("/") or not props.prefix:
-            raise ValueError(f"ModelReadAccessProps.prefix {props.prefix!r} must not be empty or start/end with '/'")
-        bucket_arn = f"arn:{cdk.Aws.PARTITION}:s3:::{props.bucket}"
-        self.role = pod_identity_role(self, "Role", f"read model weights s3://{props.bucket}/{props.prefix}/")
+        if not prefix or prefix.startswith("/") or prefix.endswith("/"):
+            raise ValueError(f"ModelReadAccess: prefix {prefix!r} must not be empty or start or end with '/'")
+        check.matches("ModelReadAccess", "namespace", namespace, DNS1123_LABEL, "a Kubernetes namespace name")
+        check.matches(
+            "ModelReadAccess",
+            "service_account",
+            service_account,
+            DNS1123_SUBDOMAIN,
+            "a Kubernetes service account name",
+        )
+        bucket_arn = f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}"
+        self.weights_arn = f"{bucket_arn}/{prefix}/*"
+        self.role = pod_identity_role(self, "Role", description=f"read model weights s3://{bucket}/{prefix}/")
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="ListWeightsPrefix",
                 actions=["s3:ListBucket"],
                 resources=[bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [props.prefix, f"{props.prefix}/*"]}},
+                conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
             )
         )
         self.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ReadWeights", actions=["s3:GetObject"], resources=[f"{bucket_arn}/{props.prefix}/*"]
-            )
+            iam.PolicyStatement(sid="ReadWeights", actions=["s3:GetObject"], resources=[self.weights_arn])
         )
-        self.weights_resource = f"arn:<AWS::Partition>:s3:::{props.bucket}/{props.prefix}/*"
-        """The object wildcard as cdk-nag names it in its IAM5 finding."""
         self.association = eks_l1.CfnPodIdentityAssociation(
             self,
             "Association",
-            cluster_name=props.cluster.cluster_name,
-            namespace=props.namespace,
-            service_account=props.service_account,
+            cluster_name=cluster.cluster_name,
+            namespace=namespace,
+            service_account=service_account,
             role_arn=self.role.role_arn,
         )

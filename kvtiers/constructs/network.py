@@ -5,68 +5,123 @@ group open to itself (EFA needs all traffic both ways) with the FSx for Lustre p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
+import kvtiers.constructs._checks as check
+from kvtiers.platform_defaults import (
+    AZ_ID_PATTERN,
+    EKS_AVAILABILITY_ZONES,
+    HYPERPOD_SUBNET_CIDR,
+    NAT_GATEWAYS,
+    VPC_CIDR,
+)
+
 FSX_LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 
 
-@dataclass(frozen=True)
-class NewVpcProps:
-    """Create a VPC."""
+@dataclass(frozen=True, kw_only=True)
+class NewVpcOptions:
+    """A VPC to create: private EKS subnets with NAT egress in each zone, and one HyperPod subnet.
+
+    :param hyperpod_az_id: AZ *ID* of the HyperPod subnet (for example ``use1-az2``): where the GPU capacity is.
+        IDs, not names, because names are shuffled per account.
+    :param cidr: the VPC CIDR. @default ``10.192.0.0/16``, room for the /24 EKS subnets and a large HyperPod subnet
+    :param availability_zones: at least two distinct AZ names for the EKS subnets (EKS needs two). @default
+        ``("us-east-1a", "us-east-1b")``
+    :param hyperpod_subnet_cidr: the HyperPod subnet, inside ``cidr``. @default ``10.192.64.0/18``, large because
+        every HyperPod pod takes a VPC IP through the VPC CNI
+    :param nat_gateways: NAT gateways, at least one (the HyperPod subnet's egress) and at most one per zone.
+        @default 1 (cost); two for AZ-independent egress
+    """
 
     hyperpod_az_id: str
-    """AZ ID of the HyperPod subnet (for example ``use1-az2``)."""
-    cidr: str = "10.192.0.0/16"
-    """VPC CIDR. Default: a /16, room for the /24 EKS subnets and a large HyperPod subnet."""
-    availability_zones: tuple[str, ...] = ("us-east-1a", "us-east-1b")
-    """AZ names for the EKS subnets. Default: two us-east-1 zones (EKS needs two)."""
-    hyperpod_subnet_cidr: str = "10.192.64.0/18"
-    """Default: a /18, because every HyperPod pod takes a VPC IP through the VPC CNI."""
-    nat_gateways: int = 1
-    """Default: one NAT gateway (cost); two for AZ-independent egress."""
+    cidr: str = VPC_CIDR
+    availability_zones: Sequence[str] = EKS_AVAILABILITY_ZONES
+    hyperpod_subnet_cidr: str = HYPERPOD_SUBNET_CIDR
+    nat_gateways: int = NAT_GATEWAYS
+
+    def __post_init__(self) -> None:
+        owner = "NewVpcOptions"
+        check.matches(owner, "hyperpod_az_id", self.hyperpod_az_id, AZ_ID_PATTERN, "an AZ ID such as 'use1-az2'")
+        vpc = check.ipv4_network(owner, "cidr", self.cidr)
+        subnet = check.ipv4_network(owner, "hyperpod_subnet_cidr", self.hyperpod_subnet_cidr)
+        if not subnet.subnet_of(vpc):
+            raise ValueError(f"{owner}: hyperpod_subnet_cidr {subnet} is not inside cidr {vpc}")
+        if len(self.availability_zones) < 2:
+            raise ValueError(f"{owner}: availability_zones needs at least two AZs (an EKS requirement)")
+        check.distinct(owner, "availability_zones", self.availability_zones)
+        check.in_range(owner, "nat_gateways", self.nat_gateways, 1, len(self.availability_zones))
 
 
-@dataclass(frozen=True)
-class ExistingVpcProps:
-    """Import an existing VPC by IDs (no synth-time lookups)."""
+@dataclass(frozen=True, kw_only=True)
+class ExistingVpcAttributes:
+    """An existing VPC, imported by IDs (no synth-time lookups).
+
+    :param vpc_id: the VPC ID.
+    :param cidr: the VPC's primary IPv4 CIDR.
+    :param private_subnet_ids: private subnets (with NAT egress) for EKS, at least two.
+    :param availability_zones: AZ names of ``private_subnet_ids``, one per subnet, in the same order.
+    :param hyperpod_subnet_id: the HyperPod subnet.
+    :param hyperpod_availability_zone: AZ name of the HyperPod subnet.
+    :param security_group_id: the security group of EKS and HyperPod. @default none: one with the EFA and FSx rules
+        is created
+    """
 
     vpc_id: str
     cidr: str
-    private_subnet_ids: tuple[str, ...]
-    availability_zones: tuple[str, ...]
+    private_subnet_ids: Sequence[str]
+    availability_zones: Sequence[str]
     hyperpod_subnet_id: str
     hyperpod_availability_zone: str
     security_group_id: str | None = None
-    """Default: none, so a security group with the EFA and FSx rules is created."""
+
+    def __post_init__(self) -> None:
+        owner = "ExistingVpcAttributes"
+        if not check.unresolved(self.cidr):
+            check.ipv4_network(owner, "cidr", self.cidr)
+        if len(self.private_subnet_ids) < 2:
+            raise ValueError(f"{owner}: private_subnet_ids needs at least two subnets (an EKS requirement)")
+        if len(self.availability_zones) != len(self.private_subnet_ids):
+            raise ValueError(f"{owner}: availability_zones must list one AZ per entry of private_subnet_ids")
 
 
 class HyperPodNetwork(Construct):
-    """VPC, EKS subnets, the HyperPod subnet and the shared security group.
+    """VPC, EKS subnets, the HyperPod subnet and the shared security group (all traffic within itself, for EFA,
+    and the FSx for Lustre ports).
 
     Attributes: ``vpc``, ``eks_subnets``, ``hyperpod_subnet``, ``hyperpod_availability_zone`` (AZ *name* of the
     HyperPod subnet, a deploy-time value for a new VPC) and ``security_group``.
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param vpc: a VPC to create (:class:`NewVpcOptions`) or to import (:class:`ExistingVpcAttributes`).
     """
 
-    def __init__(self, scope: Construct, id: str, *, props: NewVpcProps | ExistingVpcProps) -> None:
+    def __init__(self, scope: Construct, id: str, *, vpc: NewVpcOptions | ExistingVpcAttributes) -> None:
         super().__init__(scope, id)
-        if isinstance(props, NewVpcProps):
-            self._create(props)
+        self.vpc: ec2.IVpc
+        self.eks_subnets: list[ec2.ISubnet]
+        self.hyperpod_subnet: ec2.ISubnet
+        self.hyperpod_availability_zone: str
+        self.security_group: ec2.ISecurityGroup
+        if isinstance(vpc, NewVpcOptions):
+            self._create(vpc)
         else:
-            self._import(props)
+            self._import(vpc)
 
-    def _create(self, props: NewVpcProps) -> None:
-        if len(props.availability_zones) < 2:
-            raise ValueError("NewVpcProps.availability_zones needs at least two AZs (an EKS requirement)")
+    def _create(self, options: NewVpcOptions) -> None:
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
-            ip_addresses=ec2.IpAddresses.cidr(props.cidr),
-            availability_zones=list(props.availability_zones),
-            nat_gateways=props.nat_gateways,
+            ip_addresses=ec2.IpAddresses.cidr(options.cidr),
+            availability_zones=list(options.availability_zones),
+            nat_gateways=options.nat_gateways,
             subnet_configuration=[
                 ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
                 ec2.SubnetConfiguration(name="eks", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=24),
@@ -78,17 +133,17 @@ class HyperPodNetwork(Construct):
             self,
             "HyperPodSubnet",
             vpc_id=self.vpc.vpc_id,
-            cidr_block=props.hyperpod_subnet_cidr,
+            cidr_block=options.hyperpod_subnet_cidr,
             # Replaced below by the AZ ID: the L2 subnet only takes a name, HyperPod capacity is pinned by ID.
-            availability_zone=props.availability_zones[0],
+            availability_zone=options.availability_zones[0],
         )
-        cfn_subnet: ec2.CfnSubnet = subnet.node.default_child  # type: ignore[assignment]
+        cfn_subnet = cast(ec2.CfnSubnet, subnet.node.default_child)
         cfn_subnet.add_property_deletion_override("AvailabilityZone")
-        cfn_subnet.add_property_override("AvailabilityZoneId", props.hyperpod_az_id)
-        nat = self.vpc.public_subnets[0].node.find_child("NATGateway")
-        subnet.add_default_nat_route(nat.ref)  # type: ignore[attr-defined]
+        cfn_subnet.add_property_override("AvailabilityZoneId", options.hyperpod_az_id)
+        nat = cast(ec2.CfnNatGateway, self.vpc.public_subnets[0].node.find_child("NATGateway"))
+        subnet.add_default_nat_route(nat.ref)
         cdk.Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
-        self.hyperpod_subnet: ec2.ISubnet = subnet
+        self.hyperpod_subnet = subnet
         self.hyperpod_availability_zone = cfn_subnet.attr_availability_zone
         self.vpc.add_gateway_endpoint(
             "S3",
@@ -97,26 +152,26 @@ class HyperPodNetwork(Construct):
         )
         self.security_group = self._security_group()
 
-    def _import(self, props: ExistingVpcProps) -> None:
+    def _import(self, attributes: ExistingVpcAttributes) -> None:
         self.vpc = ec2.Vpc.from_vpc_attributes(
             self,
             "Vpc",
-            vpc_id=props.vpc_id,
-            vpc_cidr_block=props.cidr,
-            availability_zones=list(props.availability_zones),
-            private_subnet_ids=list(props.private_subnet_ids),
+            vpc_id=attributes.vpc_id,
+            vpc_cidr_block=attributes.cidr,
+            availability_zones=list(attributes.availability_zones),
+            private_subnet_ids=list(attributes.private_subnet_ids),
         )
         self.eks_subnets = list(self.vpc.private_subnets)
         self.hyperpod_subnet = ec2.Subnet.from_subnet_attributes(
             self,
             "HyperPodSubnet",
-            subnet_id=props.hyperpod_subnet_id,
-            availability_zone=props.hyperpod_availability_zone,
+            subnet_id=attributes.hyperpod_subnet_id,
+            availability_zone=attributes.hyperpod_availability_zone,
         )
-        self.hyperpod_availability_zone = props.hyperpod_availability_zone
-        if props.security_group_id:
+        self.hyperpod_availability_zone = attributes.hyperpod_availability_zone
+        if attributes.security_group_id:
             self.security_group = ec2.SecurityGroup.from_security_group_id(
-                self, "SecurityGroup", props.security_group_id, mutable=False
+                self, "SecurityGroup", attributes.security_group_id, mutable=False
             )
         else:
             self.security_group = self._security_group()

@@ -11,7 +11,6 @@ configuration (kvtiers/observability/scrape.py), and is one CloudFormation resou
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
@@ -21,6 +20,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+import kvtiers.constructs._checks as check
+from kvtiers.constructs.eks_cluster import ClusterLike
 from kvtiers.constructs.node_traffic import PortRule, allow_ingress
 
 COLLECTOR_USER = "aps-collector-user"
@@ -28,37 +29,58 @@ COLLECTOR_USER = "aps-collector-user"
 SERVICE = "aps.amazonaws.com"
 
 
-@dataclass(frozen=True)
-class ObservabilityProps:
-    cluster_name: str
-    cluster_arn: str
-    vpc: ec2.IVpc
-    subnets: Sequence[ec2.ISubnet]
-    """At least two subnets in two AZs (the collector's ENIs)."""
-    hyperpod_security_group: ec2.ISecurityGroup
-    system_security_group_id: str
-    """The EKS cluster security group (system nodes and the control plane's ENIs)."""
-    to_hyperpod: tuple[PortRule, ...]
-    to_system: tuple[PortRule, ...]
-    scrape_configuration: str
-    rule_groups: str
-    alert_topic_name: str
-    alertmanager_definition: Callable[[str], str]
-    """``(topic_arn) -> YAML``: the alert manager definition for the topic this construct creates."""
-    environment_name: str
-
-
 class Observability(Construct):
-    """Attributes: ``workspace``, ``scraper``, ``topic``, ``key``, ``security_group``, ``query_policy``."""
+    """Metrics of one EKS cluster into a workspace, with rules and alerts.
 
-    def __init__(self, scope: Construct, id: str, *, props: ObservabilityProps) -> None:
+    Attributes: ``workspace``, ``scraper``, ``rules``, ``topic``, ``key``, ``security_group`` (the collector's
+    ENIs) and ``query_policy``.
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param cluster: the EKS cluster to scrape; its cluster security group (system nodes and the control plane's
+        ENIs) gets the ``to_system`` rules.
+    :param vpc: the cluster's VPC.
+    :param subnets: at least two subnets in two AZs, for the collector's ENIs.
+    :param hyperpod_security_group: the security group of the HyperPod nodes; it gets the ``to_hyperpod`` rules.
+    :param scrape_configuration: the collector's Prometheus scrape configuration (YAML).
+    :param rule_groups: the workspace's recording and alert rules (Prometheus rule-file YAML).
+    :param alertmanager_definition: ``(topic_arn) -> YAML``: the alert manager definition for the topic this
+        construct creates.
+    :param environment_name: the workspace alias and a prefix of the descriptions.
+    :param to_hyperpod: ports on the HyperPod nodes the collector scrapes, one rule per port. @default none
+    :param to_system: ports on the system nodes and control plane the collector reaches, one rule per port.
+        @default none
+    :param alert_topic_name: name of the alert topic. @default a CloudFormation-generated name
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: ClusterLike,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet],
+        hyperpod_security_group: ec2.ISecurityGroup,
+        scrape_configuration: str,
+        rule_groups: str,
+        alertmanager_definition: Callable[[str], str],
+        environment_name: str,
+        to_hyperpod: Sequence[PortRule] = (),
+        to_system: Sequence[PortRule] = (),
+        alert_topic_name: str | None = None,
+    ) -> None:
         super().__init__(scope, id)
+        if len(subnets) < 2:
+            raise ValueError(f"Observability: subnets needs at least two subnets in two AZs, got {len(subnets)}")
+        for name, rules in (("to_hyperpod", to_hyperpod), ("to_system", to_system)):
+            check.distinct("Observability", f"{name} ports", [rule.port for rule in rules])
         stack = cdk.Stack.of(self)
         self.key = kms.Key(
             self,
             "Key",
             enable_key_rotation=True,
-            description=f"{props.environment_name}: metrics workspace and alert topic",
+            description=f"{environment_name}: metrics workspace and alert topic",
         )
         # The workspace's alert manager publishes to the encrypted topic as the AMP service.
         self.key.add_to_resource_policy(
@@ -72,10 +94,8 @@ class Observability(Construct):
         # The workspace keeps AMP's own encryption at rest (an AWS-owned key): a customer-managed key would need a
         # source and target role configuration on the managed collector to write to it. The key encrypts the
         # alert topic.
-        self.workspace = aps.CfnWorkspace(self, "Workspace", alias=props.environment_name)
-        self.topic = sns.Topic(
-            self, "AlertTopic", topic_name=props.alert_topic_name, master_key=self.key, enforce_ssl=True
-        )
+        self.workspace = aps.CfnWorkspace(self, "Workspace", alias=environment_name)
+        self.topic = sns.Topic(self, "AlertTopic", topic_name=alert_topic_name, master_key=self.key, enforce_ssl=True)
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(
                 actions=["sns:Publish", "sns:GetTopicAttributes"],
@@ -87,24 +107,24 @@ class Observability(Construct):
                 },
             )
         )
-        self.workspace.alert_manager_definition = props.alertmanager_definition(self.topic.topic_arn)
+        self.workspace.alert_manager_definition = alertmanager_definition(self.topic.topic_arn)
         self.rules = aps.CfnRuleGroupsNamespace(
-            self, "Rules", name="kvtiers", workspace=self.workspace.attr_arn, data=props.rule_groups
+            self, "Rules", name="kvtiers", workspace=self.workspace.attr_arn, data=rule_groups
         )
 
         self.security_group = ec2.SecurityGroup(
             self,
             "ScraperSecurityGroup",
-            vpc=props.vpc,
+            vpc=vpc,
             allow_all_outbound=False,
-            description=f"{props.environment_name}: managed metrics collector ENIs",
+            description=f"{environment_name}: managed metrics collector ENIs",
         )
         self.security_group.add_egress_rule(
             ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "remote write to the workspace and the Kubernetes API"
         )
         for direction, rules, group_id in (
-            ("Hyperpod", props.to_hyperpod, props.hyperpod_security_group.security_group_id),
-            ("System", props.to_system, props.system_security_group_id),
+            ("Hyperpod", to_hyperpod, hyperpod_security_group.security_group_id),
+            ("System", to_system, cluster.cluster_security_group_id),
         ):
             for rule in rules:
                 allow_ingress(
@@ -128,11 +148,11 @@ class Observability(Construct):
         self.scraper = aps.CfnScraper(
             self,
             "Scraper",
-            alias=f"{props.environment_name}-eks",
+            alias=f"{environment_name}-eks",
             source=aps.CfnScraper.SourceProperty(
                 eks_configuration=aps.CfnScraper.EksConfigurationProperty(
-                    cluster_arn=props.cluster_arn,
-                    subnet_ids=[s.subnet_id for s in props.subnets],
+                    cluster_arn=cluster.cluster_arn,
+                    subnet_ids=[s.subnet_id for s in subnets],
                     security_group_ids=[self.security_group.security_group_id],
                 )
             ),
@@ -141,7 +161,7 @@ class Observability(Construct):
             ),
             scrape_configuration=aps.CfnScraper.ScrapeConfigurationProperty(
                 # Plain YAML: the resource handler encodes it (its CloudFormation example passes the text).
-                configuration_blob=props.scrape_configuration
+                configuration_blob=scrape_configuration
             ),
         )
         # No access entry here: with API authentication, Amazon Managed Service for Prometheus creates the
@@ -151,7 +171,7 @@ class Observability(Construct):
         self.query_policy = iam.ManagedPolicy(
             self,
             "QueryPolicy",
-            description=f"{props.environment_name}: query the metrics workspace",
+            description=f"{environment_name}: query the metrics workspace",
             statements=[
                 iam.PolicyStatement(
                     actions=["aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"],

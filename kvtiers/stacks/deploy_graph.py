@@ -9,8 +9,9 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from kvtiers.config.schema import Environment
+from kvtiers.constructs.model_access import ModelReadAccess
+from kvtiers.stacks import nag as findings
 from kvtiers.stacks.hyperpod_chart import DeployGraphError, plan_hyperpod_chart
-from kvtiers.stacks.nag import acknowledge_platform_findings, acknowledge_workload_findings
 from kvtiers.stacks.network_stack import NetworkStack
 from kvtiers.stacks.platform_stack import PlatformStack
 from kvtiers.stacks.workloads_stack import WorkloadsStack
@@ -68,12 +69,28 @@ def build_deploy_graph(
             app, f"{env.name}-workloads", environment=env, platform=platform, env=aws_env, tags=tags
         )
     graph = DeployGraph(network=network, platform=platform, workloads=workloads)
-    acknowledge_platform_findings(graph)
-    if workloads is not None:
-        acknowledge_workload_findings(graph)
+    acknowledge_findings(graph)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return graph
+
+
+def acknowledge_findings(graph: DeployGraph) -> None:
+    """The project's cdk-nag acknowledgments, on the constructs of ``graph`` that carry the findings."""
+    platform = graph.platform
+    findings.acknowledge_network(graph.network.network)
+    findings.acknowledge_eks(platform.eks)
+    if platform.hyperpod_dependencies is not None:
+        findings.acknowledge_dependency_chart(platform.eks, platform.hyperpod_dependencies)
+    if platform.hyperpod is not None:
+        findings.acknowledge_hyperpod(platform.hyperpod)
+        findings.acknowledge_ebs_csi_role(platform.ebs_csi_role)
+    if platform.inference_operator is not None:
+        findings.acknowledge_inference_operator(platform.inference_operator)
+    if graph.workloads is not None:
+        for access in graph.workloads.node.find_all():
+            if isinstance(access, ModelReadAccess):
+                findings.acknowledge_model_access(access)
 
 
 def synthesize(app: cdk.App, graph: DeployGraph) -> Path:

@@ -2,17 +2,33 @@
 
 Acknowledgments are attached to the narrowest construct that carries the finding. Most are on resources that
 aws-cdk-lib creates for us (the kubectl provider, the bucket-deployment Lambda) whose policies we do not write.
+
+A finding names a resource the way cdk-nag writes the resolved CloudFormation value (``<LogicalId.Arn>/*``,
+``arn:<AWS::Partition>:...``). Those names are derived here from the construct that owns the resource, never
+written out, so that no acknowledgment depends on a hashed logical ID, the bootstrap qualifier, the account or the
+region.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any, cast
 
 import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3_assets as s3_assets
 from constructs import IConstruct
 
+from kvtiers.constructs.eks_cluster import EksCluster
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
+from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
+from kvtiers.constructs.model_access import ModelReadAccess
+from kvtiers.constructs.network import HyperPodNetwork
+
 if TYPE_CHECKING:
-    from kvtiers.stacks.deploy_graph import DeployGraph
+    from kvtiers.constructs.hyperpod_inference import InferenceOperator
 
 
 def acknowledge(scope: IConstruct, reason: str, *rules: str) -> None:
@@ -22,6 +38,51 @@ def acknowledge(scope: IConstruct, reason: str, *rules: str) -> None:
 
 def managed_policy(name: str) -> str:
     return f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]"
+
+
+def flattened(scope: IConstruct, value: Any) -> str:
+    """``value`` resolved in ``scope``'s stack and written as cdk-nag writes it in a finding."""
+    return _flat(cdk.Stack.of(scope).resolve(value))
+
+
+def _flat(node: Any) -> str:
+    if isinstance(node, str):
+        return node.replace("${", "<").replace("}", ">")
+    if isinstance(node, dict) and len(node) == 1:
+        ((function, argument),) = node.items()
+        if function == "Fn::Join":
+            delimiter, parts = argument
+            return str(delimiter).join(_flat(part) for part in parts)
+        if function in ("Fn::Sub", "Fn::ImportValue"):
+            return _flat(argument)
+        if function == "Fn::GetAtt":
+            return f"<{_flat(argument[0])}.{_flat(argument[1])}>"
+        if function == "Ref":
+            return f"<{_flat(argument)}>"
+    return json.dumps(node, separators=(",", ":"))
+
+
+def wildcard_resource(scope: IConstruct, arn: str) -> str:
+    """The IAM5 finding of a wildcard resource ``arn`` (a token or a string) of a policy in ``scope``'s stack."""
+    return f"AwsSolutions-IAM5[Resource::{flattened(scope, arn)}]"
+
+
+def asset_objects(asset: s3_assets.Asset) -> str:
+    """The IAM5 finding of the objects in the bucket ``asset`` is published to (the bootstrap stack's, named by the
+    stack's synthesizer)."""
+    return wildcard_resource(asset, asset.bucket.arn_for_objects("*"))
+
+
+def conditional_managed_policies(role: iam.IRole, name: str) -> list[str]:
+    """The IAM4 findings of the AWS managed policy ``name`` where ``role`` attaches it under a condition (cdk-nag
+    writes a conditional ARN as the JSON of its ``Fn::If``, which names the condition's logical ID)."""
+    cfn_role = cast(iam.CfnRole, role.node.default_child)
+    arns = cdk.Stack.of(role).resolve(cfn_role.managed_policy_arns) or []
+    return [
+        f"AwsSolutions-IAM4[Policy::{_flat(arn)}]"
+        for arn in arns
+        if isinstance(arn, dict) and "Fn::If" in arn and f":iam::aws:policy/{name}" in _flat(arn)
+    ]
 
 
 CDK_PROVIDED = (
@@ -34,54 +95,67 @@ LAMBDA_BASICS = (
     managed_policy("AmazonEC2ContainerRegistryReadOnly"),
     "AwsSolutions-L1",
 )
+ASSET_READS = (
+    "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+    "AwsSolutions-IAM5[Action::s3:GetObject*]",
+    "AwsSolutions-IAM5[Action::s3:List*]",
+)
 
 
-def acknowledge_platform_findings(graph: DeployGraph) -> None:
+def acknowledge_network(network: HyperPodNetwork) -> None:
     acknowledge(
-        graph.network,
+        network,
         "the EKS subnets' AZ names come from the environment file on purpose: deterministic synth, no lookups",
         "CloudFormation-Validate::W3010",
     )
-    platform = graph.platform
-    cluster = platform.eks.cluster
-    # The CDK asset bucket's objects, which aws-cdk-lib's handlers read (default bootstrap qualifier).
-    asset_objects = (
-        f"AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-{platform.account}-{platform.region}/*]"
-    )
-    kubectl = cluster.node.find_child("KubectlProvider")
+
+
+def _kubectl_provider(cluster: EksCluster) -> eks.IKubectlProvider:
+    provider = cluster.cluster.kubectl_provider
+    if provider is None:
+        raise ValueError(f"{cluster.node.path}: the cluster has no kubectl provider")
+    return provider
+
+
+def acknowledge_eks(cluster: EksCluster) -> None:
+    kubectl = _kubectl_provider(cluster)
+    handler_role = kubectl.role
+    assert handler_role is not None, "the kubectl provider has a handler role"
+    handler = cast(lambda_.Function, handler_role.node.scope)
     acknowledge(
         kubectl,
         CDK_PROVIDED,
         *LAMBDA_BASICS,
-        'AwsSolutions-IAM4[Policy::{"Fn::If":["EksClusterKubectlProviderHandlerHasEcrPublicC426D1A5",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}]',
-        "AwsSolutions-IAM5[Resource::<EksClusterKubectlProviderHandlerDA75FB7A.Arn>:*]",
+        *conditional_managed_policies(handler_role, "AmazonElasticContainerRegistryPublicReadOnly"),
+        wildcard_resource(kubectl, f"{handler.function_arn}:*"),
     )
     acknowledge(
-        cluster.role,
+        cluster.cluster.role,
         "AmazonEKSClusterPolicy is the policy EKS documents for the cluster service role",
         managed_policy("AmazonEKSClusterPolicy"),
     )
-    if platform.eks.system_nodegroup is not None:
+    if cluster.system_nodegroup is not None:
         acknowledge(
-            platform.eks.system_nodegroup.role,
+            cluster.system_nodegroup.role,
             "the three managed policies EKS documents for managed node groups",
             managed_policy("AmazonEKSWorkerNodePolicy"),
             managed_policy("AmazonEKS_CNI_Policy"),
             managed_policy("AmazonEC2ContainerRegistryReadOnly"),
         )
-    if platform.hyperpod_dependencies is not None:
-        acknowledge(
-            kubectl,
-            CDK_PROVIDED + "; the read grant lets the Helm handler fetch the vendored HyperPod dependency chart from "
-            "the CDK asset bucket (aws_eks_v2.HelmChart with chart_asset)",
-            "AwsSolutions-IAM5[Action::s3:GetBucket*]",
-            "AwsSolutions-IAM5[Action::s3:GetObject*]",
-            "AwsSolutions-IAM5[Action::s3:List*]",
-            asset_objects,
-        )
-    hyperpod = platform.hyperpod
-    if hyperpod is None:
-        return
+
+
+def acknowledge_dependency_chart(cluster: EksCluster, dependencies: HyperPodDependencies) -> None:
+    acknowledge(
+        _kubectl_provider(cluster),
+        CDK_PROVIDED + "; the read grant lets the Helm handler fetch the vendored HyperPod dependency chart from "
+        "the CDK asset bucket (aws_eks_v2.HelmChart with chart_asset)",
+        *ASSET_READS,
+        asset_objects(dependencies.chart_asset),
+    )
+
+
+def acknowledge_hyperpod(hyperpod: HyperPodCluster) -> None:
+    lifecycle_objects = wildcard_resource(hyperpod, hyperpod.lifecycle_bucket.arn_for_objects("*"))
     acknowledge(
         hyperpod.execution_role,
         "AmazonSageMakerClusterInstanceRolePolicy is required by HyperPod for instance-group roles",
@@ -92,18 +166,17 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
         "ecr:GetAuthorizationToken has no resource scope; image repositories are public or per-account and "
         "pulled by any node; read-only S3/KMS actions come from grant_read on the lifecycle bucket and its key",
         "AwsSolutions-IAM5[Resource::*]",
-        "AwsSolutions-IAM5[Action::s3:GetBucket*]",
-        "AwsSolutions-IAM5[Action::s3:GetObject*]",
-        "AwsSolutions-IAM5[Action::s3:List*]",
-        "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/*]",
+        *ASSET_READS,
+        lifecycle_objects,
     )
+    stack = cdk.Stack.of(hyperpod)
     acknowledge(
         hyperpod.execution_role,
         "the VPC CNI creates, attaches and tags ENIs whose IDs exist only at run time, on HyperPod nodes whose "
         "instance IDs are assigned by HyperPod; scoped to this account and region (and the subnet and security group "
         "for the actions that take them), as the HyperPod reference templates do",
         *(
-            f"AwsSolutions-IAM5[Resource::arn:aws:ec2:{platform.region}:{platform.account}:{kind}/*]"
+            wildcard_resource(hyperpod, stack.format_arn(service="ec2", resource=kind, resource_name="*"))
             for kind in ("instance", "network-interface")
         ),
     )
@@ -112,23 +185,28 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
         "holds only the project's own lifecycle script, written by CDK; versioned, and reads are in CloudTrail",
         "AwsSolutions-S1",
     )
-    deployment_handler = next(c for c in platform.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
+    deployment = hyperpod.lifecycle_deployment
+    # The bucket deployment's Lambda is a singleton of the stack; its role's scope is that function.
+    handler = deployment.handler_role.node.scope
+    assert handler is not None, "the bucket deployment's role belongs to its handler"
+    scripts = next(c for c in deployment.node.find_all() if isinstance(c, s3_assets.Asset))
     acknowledge(
-        deployment_handler,
+        handler,
         CDK_PROVIDED + "; it copies the lifecycle scripts from the CDK asset bucket into the lifecycle bucket",
         *LAMBDA_BASICS,
-        "AwsSolutions-IAM5[Action::s3:GetBucket*]",
-        "AwsSolutions-IAM5[Action::s3:GetObject*]",
-        "AwsSolutions-IAM5[Action::s3:List*]",
+        *ASSET_READS,
         "AwsSolutions-IAM5[Action::s3:Abort*]",
         "AwsSolutions-IAM5[Action::s3:DeleteObject*]",
-        "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/*]",
-        asset_objects,
+        lifecycle_objects,
+        asset_objects(scripts),
         "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
         "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
     )
+
+
+def acknowledge_ebs_csi_role(role: iam.IRole) -> None:
     acknowledge(
-        platform.ebs_csi_role,
+        role,
         "AmazonEBSCSIDriverPolicy is the policy the EBS CSI add-on documents; its KMS wildcards come from "
         "grant_encrypt_decrypt on the journal volumes' own key",
         managed_policy("service-role/AmazonEBSCSIDriverPolicy"),
@@ -137,41 +215,33 @@ def acknowledge_platform_findings(graph: DeployGraph) -> None:
     )
 
 
-def acknowledge_workload_findings(graph: DeployGraph) -> None:
-    from kvtiers.constructs.model_access import ModelReadAccess
+def acknowledge_inference_operator(operator: InferenceOperator) -> None:
+    acknowledge(
+        operator.tls_bucket,
+        "holds only the operator's generated TLS certificates; versioned, TLS-only",
+        "AwsSolutions-S1",
+    )
+    acknowledge(
+        operator.execution_role,
+        "AmazonSageMakerHyperPodInferenceAccess is the policy the operator add-on requires; the S3 wildcards "
+        "come from grant_read_write on the operator's own TLS certificate bucket",
+        managed_policy("AmazonSageMakerHyperPodInferenceAccess"),
+        *(f"AwsSolutions-IAM5[Action::s3:{a}*]" for a in ("Abort", "DeleteObject", "GetBucket", "GetObject", "List")),
+        wildcard_resource(operator, operator.tls_bucket.arn_for_objects("*")),
+    )
+    acknowledge(
+        operator.keda_role, "CloudWatch metric reads have no resource-level scope", "AwsSolutions-IAM5[Resource::*]"
+    )
+    acknowledge(
+        operator.s3_csi_role,
+        "read-only GetObject in the model buckets the environment names (Mountpoint mounts whole buckets)",
+        *(wildcard_resource(operator, arn) for arn in operator.model_object_arns),
+    )
 
-    for access in (c for c in graph.workloads.node.find_all() if isinstance(c, ModelReadAccess)):
-        acknowledge(
-            access.role,
-            "read-only GetObject on the objects below one model prefix: the weights are many files",
-            f"AwsSolutions-IAM5[Resource::{access.weights_resource}]",
-        )
-    operator = graph.platform.inference_operator
-    if operator is not None:
-        acknowledge(
-            operator.tls_bucket,
-            "holds only the operator's generated TLS certificates; versioned, TLS-only",
-            "AwsSolutions-S1",
-        )
-        acknowledge(
-            operator.execution_role,
-            "AmazonSageMakerHyperPodInferenceAccess is the policy the operator add-on requires; the S3 wildcards "
-            "come from grant_read_write on the operator's own TLS certificate bucket",
-            managed_policy("AmazonSageMakerHyperPodInferenceAccess"),
-            *(
-                f"AwsSolutions-IAM5[Action::s3:{a}*]"
-                for a in ("Abort", "DeleteObject", "GetBucket", "GetObject", "List")
-            ),
-            f"AwsSolutions-IAM5[Resource::<{graph.platform.get_logical_id(operator.tls_bucket.node.default_child)}.Arn>/*]",
-        )
-        acknowledge(
-            operator.keda_role, "CloudWatch metric reads have no resource-level scope", "AwsSolutions-IAM5[Resource::*]"
-        )
-        acknowledge(
-            operator.s3_csi_role,
-            "read-only GetObject in the model buckets the environment names (Mountpoint mounts whole buckets)",
-            *(
-                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{b}/*]"
-                for b in graph.platform.operator_model_buckets
-            ),
-        )
+
+def acknowledge_model_access(access: ModelReadAccess) -> None:
+    acknowledge(
+        access.role,
+        "read-only GetObject on the objects below one model prefix: the weights are many files",
+        wildcard_resource(access, access.weights_arn),
+    )

@@ -16,7 +16,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from kvtiers.config.schema import Environment, NewVpc, S3ModelSource
-from kvtiers.constructs.model_access import ModelReadAccess, ModelReadAccessProps
+from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.k8s_charts.curvine_l2 import (
     CurvineCsiChart,
     CurvineMasterChart,
@@ -161,13 +161,11 @@ class WorkloadsStack(cdk.Stack):
             access = ModelReadAccess(
                 self,
                 f"{_pascal(endpoint.name)}ModelAccess",
-                props=ModelReadAccessProps(
-                    cluster=self.cluster,
-                    namespace=env.serving.namespace,
-                    service_account=engine_service_account_name(endpoint.name),
-                    bucket=endpoint.source.bucket,
-                    prefix=endpoint.source.prefix,
-                ),
+                cluster=self.cluster,
+                namespace=env.serving.namespace,
+                service_account=engine_service_account_name(endpoint.name),
+                bucket=endpoint.source.bucket,
+                prefix=endpoint.source.prefix,
             )
             role_arn = access.role.role_arn
         chart = ServingChart(

@@ -1,0 +1,80 @@
+"""Defaults and closed value sets of the platform constructs' arguments (``kvtiers.constructs``).
+
+Free of CDK imports, so that the environment schema reads the same values without loading aws-cdk-lib: each
+default below is the one home of that value, for the constructs and for the environment file.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+# --------------------------------------------------------------------------------------------------- network
+
+VPC_CIDR = "10.192.0.0/16"
+"""A /16: room for the /24 EKS subnets and a large HyperPod subnet."""
+EKS_AVAILABILITY_ZONES = ("us-east-1a", "us-east-1b")
+"""Two us-east-1 zones for the EKS subnets (EKS needs two)."""
+HYPERPOD_SUBNET_CIDR = "10.192.64.0/18"
+"""A /18, because every HyperPod pod takes a VPC IP through the VPC CNI."""
+NAT_GATEWAYS = 1
+"""One NAT gateway (cost); two for AZ-independent egress."""
+AZ_ID_PATTERN = r"^[a-z]{2,4}\d-az\d+$"
+"""An availability zone ID such as ``use1-az2`` (not a zone name such as ``us-east-1a``)."""
+
+# --------------------------------------------------------------------------------------------------- EKS
+
+KubernetesVersion = Literal["1.30", "1.31", "1.32", "1.33"]
+"""EKS versions HyperPod supports that are also in EKS standard support."""
+KUBERNETES_VERSION: KubernetesVersion = "1.33"
+"""The newest version HyperPod documents."""
+EndpointAccess = Literal["public_and_private", "private"]
+ENDPOINT_ACCESS: EndpointAccess = "private"
+"""The Kubernetes API is reachable only inside the VPC."""
+ControlPlaneLogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+CONTROL_PLANE_LOGGING: tuple[ControlPlaneLogType, ...] = ("api", "audit", "authenticator")
+"""The log types needed to audit who changed what."""
+SYSTEM_NODE_INSTANCE_TYPE = "m7i.xlarge"
+"""4 vCPU / 16 GiB, enough for CoreDNS, the CSI controller and the routers."""
+SYSTEM_NODE_COUNT = 2
+"""Two nodes, so controllers survive one node's loss."""
+EKS_CLUSTER_NAME_PATTERN = r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$"
+IAM_ROLE_ARN_PATTERN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/[a-zA-Z_0-9+=,.@\-/]+$"
+ADDON_VERSION_PATTERN = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
+"""An exact EKS add-on version such as ``v1.20.4-eksbuild.1``: pinned, never resolved at synth."""
+MIN_VPC_CNI_VERSION = (1, 18, 3)
+"""The oldest VPC CNI HyperPod supports."""
+
+# --------------------------------------------------------------------------------------------------- HyperPod
+
+SAGEMAKER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+"""A SageMaker resource name: the HyperPod cluster and its instance groups."""
+NodeRecovery = Literal["Automatic", "None"]
+NODE_RECOVERY: NodeRecovery = "Automatic"
+"""HyperPod replaces unhealthy nodes without an operator."""
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+TAINT_EFFECT: TaintEffect = "NoSchedule"
+"""Only pods that tolerate the taint run on the group."""
+DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+DEEP_HEALTH_CHECKS: tuple[DeepHealthCheck, ...] = ("InstanceStress", "InstanceConnectivity")
+"""Both deep health checks at node start."""
+ThreadsPerCore = Literal[1, 2]
+THREADS_PER_CORE: ThreadsPerCore = 1
+"""No SMT, as HyperPod recommends for GPU groups."""
+EBS_VOLUME_GB = 500
+"""Secondary EBS per node, mounted at /opt/sagemaker: images, kubelet volumes and logs."""
+MAX_EBS_VOLUME_GB = 16384
+TIERED_STORAGE_ENABLED = True
+"""LMCache's L1 on HyperPod (the operator's tiered-storage backend) uses this memory tier."""
+TIERED_STORAGE_MEMORY_PERCENTAGE = 20
+"""20 % of node memory, the value the source design measured with."""
+
+# --------------------------------------------------------------------------------------------------- journal volumes
+
+MasterCount = Literal[1, 3, 5]
+"""An odd Raft quorum, fixed at install."""
+META_VOLUME_GIB = 20
+"""RocksDB metadata, ample for millions of LMCache chunk files."""
+JOURNAL_VOLUME_GIB = 50
+"""Raft log between snapshots."""
+SNAPSHOT_ON_DELETE = True
+"""Snapshot on stack deletion, so the L2 namespace metadata can be restored."""

@@ -1,0 +1,328 @@
+"""The environment -> the platform constructs: the network, EKS and the rules between its two kinds of nodes, the
+HyperPod dependency chart and cluster, the Curvine journal volumes, the Inference Operator and the metrics
+collection. Each function builds one construct with the environment's values; the stacks compose and order them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from constructs import Construct
+
+from kvtiers.config.schema import Environment, ExistingVpc, S3ModelSource
+from kvtiers.constructs.eks_cluster import ClusterLike, CoreAddonVersions, EksCluster, SystemNodegroup
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup, Taint
+from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
+from kvtiers.constructs.journal_volumes import CurvineJournalVolumes
+from kvtiers.constructs.network import ExistingVpcAttributes, HyperPodNetwork, NewVpcOptions
+from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
+from kvtiers.k8s_charts.hyperpod_operator import PORT as OPERATOR_INVOCATION_PORT
+from kvtiers.k8s_charts.serving.props import (
+    ENGINE_PORT,
+    LMCACHE_CONTROLLER_PULL_PORT,
+    LMCACHE_CONTROLLER_REPLY_PORT,
+    LMCACHE_WORKER_PORT_BASE,
+)
+
+if TYPE_CHECKING:
+    from kvtiers.constructs.hyperpod_inference import InferenceOperator
+    from kvtiers.constructs.observability import Observability
+
+KUBELET_PORT = 10250
+DNS_PORT = 53
+KUBERNETES_API_PORT = 443
+
+
+def network_vpc(env: Environment) -> NewVpcOptions | ExistingVpcAttributes:
+    net = env.network
+    if isinstance(net, ExistingVpc):
+        return ExistingVpcAttributes(
+            vpc_id=net.vpc_id,
+            cidr=net.cidr,
+            private_subnet_ids=net.private_subnet_ids,
+            availability_zones=net.availability_zones,
+            hyperpod_subnet_id=net.hyperpod_subnet_id,
+            hyperpod_availability_zone=net.hyperpod_availability_zone,
+            security_group_id=net.security_group_id,
+        )
+    return NewVpcOptions(
+        hyperpod_az_id=net.hyperpod_az_id,
+        cidr=net.cidr,
+        availability_zones=net.availability_zones,
+        hyperpod_subnet_cidr=net.hyperpod_subnet_cidr,
+        nat_gateways=net.nat_gateways,
+    )
+
+
+def eks_cluster(scope: Construct, id: str, env: Environment, network: HyperPodNetwork) -> EksCluster:
+    eks = env.eks
+    addons = eks.addons
+    nodes = eks.system_nodegroup
+    return EksCluster(
+        scope,
+        id,
+        vpc=network.vpc,
+        subnets=network.eks_subnets,
+        security_group=network.security_group,
+        addons=CoreAddonVersions(
+            vpc_cni=addons.vpc_cni,
+            coredns=addons.coredns,
+            kube_proxy=addons.kube_proxy,
+            eks_pod_identity_agent=addons.eks_pod_identity_agent,
+        ),
+        cluster_name=eks.cluster_name,
+        kubernetes_version=eks.kubernetes_version,
+        endpoint_access=eks.endpoint_access,
+        public_access_cidrs=eks.public_access_cidrs,
+        admin_role_arns=eks.admin_role_arns,
+        logging=eks.control_plane_logging,
+        service_ipv4_cidr=eks.service_ipv4_cidr,
+        system_nodegroup=SystemNodegroup(instance_type=nodes.instance_type, desired_size=nodes.desired_size)
+        if nodes.enabled
+        else None,
+    )
+
+
+def node_traffic(
+    scope: Construct, id: str, env: Environment, network: HyperPodNetwork, cluster: ClusterLike
+) -> NodeTraffic:
+    to_hyperpod, to_system = node_traffic_rules(env)
+    return NodeTraffic(
+        scope,
+        id,
+        hyperpod_security_group=network.security_group,
+        system_security_group_id=cluster.cluster_security_group_id,
+        system_to_hyperpod=to_hyperpod,
+        hyperpod_to_system=to_system,
+    )
+
+
+def hyperpod_dependencies(
+    scope: Construct, id: str, env: Environment, cluster: ClusterLike, *, chart_dir: Path, wait: bool
+) -> HyperPodDependencies:
+    return HyperPodDependencies(
+        scope,
+        id,
+        cluster=cluster,
+        chart_dir=chart_dir,
+        region=env.region,
+        tolerations=env.hyperpod.taint_tolerations,
+        wait=wait,
+    )
+
+
+def hyperpod_cluster(
+    scope: Construct, id: str, env: Environment, network: HyperPodNetwork, cluster: ClusterLike
+) -> HyperPodCluster:
+    hyperpod = env.hyperpod
+    return HyperPodCluster(
+        scope,
+        id,
+        eks_cluster=cluster,
+        subnet=network.hyperpod_subnet,
+        security_group=network.security_group,
+        cluster_name=hyperpod.cluster_name,
+        node_recovery=hyperpod.node_recovery,
+        tiered_storage_enabled=hyperpod.tiered_storage.enabled,
+        tiered_storage_memory_percentage=hyperpod.tiered_storage.memory_percentage,
+        instance_groups=[
+            InstanceGroup(
+                name=g.name,
+                instance_type=g.instance_type,
+                count=g.count,
+                threads_per_core=g.threads_per_core,
+                ebs_volume_gb=g.ebs_volume_gb,
+                deep_health_checks=g.deep_health_checks,
+                labels=g.labels,
+                taints=[Taint(key=t.key, value=t.value, effect=t.effect) for t in g.taints],
+            )
+            for g in hyperpod.instance_groups
+        ],
+    )
+
+
+def journal_volumes(scope: Construct, id: str, env: Environment, availability_zone: str) -> CurvineJournalVolumes:
+    master = env.curvine.master
+    return CurvineJournalVolumes(
+        scope,
+        id,
+        availability_zone=availability_zone,
+        masters=master.replicas,
+        meta_size_gib=master.meta_volume_gib,
+        journal_size_gib=master.journal_volume_gib,
+        iops=master.volume_iops,
+        throughput_mibps=master.volume_throughput_mibps,
+        snapshot_on_delete=master.snapshot_on_delete,
+    )
+
+
+def ebs_csi_driver_version(env: Environment) -> str:
+    return env.eks.addons.aws_ebs_csi_driver
+
+
+def inference_operator(
+    scope: Construct, id: str, env: Environment, cluster: ClusterLike, hyperpod_cluster_arn: str
+) -> InferenceOperator | None:
+    """The operator, or ``None`` when no endpoint is served by it."""
+    endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
+    if not endpoints:
+        return None
+    from kvtiers.constructs.hyperpod_inference import InferenceOperator, OperatorAddonVersions
+
+    versions = env.inference_operator.addons
+    return InferenceOperator(
+        scope,
+        id,
+        cluster=cluster,
+        hyperpod_cluster_arn=hyperpod_cluster_arn,
+        environment_name=env.name,
+        addons=OperatorAddonVersions(
+            inference_operator=versions.inference_operator,
+            cert_manager=versions.cert_manager,
+            s3_csi_driver=versions.s3_csi_driver,
+            fsx_csi_driver=versions.fsx_csi_driver,
+            metrics_server=versions.metrics_server,
+        ),
+        kyverno_chart_version=env.inference_operator.kyverno_chart_version,
+        model_buckets=sorted({e.source.bucket for e in endpoints if isinstance(e.source, S3ModelSource)}),
+    )
+
+
+def observability(
+    scope: Construct, id: str, env: Environment, network: HyperPodNetwork, cluster: ClusterLike
+) -> Observability | None:
+    """The metrics collection, or ``None`` when the environment has it off."""
+    if not env.observability.enabled:
+        return None
+    # Imported only when enabled: the workspace, collector and topic modules cost synth time otherwise.
+    from kvtiers.constructs.observability import Observability
+    from kvtiers.observability.alertmanager import alertmanager_definition
+    from kvtiers.observability.rules import rules_yaml
+    from kvtiers.observability.scrape import scrape_configuration
+
+    to_hyperpod, to_system = scraper_rules(env)
+    return Observability(
+        scope,
+        id,
+        cluster=cluster,
+        vpc=network.vpc,
+        subnets=network.eks_subnets,
+        hyperpod_security_group=network.security_group,
+        to_hyperpod=to_hyperpod,
+        to_system=to_system,
+        scrape_configuration=scrape_configuration(env),
+        rule_groups=rules_yaml(env),
+        alert_topic_name=env.alert_topic_name,
+        alertmanager_definition=lambda topic: alertmanager_definition(topic, env.region, env.name),
+        environment_name=env.name,
+    )
+
+
+# --------------------------------------------------------------------------------------------------- node traffic
+# The ports between system nodes and HyperPod nodes that the environment's components use, derived once from the
+# environment and the components' own port constants (see the README's node traffic matrix).
+
+
+def node_traffic_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[PortRule, ...]]:
+    """``(system_to_hyperpod, hyperpod_to_system)``: what pods on one kind of node must reach on the other."""
+    endpoints = env.serving.endpoints
+    self_managed = [e for e in endpoints if e.serving == "self_managed"]
+    kvaware = [e for e in self_managed if e.routing == "kvaware"]
+    operator = any(e.serving == "operator" for e in endpoints)
+    to_hyperpod = [
+        PortRule(
+            protocol="tcp",
+            port=env.curvine.ports.master_rpc,
+            reason="Curvine CSI controller creates L2 volumes on the Curvine masters",
+        ),
+    ]
+    # CoreDNS is kept on the system nodes (EksCluster pins it there).
+    to_system = [
+        PortRule(protocol="udp", port=DNS_PORT, reason="pods on HyperPod nodes resolve names with CoreDNS"),
+        PortRule(
+            protocol="tcp", port=DNS_PORT, reason="pods on HyperPod nodes resolve names with CoreDNS (large answers)"
+        ),
+    ]
+    if operator:
+        # metrics-server (an operator prerequisite) scrapes every kubelet, from whichever kind of node it runs on.
+        to_hyperpod.append(
+            PortRule(protocol="tcp", port=KUBELET_PORT, reason="metrics-server scrapes the HyperPod kubelets")
+        )
+        to_system.append(
+            PortRule(
+                protocol="tcp",
+                port=KUBELET_PORT,
+                reason="metrics-server on a HyperPod node scrapes the system kubelets",
+            )
+        )
+    if self_managed:
+        to_hyperpod.append(
+            PortRule(
+                protocol="tcp", port=ENGINE_PORT, reason="routers send requests to the vLLM engines and discover models"
+            )
+        )
+    if kvaware:
+        widest = max(e.tensor_parallel_size for e in kvaware)
+        to_hyperpod.append(
+            PortRule(
+                protocol="tcp",
+                port=LMCACHE_WORKER_PORT_BASE,
+                reason="kvaware: the router's LMCache controller asks the engines' "
+                "LMCache workers (one port per tensor-parallel rank)",
+                to_port=LMCACHE_WORKER_PORT_BASE + widest - 1,
+            )
+        )
+        to_system.append(
+            PortRule(
+                protocol="tcp",
+                port=LMCACHE_CONTROLLER_PULL_PORT,
+                reason="kvaware: engines report their cache to the router's LMCache controller (pull and reply sockets)",
+                to_port=LMCACHE_CONTROLLER_REPLY_PORT,
+            )
+        )
+    if operator:
+        to_hyperpod.append(
+            PortRule(
+                protocol="tcp",
+                port=OPERATOR_INVOCATION_PORT,
+                reason="Inference Operator: its router and controller reach the model pods on their invocation port",
+            )
+        )
+    return _merged(to_hyperpod), _merged(to_system)
+
+
+def scraper_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[PortRule, ...]]:
+    """``(to_hyperpod, to_system)``: what the managed metrics collector (its own security group, ENIs in the EKS
+    subnets) must reach, from its scrape targets. The system side also carries the control plane's ENIs, which
+    serve the Kubernetes API it discovers pods with."""
+    from kvtiers.observability.scrape import ROUTER, targets
+
+    to_hyperpod: list[PortRule] = []
+    to_system = [
+        PortRule(
+            protocol="tcp",
+            port=KUBERNETES_API_PORT,
+            reason="metrics collector discovers pods through the Kubernetes API (control plane ENIs)",
+        )
+    ]
+    for target in targets(env):
+        rule = PortRule(protocol="tcp", port=target.port, reason=f"metrics collector scrapes {target.job} /metrics")
+        (to_system if target.component == ROUTER else to_hyperpod).append(rule)
+    return _merged(to_hyperpod), _merged(to_system)
+
+
+def _merged(rules: list[PortRule]) -> tuple[PortRule, ...]:
+    """One rule per port range; components that share a port share its rule, with both reasons."""
+    by_range: dict[tuple[str, int, int | None], PortRule] = {}
+    for rule in rules:
+        key = (rule.protocol, rule.port, rule.to_port)
+        if key in by_range:
+            rule = PortRule(
+                protocol=rule.protocol,
+                port=rule.port,
+                reason=f"{by_range[key].reason}; {rule.reason}",
+                to_port=rule.to_port,
+            )
+        by_range[key] = rule
+    return tuple(by_range.values())
