@@ -7,6 +7,7 @@ from kubernetes.client import AppsV1Api, CoreV1Api
 
 from kvtiers.cli import names
 from kvtiers.cli.verify import crosspod, k8s, runner
+from kvtiers.k8s_charts import names as chart_names
 from tests.fakes.cluster import build_healthy
 from tests.fakes.kube_server import FakeEngine, FakeKube, json_reply
 
@@ -63,7 +64,7 @@ def test_node_not_ready(world, dev_env):
 
 def test_masters_not_ready(world, dev_env):
     kube, _handles, api, core, apps = world
-    kube.objects[f"/apis/apps/v1/namespaces/curvine/statefulsets/{names.CURVINE_MASTER_STATEFULSET}"]["status"][
+    kube.objects[f"/apis/apps/v1/namespaces/curvine/statefulsets/{chart_names.CURVINE_MASTER}"]["status"][
         "readyReplicas"
     ] = 0
     check = by_name(k8s.check_curvine_masters(core, apps, api, dev_env))["masters Ready"]
@@ -94,8 +95,8 @@ def test_workers_not_registered(world, dev_env):
 
 def test_worker_missing_on_a_node(world, dev_env):
     kube, _handles, _api, core, apps = world
-    kube.pods.remove(kube.pod(f"{names.CURVINE_WORKER_DAEMONSET}-1"))
-    kube.pod(f"{names.CURVINE_CSI_NODE_DAEMONSET}-0")["status"]["conditions"][0]["status"] = "False"
+    kube.pods.remove(kube.pod(f"{chart_names.CURVINE_WORKER}-1"))
+    kube.pod(f"{chart_names.CURVINE_CSI_NODE}-0")["status"]["conditions"][0]["status"] = "False"
     results = by_name(k8s.check_curvine_nodes(core, apps, dev_env))
     worker, csi = results["Curvine worker on every GPU node"], results["CSI node on every GPU node"]
     assert not worker.ok and "hyperpod-i-g6e-serving-1" in worker.detail and "(1/2)" in worker.detail

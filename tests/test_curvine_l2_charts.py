@@ -13,37 +13,48 @@ import yaml
 
 from kvtiers.config import load_environment
 from kvtiers.k8s_charts.curvine_l2 import (
+    CurvineCluster,
     CurvineCsiChart,
     CurvineMasterChart,
-    CurvineProps,
-    CurvineStorageChart,
     CurvineWorkerChart,
+    MasterVolumeIds,
 )
-from kvtiers.k8s_charts.curvine_l2.props import DATA_MOUNT, JOURNAL_MOUNT, MASTER, META_MOUNT
+from kvtiers.k8s_charts.curvine_l2.props import DATA_MOUNT, JOURNAL_MOUNT, META_MOUNT
+from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
+from kvtiers.stacks.wiring.curvine import curvine_cluster, curvine_storage_chart
 from tests.conftest import CONFIG_DIR
 
-CHARTS = (CurvineMasterChart, CurvineWorkerChart, CurvineCsiChart, CurvineStorageChart)
 
-
-def props_for(env) -> CurvineProps:
+def props_for(env) -> CurvineCluster:
     n = env.curvine.master.replicas
-    return CurvineProps.from_environment(
+    return curvine_cluster(
         env,
-        journal_volume_ids=tuple((f"vol-meta{i}", f"vol-journal{i}") for i in range(n)),
+        master_volumes=tuple(
+            MasterVolumeIds(meta_volume_id=f"vol-meta{i}", journal_volume_id=f"vol-journal{i}") for i in range(n)
+        ),
         availability_zone="us-east-1b",
     )
 
 
-def render(props: CurvineProps) -> dict[str, list[dict]]:
+def render(env, cluster: CurvineCluster) -> dict[str, list[dict]]:
     app = cdk8s.App()
-    return {cls.__name__: cls(app, cls.__name__.lower(), props=props).to_json() for cls in CHARTS}
+    charts = {
+        cls.__name__: cls(app, cls.__name__.lower(), cluster=cluster)
+        for cls in (CurvineMasterChart, CurvineWorkerChart, CurvineCsiChart)
+    }
+    charts["CurvineStorageChart"] = curvine_storage_chart(app, "curvinestoragechart", env=env, cluster=cluster)
+    return {name: chart.to_json() for name, chart in charts.items()}
+
+
+def render_env(env) -> dict[str, list[dict]]:
+    return render(env, props_for(env))
 
 
 @pytest.fixture(scope="module", params=["dev.yaml", "prod.yaml"])
 def rendered(request):
     env = load_environment(CONFIG_DIR / request.param)
     props = props_for(env)
-    return env, props, render(props)
+    return env, props, render(env, props)
 
 
 def objects(charts: dict[str, list[dict]], kind: str) -> list[dict]:
@@ -125,7 +136,7 @@ def test_persistent_volumes_use_the_cdk_volumes_in_the_hyperpod_zone(rendered):
     pvs = objects(charts, "PersistentVolume")
     assert len(pvs) == 2 * props.masters
     handles = {pv["spec"]["csi"]["volumeHandle"] for pv in pvs}
-    assert handles == {v for pair in props.journal_volume_ids for v in pair}
+    assert handles == {v for pair in props.master_volumes for v in (pair.meta_volume_id, pair.journal_volume_id)}
     for pv in pvs:
         assert pv["spec"]["csi"]["driver"] == "ebs.csi.aws.com"
         term = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
@@ -186,15 +197,10 @@ def test_rbac_is_namespaced_where_it_can_be(rendered):
 
 def test_three_masters_render_three_journal_peers(dev_env):
     curvine = dev_env.curvine.model_copy(update={"master": dev_env.curvine.master.model_copy(update={"replicas": 3})})
-    charts = render(props_for(dev_env.model_copy(update={"curvine": curvine})))
+    charts = render_env(dev_env.model_copy(update={"curvine": curvine}))
     config = tomllib.loads(objects(charts, "ConfigMap")[0]["data"]["curvine-cluster.toml"])
     assert [a["id"] for a in config["journal"]["journal_addrs"]] == [1, 2, 3]
     assert objects(charts, "PodDisruptionBudget")[0]["spec"]["maxUnavailable"] == 1
-
-
-def test_props_reject_a_volume_count_that_does_not_match(dev_env):
-    with pytest.raises(ValueError, match="needs 1 journal volume pairs"):
-        CurvineProps.from_environment(dev_env, journal_volume_ids=(), availability_zone="us-east-1b")
 
 
 # ------------------------------------------------------------------------------------ in the deploy graph

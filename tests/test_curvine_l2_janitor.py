@@ -84,12 +84,7 @@ def test_an_unreadable_l2_fails_the_job_instead_of_reporting_nothing_to_do(tmp_p
 
 
 def test_a_stuck_run_cannot_block_the_next_ones(dev_env):
-    import cdk8s
+    from tests.test_curvine_l2_charts import render_env
 
-    from kvtiers.k8s_charts.curvine_l2 import CurvineProps, CurvineStorageChart
-
-    props = CurvineProps.from_environment(
-        dev_env, journal_volume_ids=(("vol-1", "vol-2"),), availability_zone="us-east-1a"
-    )
-    cronjob = next(o for o in CurvineStorageChart(cdk8s.App(), "s", props=props).to_json() if o["kind"] == "CronJob")
+    cronjob = next(o for o in render_env(dev_env)["CurvineStorageChart"] if o["kind"] == "CronJob")
     assert cronjob["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] > 0

@@ -13,24 +13,24 @@ import pytest
 from kvtiers.config import load_environment
 from kvtiers.k8s_charts.curvine_l2.props import (
     CONF_PATH,
-    CSI_CONTROLLER,
-    CSI_NODE,
     FUSE_CONF_PATH,
-    MASTER,
     PROVISIONER_TIMEOUT_S,
     SERVER_BINARY,
-    WORKER,
     port_table,
 )
+from kvtiers.k8s_charts.names import CURVINE_CSI_CONTROLLER as CSI_CONTROLLER
+from kvtiers.k8s_charts.names import CURVINE_CSI_NODE as CSI_NODE
+from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
+from kvtiers.k8s_charts.names import CURVINE_WORKER as WORKER
 from tests.conftest import CONFIG_DIR
-from tests.test_curvine_l2_charts import container, objects, props_for, render
+from tests.test_curvine_l2_charts import container, objects, props_for, render, render_env
 
 
 @pytest.fixture(scope="module", params=["dev.yaml", "prod.yaml"])
 def rendered(request):
     env = load_environment(CONFIG_DIR / request.param)
     props = props_for(env)
-    return env, props, render(props)
+    return env, props, render(env, props)
 
 
 def _named(charts: dict, kind: str, name: str) -> dict:
@@ -233,16 +233,14 @@ def test_master_audit_log_follows_the_setting(rendered, dev_env):
     env, _, charts = rendered
     assert _config(charts)["master"]["audit_logging_enabled"] is env.curvine.master.audit_log is False
     master = dev_env.curvine.master.model_copy(update={"audit_log": True})
-    on = render(
-        props_for(dev_env.model_copy(update={"curvine": dev_env.curvine.model_copy(update={"master": master})}))
-    )
+    on = render_env(dev_env.model_copy(update={"curvine": dev_env.curvine.model_copy(update={"master": master})}))
     assert _config(on)["master"]["audit_logging_enabled"] is True
 
 
 def test_a_single_master_has_no_disruption_budget(dev_env):
     """maxUnavailable 0 on one master blocks every drain of its node."""
     assert dev_env.curvine.master.replicas == 1
-    assert not objects(render(props_for(dev_env)), "PodDisruptionBudget")
+    assert not objects(render_env(dev_env), "PodDisruptionBudget")
 
 
 # ------------------------------------------------------------------------------------------ ports

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtiers.k8s_charts.curvine_l2.charts import NVME_CHECK_SCRIPT, NVME_CHECK_TARGET, CurvineWorkerChart
+from kvtiers.k8s_charts.curvine_l2.charts import NVME_CHECK_SCRIPT, NVME_CHECK_TARGET
 from kvtiers.k8s_charts.curvine_l2.props import DATA_MOUNT
 
 INSTANCE_STORE = "Amazon EC2 NVMe Instance Storage        "
@@ -131,14 +131,9 @@ def test_missing_mount_fails(node):
 
 
 def test_worker_runs_the_check_on_the_mount_it_uses(dev_env):
-    import cdk8s
+    from tests.test_curvine_l2_charts import render_env
 
-    from kvtiers.k8s_charts.curvine_l2.props import CurvineProps
-
-    props = CurvineProps.from_environment(
-        dev_env, journal_volume_ids=(("vol-1", "vol-2"),), availability_zone="us-east-1a"
-    )
-    (daemonset,) = CurvineWorkerChart(cdk8s.App(), "w", props=props).to_json()
+    (daemonset,) = render_env(dev_env)["CurvineWorkerChart"]
     spec = daemonset["spec"]["template"]["spec"]
     (check,) = spec["initContainers"]
     assert check["command"] == ["/bin/bash", "-c", NVME_CHECK_SCRIPT]

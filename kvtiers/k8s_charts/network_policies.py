@@ -23,7 +23,8 @@ from constructs import Construct
 
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.curvine_l2.charts import api_object
-from kvtiers.k8s_charts.curvine_l2.props import CSI_CONTROLLER, MASTER
+from kvtiers.k8s_charts.names import CURVINE_CSI_CONTROLLER as CSI_CONTROLLER
+from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
 from kvtiers.k8s_charts.serving.props import (
     ENGINE_PORT,
     LMCACHE_CONTROLLER_PULL_PORT,

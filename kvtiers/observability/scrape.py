@@ -18,6 +18,7 @@ from kvtiers.k8s_charts.hyperpod_operator import PORT as OPERATOR_PORT
 from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
 from kvtiers.k8s_charts.hyperpod_operator.contract import POD_ENDPOINT_LABEL
 from kvtiers.k8s_charts.serving.props import ENGINE_PORT, ROUTER_PORT
+from kvtiers.stacks.wiring.curvine import curvine_ports
 
 ENDPOINT = "endpoint"
 COMPONENT = "component"
@@ -48,7 +49,7 @@ def meta_label(pod_label: str) -> str:
 
 def targets(env: Environment) -> list[ScrapeTarget]:
     ns, cv = env.serving.namespace, env.curvine.namespace
-    web = {p.name: p.port for p in port_table(env.curvine.ports.model_dump())}
+    web = {p.name: p.port for p in port_table(curvine_ports(env))}
     result = [
         ScrapeTarget(
             "curvine-master",

@@ -17,13 +17,7 @@ from constructs import Construct
 
 from kvtiers.config.schema import Environment, NewVpc, S3ModelSource
 from kvtiers.constructs.model_access import ModelReadAccess
-from kvtiers.k8s_charts.curvine_l2 import (
-    CurvineCsiChart,
-    CurvineMasterChart,
-    CurvineProps,
-    CurvineStorageChart,
-    CurvineWorkerChart,
-)
+from kvtiers.k8s_charts.curvine_l2 import CurvineCsiChart, CurvineMasterChart, CurvineWorkerChart, MasterVolumeIds
 from kvtiers.k8s_charts.hyperpod_operator import (
     CurvineL2PolicyChart,
     InferenceEndpointConfigChart,
@@ -35,6 +29,7 @@ from kvtiers.k8s_charts.namespaces import NamespaceChart, serving_enforce_level
 from kvtiers.k8s_charts.network_policies import CurvineNetworkPolicyChart, NetworkPolicyProps, ServingNetworkPolicyChart
 from kvtiers.k8s_charts.serving import ServingChart, ServingProps, engine_service_account_name
 from kvtiers.stacks.platform_stack import PlatformStack
+from kvtiers.stacks.wiring.curvine import curvine_cluster, curvine_storage_chart
 
 
 class WorkloadsStack(cdk.Stack):
@@ -72,12 +67,14 @@ class WorkloadsStack(cdk.Stack):
             after=[self.serving_namespace],
         )
         volumes = platform.journal_volumes.volumes
-        curvine = CurvineProps.from_environment(
+        curvine = curvine_cluster(
             env,
-            journal_volume_ids=tuple((v.meta.volume_id, v.journal.volume_id) for v in volumes),
+            master_volumes=tuple(
+                MasterVolumeIds(meta_volume_id=v.meta.volume_id, journal_volume_id=v.journal.volume_id) for v in volumes
+            ),
             availability_zone=platform.journal_volumes.availability_zone,
         )
-        masters = self.add_chart("CurvineMasters", CurvineMasterChart(self.k8s_app, "curvine-masters", props=curvine))
+        masters = self.add_chart("CurvineMasters", CurvineMasterChart(self.k8s_app, "curvine-masters", cluster=curvine))
         # The static PersistentVolumes need the EBS CSI driver (and the HyperPod nodes it attaches through).
         masters.node.add_dependency(platform.ebs_csi)
         # The Curvine namespace comes with the masters chart; its policies follow it, before the CSI controller.
@@ -89,13 +86,15 @@ class WorkloadsStack(cdk.Stack):
         cdk.Annotations.of(masters).add_info(curvine.master_count_note)
         workers = self.add_chart(
             "CurvineWorkers",
-            CurvineWorkerChart(self.k8s_app, "curvine-workers", props=curvine),
+            CurvineWorkerChart(self.k8s_app, "curvine-workers", cluster=curvine),
             after=[masters, curvine_policies],
         )
-        csi = self.add_chart("CurvineCsi", CurvineCsiChart(self.k8s_app, "curvine-csi", props=curvine), after=[workers])
+        csi = self.add_chart(
+            "CurvineCsi", CurvineCsiChart(self.k8s_app, "curvine-csi", cluster=curvine), after=[workers]
+        )
         storage = self.add_chart(
             "CurvineStorage",
-            CurvineStorageChart(self.k8s_app, "curvine-storage", props=curvine),
+            curvine_storage_chart(self.k8s_app, "curvine-storage", env=env, cluster=curvine),
             after=[csi, self.serving_namespace],
         )
         self.l2_ready: list[Construct] = [storage, serving_policies]

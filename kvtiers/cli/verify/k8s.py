@@ -8,6 +8,7 @@ from kvtiers.cli import names
 from kvtiers.cli.verify import proxy
 from kvtiers.cli.verify.result import CheckResult, failed, passed
 from kvtiers.config.schema import Endpoint, Environment
+from kvtiers.k8s_charts import names as chart_names
 
 
 def pod_ready(pod) -> bool:
@@ -71,7 +72,7 @@ def master_overviews(
                 ns,
                 pod.metadata.name,
                 env.curvine.ports.master_web,
-                names.CURVINE_MASTER_OVERVIEW_PATH,
+                chart_names.CURVINE_MASTER_OVERVIEW_PATH,
                 timeout=15,
             )
             body = response.json() if response.ok else None
@@ -86,9 +87,9 @@ def master_overviews(
 
 def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environment) -> list[CheckResult]:
     ns, want = env.curvine.namespace, env.curvine.master.replicas
-    sts = apps.read_namespaced_stateful_set(names.CURVINE_MASTER_STATEFULSET, ns)
+    sts = apps.read_namespaced_stateful_set(chart_names.CURVINE_MASTER, ns)
     ready = sts.status.ready_replicas or 0
-    hint = f"kubectl -n {ns} get statefulset {names.CURVINE_MASTER_STATEFULSET}; kubectl -n {ns} logs <master pod>"
+    hint = f"kubectl -n {ns} get statefulset {chart_names.CURVINE_MASTER}; kubectl -n {ns} logs <master pod>"
     results = []
     if sts.spec.replicas != want or ready != want:
         results.append(
@@ -98,8 +99,8 @@ def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env:
         results.append(passed("curvine", "masters Ready", f"{ready}/{want} Ready"))
     bodies, unreachable = master_overviews(core, api, env, sts.spec.selector.match_labels)
     states = {pod: body["master_state"] for pod, body in bodies.items()}
-    overview = next((b for b in bodies.values() if b["master_state"] == names.CURVINE_LEADER_STATE), None)
-    leaders = [p for p, s in states.items() if s == names.CURVINE_LEADER_STATE]
+    overview = next((b for b in bodies.values() if b["master_state"] == chart_names.CURVINE_LEADER_STATE), None)
+    leaders = [p for p, s in states.items() if s == chart_names.CURVINE_LEADER_STATE]
     detail = ", ".join(f"{p}: {s}" for p, s in states.items()) or "no master answered"
     if unreachable:
         detail += f"; no /api/overview from {', '.join(unreachable)}"
@@ -127,7 +128,7 @@ def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env:
                     "curvine",
                     "workers registered",
                     f"leader sees {live} live worker(s) ({overview.get('lost_workers', 0)} lost), expected {workers}",
-                    f"kubectl -n {ns} logs daemonset/{names.CURVINE_WORKER_DAEMONSET}; worker RPC port reachability",
+                    f"kubectl -n {ns} logs daemonset/{chart_names.CURVINE_WORKER}; worker RPC port reachability",
                 )
             )
     return results
@@ -159,8 +160,8 @@ def check_curvine_nodes(core: CoreV1Api, apps: AppsV1Api, env: Environment) -> l
     worker_nodes = hyperpod_nodes(core, {g.name for g in env.curvine_worker_groups})
     all_nodes = hyperpod_nodes(core)
     return [
-        check_daemonset_on_nodes(core, apps, ns, names.CURVINE_WORKER_DAEMONSET, worker_nodes, "Curvine worker"),
-        check_daemonset_on_nodes(core, apps, ns, names.CURVINE_CSI_NODE_DAEMONSET, all_nodes, "CSI node"),
+        check_daemonset_on_nodes(core, apps, ns, chart_names.CURVINE_WORKER, worker_nodes, "Curvine worker"),
+        check_daemonset_on_nodes(core, apps, ns, chart_names.CURVINE_CSI_NODE, all_nodes, "CSI node"),
     ]
 
 

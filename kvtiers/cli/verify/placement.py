@@ -16,12 +16,12 @@ from urllib.parse import quote
 
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 
-from kvtiers.cli import names
 from kvtiers.cli.verify import proxy
 from kvtiers.cli.verify.crosspod import ready_by_node
 from kvtiers.cli.verify.k8s import master_overviews
 from kvtiers.cli.verify.result import CheckResult, failed, passed
 from kvtiers.config.schema import Endpoint, Environment
+from kvtiers.k8s_charts import names
 
 NAME = "L2 writes land on the writer's node"
 CLOCK_SKEW_MS = 60_000
@@ -79,7 +79,7 @@ def check_l2_placement(
         return failed(area, NAME, "no Ready engine pod", "the cross-pod check must run first")
     writer = next(p for p in ready if p.metadata.name == next(iter(by_node.values())))
     node_ip = writer.status.host_ip
-    sts = apps.read_namespaced_stateful_set(names.CURVINE_MASTER_STATEFULSET, env.curvine.namespace)
+    sts = apps.read_namespaced_stateful_set(names.CURVINE_MASTER, env.curvine.namespace)
     bodies, _ = master_overviews(core, api, env, sts.spec.selector.match_labels)
     leader = next((pod for pod, b in bodies.items() if b["master_state"] == names.CURVINE_LEADER_STATE), None)
     if leader is None:

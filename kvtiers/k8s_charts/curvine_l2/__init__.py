@@ -6,15 +6,32 @@ from kvtiers.k8s_charts.curvine_l2.charts import (
     CurvineStorageChart,
     CurvineWorkerChart,
 )
-from kvtiers.k8s_charts.curvine_l2.props import CurvinePort, CurvineProps, Resources, port_table
+from kvtiers.k8s_charts.curvine_l2.props import (
+    CurvineCluster,
+    CurvineEviction,
+    CurvineImages,
+    CurvinePort,
+    CurvinePorts,
+    CurvineResources,
+    MasterVolumeIds,
+    Resources,
+    Toleration,
+    port_table,
+)
 
 __all__ = [
+    "CurvineCluster",
     "CurvineCsiChart",
+    "CurvineEviction",
+    "CurvineImages",
     "CurvineMasterChart",
     "CurvinePort",
-    "CurvineProps",
+    "CurvinePorts",
+    "CurvineResources",
     "CurvineStorageChart",
     "CurvineWorkerChart",
+    "MasterVolumeIds",
     "Resources",
+    "Toleration",
     "port_table",
 ]

@@ -1,36 +1,57 @@
 """The Curvine L2 as four cdk8s charts, each deployed as one manifest in this order: masters (with the static EBS
-PersistentVolumes and the cluster config), workers (node-local NVMe), CSI driver, StorageClass + L2 claim."""
+PersistentVolumes and the cluster config), workers (node-local NVMe), CSI driver, StorageClass + L2 claim.
+
+Objects are cdk8s's typed Kubernetes classes, not cdk8s-plus workloads: those add their own selector label
+(``cdk8s.io/metadata.addr``), and a changed selector on a deployed StatefulSet or DaemonSet cannot be applied.
+"""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import cdk8s
+from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts.curvine_l2.props import (
     CONF_PATH,
-    CONFIG_MAP,
-    CSI_CONTROLLER,
     CSI_HOME,
-    CSI_NODE,
     DATA_MOUNT,
-    DRIVER,
     FUSE_CONF_PATH,
     GRACE_SECONDS,
     JOURNAL_MOUNT,
-    MASTER,
     META_MOUNT,
     MOUNT_MODE,
     PROVISIONER_TIMEOUT_S,
     SERVER_BINARY,
     SERVER_HOME,
-    STATIC_CLASS,
-    STORAGE_CLASS,
-    WORKER,
-    CurvineProps,
+    CurvineCluster,
+    Resources,
+    check_dns_label,
+    check_image,
+    check_range,
+    check_schedule,
+    quantity,
 )
-from kvtiers.k8s_charts.names import HYPERPOD_INSTANCE_GROUP, component_labels
+from kvtiers.k8s_charts.names import (
+    CURVINE_CONFIG_CHECKSUM_ANNOTATION,
+    CURVINE_CONFIG_KEY,
+    CURVINE_CONFIG_MAP,
+    CURVINE_CSI_CONTROLLER,
+    CURVINE_CSI_HEALTH_PORT,
+    CURVINE_CSI_NODE,
+    CURVINE_DRIVER,
+    CURVINE_JANITOR,
+    CURVINE_MASTER,
+    CURVINE_STATIC_CLASS,
+    CURVINE_STORAGE_CLASS,
+    CURVINE_WORKER,
+    HYPERPOD_INSTANCE_GROUP,
+    component_labels,
+    curvine_master_host,
+)
 from kvtiers.k8s_charts.namespaces import pod_security_labels
 from kvtiers.k8s_charts.security import container_context, pod_context
 
@@ -38,258 +59,288 @@ CURVINE_ENFORCE = "privileged"
 """Pod Security level enforced in the Curvine namespace: the CSI node plugin is privileged (FUSE mounts with
 bidirectional propagation) and the FUSE processes the driver starts run inside it; workers use the host network and
 a hostPath. Masters and the CSI controller meet restricted, which warn/audit report for every pod."""
-TMP_VOLUME = {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}
-TMP_MOUNT = {"name": "tmp", "mountPath": "/tmp"}
-
 KUBELET = "/var/lib/kubelet"
-PLUGIN_DIR = f"{KUBELET}/plugins/{DRIVER}"
+PLUGIN_DIR = f"{KUBELET}/plugins/{CURVINE_DRIVER}"
 CSI_SOCKET = "/csi/csi.sock"
-HEALTH_PORT = 9909
+NVME_CHECK_SCRIPT = (Path(__file__).parent / "nvme_check.sh").read_text()
+NVME_CHECK_TARGET = "/host/nvme"
+JANITOR_SCRIPT = Path(__file__).parent / "l2_janitor.py"
+JANITOR_L2_MOUNT = "/l2"
+DEFAULT_CLAIM_NAME = "curvine-l2"
+DEFAULT_CLAIM_SIZE_GIB = 100
+DEFAULT_JANITOR_SCHEDULE = "*/10 * * * *"
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
-def api_object(chart: Construct, id: str, api_version: str, kind: str, metadata: dict, body: dict) -> cdk8s.ApiObject:
+def api_object(
+    chart: Construct, id: str, api_version: str, kind: str, metadata: dict[str, Any], body: dict[str, Any]
+) -> cdk8s.ApiObject:
+    """A raw object, for the kinds that have no typed class (custom resources)."""
     obj = cdk8s.ApiObject(chart, id, api_version=api_version, kind=kind, metadata=cdk8s.ApiObjectMetadata(**metadata))
     for key, value in body.items():
         obj.add_json_patch(cdk8s.JsonPatch.add(f"/{key}", value))
     return obj
 
 
-def _env(name: str, field: str | None = None, value: str | None = None) -> dict:
+@cache
+def _port(value: int | str) -> k8s.IntOrString:
+    return k8s.IntOrString.from_number(value) if isinstance(value, int) else k8s.IntOrString.from_string(value)
+
+
+def _env(name: str, *, field: str | None = None, value: str | None = None) -> k8s.EnvVar:
     if field:
-        return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field}}}
-    return {"name": name, "value": value}
+        return k8s.EnvVar(name=name, value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path=field)))
+    return k8s.EnvVar(name=name, value=value)
 
 
-def _in_groups(groups: tuple[str, ...]) -> dict:
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": HYPERPOD_INSTANCE_GROUP, "operator": "In", "values": list(groups)}]}
-                ]
-            }
-        }
-    }
+def _container_security(*, root: bool = False) -> k8s.SecurityContext:
+    """:func:`kvtiers.k8s_charts.security.container_context`, typed."""
+    context = container_context(root=root)
+    return k8s.SecurityContext(
+        allow_privilege_escalation=context["allowPrivilegeEscalation"],
+        capabilities=k8s.Capabilities(drop=context["capabilities"]["drop"]),
+        read_only_root_filesystem=context["readOnlyRootFilesystem"],
+        seccomp_profile=k8s.SeccompProfile(type=context["seccompProfile"]["type"]),
+        run_as_non_root=context.get("runAsNonRoot"),
+        run_as_user=context.get("runAsUser"),
+        run_as_group=context.get("runAsGroup"),
+    )
 
 
-def _config_volume(path: str = CONF_PATH) -> tuple[dict, dict]:
+def _pod_security(*, root: bool = False, fs_group: bool = False) -> k8s.PodSecurityContext:
+    """:func:`kvtiers.k8s_charts.security.pod_context`, typed."""
+    context = pod_context(root=root, fs_group=fs_group)
+    return k8s.PodSecurityContext(
+        seccomp_profile=k8s.SeccompProfile(type=context["seccompProfile"]["type"]),
+        run_as_non_root=context.get("runAsNonRoot"),
+        run_as_user=context.get("runAsUser"),
+        run_as_group=context.get("runAsGroup"),
+        fs_group=context.get("fsGroup"),
+        fs_group_change_policy=context.get("fsGroupChangePolicy"),
+    )
+
+
+def _in_groups(groups: tuple[str, ...]) -> k8s.NodeAffinity:
+    return k8s.NodeAffinity(
+        required_during_scheduling_ignored_during_execution=k8s.NodeSelector(
+            node_selector_terms=[
+                k8s.NodeSelectorTerm(
+                    match_expressions=[
+                        k8s.NodeSelectorRequirement(key=HYPERPOD_INSTANCE_GROUP, operator="In", values=list(groups))
+                    ]
+                )
+            ]
+        )
+    )
+
+
+def _config_volume(path: str = CONF_PATH) -> tuple[k8s.Volume, k8s.VolumeMount]:
     """The cluster ConfigMap as a volume and its mount as the single file ``path``."""
     return (
-        {"name": "config", "configMap": {"name": CONFIG_MAP}},
-        {"name": "config", "mountPath": path, "subPath": "curvine-cluster.toml", "readOnly": True},
+        k8s.Volume(name="config", config_map=k8s.ConfigMapVolumeSource(name=CURVINE_CONFIG_MAP)),
+        k8s.VolumeMount(name="config", mount_path=path, sub_path=CURVINE_CONFIG_KEY, read_only=True),
+    )
+
+
+def _tcp_probe(port: int, period: int, failures: int | None = None) -> k8s.Probe:
+    return k8s.Probe(
+        tcp_socket=k8s.TcpSocketAction(port=_port(port)), period_seconds=period, failure_threshold=failures
     )
 
 
 def _server_container(
     service: str,
-    props: CurvineProps,
+    cluster: CurvineCluster,
     *,
-    hostname_env: list[dict],
+    resources: Resources,
+    hostname_env: list[k8s.EnvVar],
     ports: dict[str, int],
     rpc: int,
-    mounts: list[dict],
+    mounts: list[k8s.VolumeMount],
     startup: bool,
     root: bool,
-) -> dict:
+) -> k8s.Container:
     """A ``curvine-server`` container (master or worker): config file, bind address, TCP probes on the RPC port.
 
     The server binary is the container's command, not the image's entrypoint script: the script keeps bash as PID 1
     without a signal handler and tees the log into an unrotated file, so SIGTERM never reached the server. The
     binary handles SIGTERM itself (graceful shutdown) and logs to stdout.
     """
-    container = {
-        "name": service,
-        "image": props.images["runtime_image"],
-        "imagePullPolicy": "IfNotPresent",
-        "command": [SERVER_BINARY],
-        "args": ["--service", service, "--conf", CONF_PATH],
-        "workingDir": SERVER_HOME,
-        "env": [*hostname_env, _env("ORPC_BIND_HOSTNAME", value="0.0.0.0")],
-        "ports": [{"name": name, "containerPort": port} for name, port in ports.items()],
-        "readinessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 5},
-        "livenessProbe": {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 6},
-        "resources": props.resources[service].to_k8s(),
-        "volumeMounts": mounts,
+    return k8s.Container(
+        name=service,
+        image=cluster.images.runtime_image,
+        image_pull_policy="IfNotPresent",
+        command=[SERVER_BINARY],
+        args=["--service", service, "--conf", CONF_PATH],
+        working_dir=SERVER_HOME,
+        env=[*hostname_env, _env("ORPC_BIND_HOSTNAME", value="0.0.0.0")],
+        ports=[k8s.ContainerPort(name=name, container_port=port) for name, port in ports.items()],
+        readiness_probe=_tcp_probe(rpc, 5),
+        liveness_probe=_tcp_probe(rpc, 10, 6),
+        # A master replays its journal before it listens: give it up to 15 minutes.
+        startup_probe=_tcp_probe(rpc, 10, 90) if startup else None,
+        resources=resources.to_k8s(),
+        volume_mounts=mounts,
         # The server writes only its configured directories (meta/journal or data, all volumes) and logs to
         # stdout (LogConf default, logger.rs): the image's root filesystem stays read-only.
-        "securityContext": container_context(root=root),
-    }
-    if startup:
-        # A master replays its journal before it listens: give it up to 15 minutes.
-        container["startupProbe"] = {"tcpSocket": {"port": rpc}, "periodSeconds": 10, "failureThreshold": 90}
-    return container
+        security_context=_container_security(root=root),
+    )
+
+
+def _storage(gib: int) -> dict[str, k8s.Quantity]:
+    return {"storage": quantity(f"{gib}Gi")}
 
 
 class CurvineMasterChart(cdk8s.Chart):
     """Namespace, cluster config, static PersistentVolumes on the CDK journal volumes, masters, PDB."""
 
-    def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
+    def __init__(self, scope: Construct, id: str, *, cluster: CurvineCluster) -> None:
+        """:param cluster: the Curvine L2 these masters serve."""
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        p = props
-        labels = component_labels(MASTER, "master")
-        ns = api_object(
+        c = cluster
+        labels = component_labels(CURVINE_MASTER, "master")
+        ns = k8s.KubeNamespace(
             self,
             "namespace",
-            "v1",
-            "Namespace",
-            {"name": p.namespace, "labels": {**labels, **pod_security_labels(CURVINE_ENFORCE)}},
-            {},
+            metadata=k8s.ObjectMeta(name=c.namespace, labels={**labels, **pod_security_labels(CURVINE_ENFORCE)}),
         )
-        config = api_object(
+        config = k8s.KubeConfigMap(
             self,
             "config",
-            "v1",
-            "ConfigMap",
-            {"name": CONFIG_MAP, "namespace": p.namespace},
-            {"data": {"curvine-cluster.toml": p.config_toml}},
+            metadata=k8s.ObjectMeta(name=CURVINE_CONFIG_MAP, namespace=c.namespace),
+            data={CURVINE_CONFIG_KEY: c.config_toml},
         )
         config.add_dependency(ns)
-        for i, (meta_id, journal_id) in enumerate(p.journal_volume_ids):
+        in_zone = k8s.VolumeNodeAffinity(
+            required=k8s.NodeSelector(
+                node_selector_terms=[
+                    k8s.NodeSelectorTerm(
+                        match_expressions=[
+                            k8s.NodeSelectorRequirement(
+                                key="topology.kubernetes.io/zone", operator="In", values=[c.availability_zone]
+                            )
+                        ]
+                    )
+                ]
+            )
+        )
+        for i, volumes in enumerate(c.master_volumes):
             for kind, volume_id, size in (
-                ("meta", meta_id, p.meta_size_gib),
-                ("journal", journal_id, p.journal_size_gib),
+                ("meta", volumes.meta_volume_id, c.meta_volume_gib),
+                ("journal", volumes.journal_volume_id, c.journal_volume_gib),
             ):
-                claim = f"{kind}-{MASTER}-{i}"
-                api_object(
+                claim = f"{kind}-{CURVINE_MASTER}-{i}"
+                k8s.KubePersistentVolume(
                     self,
                     f"pv-{claim}",
-                    "v1",
-                    "PersistentVolume",
-                    {"name": f"{p.namespace}-{claim}", "labels": labels},
-                    {
-                        "spec": {
-                            "capacity": {"storage": f"{size}Gi"},
-                            "accessModes": ["ReadWriteOnce"],
-                            "persistentVolumeReclaimPolicy": "Retain",
-                            "storageClassName": STATIC_CLASS,
-                            "volumeMode": "Filesystem",
-                            "claimRef": {"namespace": p.namespace, "name": claim},
-                            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": volume_id, "fsType": "ext4"},
-                            "nodeAffinity": {
-                                "required": {
-                                    "nodeSelectorTerms": [
-                                        {
-                                            "matchExpressions": [
-                                                {
-                                                    "key": "topology.kubernetes.io/zone",
-                                                    "operator": "In",
-                                                    "values": [p.availability_zone],
-                                                }
-                                            ]
-                                        }
-                                    ]
-                                }
-                            },
-                        }
-                    },
+                    metadata=k8s.ObjectMeta(name=f"{c.namespace}-{claim}", labels=labels),
+                    spec=k8s.PersistentVolumeSpec(
+                        capacity=_storage(size),
+                        access_modes=["ReadWriteOnce"],
+                        persistent_volume_reclaim_policy="Retain",
+                        storage_class_name=CURVINE_STATIC_CLASS,
+                        volume_mode="Filesystem",
+                        claim_ref=k8s.ObjectReference(namespace=c.namespace, name=claim),
+                        csi=k8s.CsiPersistentVolumeSource(
+                            driver="ebs.csi.aws.com", volume_handle=volume_id, fs_type="ext4"
+                        ),
+                        node_affinity=in_zone,
+                    ),
                 )
-        api_object(
+        selector = k8s.LabelSelector(match_labels=labels)
+        k8s.KubeService(
             self,
             "service",
-            "v1",
-            "Service",
-            {"name": MASTER, "namespace": p.namespace, "labels": labels},
-            {
-                "spec": {
-                    "clusterIP": "None",
-                    "publishNotReadyAddresses": True,  # Raft peers must find each other before they are Ready
-                    "selector": labels,
-                    "ports": [
-                        {"name": "rpc", "port": p.ports["master_rpc"]},
-                        {"name": "journal", "port": p.ports["journal"]},
-                        {"name": "web", "port": p.ports["master_web"]},
-                    ],
-                }
-            },
+            metadata=k8s.ObjectMeta(name=CURVINE_MASTER, namespace=c.namespace, labels=labels),
+            spec=k8s.ServiceSpec(
+                cluster_ip="None",
+                publish_not_ready_addresses=True,  # Raft peers must find each other before they are Ready
+                selector=labels,
+                ports=[
+                    k8s.ServicePort(name="rpc", port=c.ports.master_rpc),
+                    k8s.ServicePort(name="journal", port=c.ports.journal),
+                    k8s.ServicePort(name="web", port=c.ports.master_web),
+                ],
+            ),
         ).add_dependency(ns)
         volume, mount = _config_volume()
-        rpc = p.ports["master_rpc"]
-        statefulset = api_object(
+        rpc = c.ports.master_rpc
+        master = _server_container(
+            "master",
+            c,
+            resources=c.resources.master,
+            hostname_env=[
+                _env("POD_NAME", field="metadata.name"),
+                _env("CURVINE_MASTER_HOSTNAME", value=curvine_master_host(c.namespace, "$(POD_NAME)")),
+            ],
+            ports={"rpc": rpc, "journal": c.ports.journal, "web": c.ports.master_web},
+            rpc=rpc,
+            mounts=[
+                mount,
+                k8s.VolumeMount(name="meta", mount_path=META_MOUNT),
+                k8s.VolumeMount(name="journal", mount_path=JOURNAL_MOUNT),
+            ],
+            startup=True,
+            root=False,
+        )
+        statefulset = k8s.KubeStatefulSet(
             self,
             "statefulset",
-            "apps/v1",
-            "StatefulSet",
-            {"name": MASTER, "namespace": p.namespace, "labels": labels},
-            {
-                "spec": {
-                    "serviceName": MASTER,
-                    "replicas": p.masters,
-                    "podManagementPolicy": "Parallel",
-                    "selector": {"matchLabels": labels},
-                    "template": {
-                        "metadata": {"labels": labels, "annotations": {"kvtiers.io/config-sha256": p.config_checksum}},
-                        "spec": {
-                            # Non-root although the image defines no user: the server binary needs none, and fsGroup
-                            # makes the EBS meta and journal volumes writable (fresh or written by an older root
-                            # master: the kubelet changes their group once, OnRootMismatch). No API calls: no token.
-                            "securityContext": pod_context(fs_group=True),
-                            "automountServiceAccountToken": False,
-                            "terminationGracePeriodSeconds": GRACE_SECONDS["master"],
-                            # Preempts serving pods on a replaced node: without a master there is no L2 at all.
-                            "priorityClassName": "system-cluster-critical",
-                            "tolerations": list(p.tolerations),
-                            "affinity": {
-                                # On the worker groups, whose node budget counts a master (sizing.py).
-                                **_in_groups(p.worker_groups),
-                                "podAntiAffinity": {
-                                    "requiredDuringSchedulingIgnoredDuringExecution": [
-                                        {
-                                            "labelSelector": {"matchLabels": labels},
-                                            "topologyKey": "kubernetes.io/hostname",
-                                        }
-                                    ]
-                                },
-                            },
-                            "containers": [
-                                _server_container(
-                                    "master",
-                                    p,
-                                    hostname_env=[
-                                        _env("POD_NAME", field="metadata.name"),
-                                        _env(
-                                            "CURVINE_MASTER_HOSTNAME",
-                                            value=f"$(POD_NAME).{MASTER}.{p.namespace}.svc.cluster.local",
-                                        ),
-                                    ],
-                                    ports={"rpc": rpc, "journal": p.ports["journal"], "web": p.ports["master_web"]},
-                                    rpc=rpc,
-                                    mounts=[
-                                        mount,
-                                        {"name": "meta", "mountPath": META_MOUNT},
-                                        {"name": "journal", "mountPath": JOURNAL_MOUNT},
-                                    ],
-                                    startup=True,
-                                    root=False,
-                                )
-                            ],
-                            "volumes": [volume],
-                        },
-                    },
-                    "volumeClaimTemplates": [
-                        {
-                            "metadata": {"name": kind},
-                            "spec": {
-                                "accessModes": ["ReadWriteOnce"],
-                                "storageClassName": STATIC_CLASS,
-                                "resources": {"requests": {"storage": f"{size}Gi"}},
-                            },
-                        }
-                        for kind, size in (("meta", p.meta_size_gib), ("journal", p.journal_size_gib))
-                    ],
-                }
-            },
+            metadata=k8s.ObjectMeta(name=CURVINE_MASTER, namespace=c.namespace, labels=labels),
+            spec=k8s.StatefulSetSpec(
+                service_name=CURVINE_MASTER,
+                replicas=c.masters,
+                pod_management_policy="Parallel",
+                selector=selector,
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(
+                        labels=labels, annotations={CURVINE_CONFIG_CHECKSUM_ANNOTATION: c.config_checksum}
+                    ),
+                    spec=k8s.PodSpec(
+                        # Non-root although the image defines no user: the server binary needs none, and fsGroup
+                        # makes the EBS meta and journal volumes writable (fresh or written by an older root
+                        # master: the kubelet changes their group once, OnRootMismatch). No API calls: no token.
+                        security_context=_pod_security(fs_group=True),
+                        automount_service_account_token=False,
+                        termination_grace_period_seconds=GRACE_SECONDS["master"],
+                        # Preempts serving pods on a replaced node: without a master there is no L2 at all.
+                        priority_class_name="system-cluster-critical",
+                        tolerations=[t.to_k8s() for t in c.tolerations],
+                        affinity=k8s.Affinity(
+                            # On the worker groups, whose node budget counts a master (sizing.py).
+                            node_affinity=_in_groups(c.worker_group_names),
+                            pod_anti_affinity=k8s.PodAntiAffinity(
+                                required_during_scheduling_ignored_during_execution=[
+                                    k8s.PodAffinityTerm(label_selector=selector, topology_key="kubernetes.io/hostname")
+                                ]
+                            ),
+                        ),
+                        containers=[master],
+                        volumes=[volume],
+                    ),
+                ),
+                volume_claim_templates=[
+                    k8s.KubePersistentVolumeClaimProps(
+                        metadata=k8s.ObjectMeta(name=kind),
+                        spec=k8s.PersistentVolumeClaimSpec(
+                            access_modes=["ReadWriteOnce"],
+                            storage_class_name=CURVINE_STATIC_CLASS,
+                            resources=k8s.VolumeResourceRequirements(requests=_storage(size)),
+                        ),
+                    )
+                    for kind, size in (("meta", c.meta_volume_gib), ("journal", c.journal_volume_gib))
+                ],
+            ),
         )
         statefulset.add_dependency(config)
-        if p.masters > 1:
+        if c.masters > 1:
             # A quorum survives one voluntary disruption. A single master gets no budget: maxUnavailable 0 would
             # block every drain of its node, and the L2 is a cache (serving falls back to prefill meanwhile).
-            api_object(
+            k8s.KubePodDisruptionBudget(
                 self,
                 "pdb",
-                "policy/v1",
-                "PodDisruptionBudget",
-                {"name": MASTER, "namespace": p.namespace},
-                {"spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}},
+                metadata=k8s.ObjectMeta(name=CURVINE_MASTER, namespace=c.namespace),
+                spec=k8s.PodDisruptionBudgetSpec(max_unavailable=_port(1), selector=selector),
             ).add_dependency(ns)
 
 
@@ -301,106 +352,104 @@ class CurvineWorkerChart(cdk8s.Chart):
     value, so a FUSE client writes to its own node's NVMe (through the worker's RPC: short-circuit is off).
     """
 
-    def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
+    def __init__(self, scope: Construct, id: str, *, cluster: CurvineCluster) -> None:
+        """:param cluster: the Curvine L2 these workers store for."""
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        p = props
-        labels = component_labels(WORKER, "worker")
+        c = cluster
+        labels = component_labels(CURVINE_WORKER, "worker")
         volume, mount = _config_volume()
-        rpc = p.ports["worker_rpc"]
-        api_object(
+        rpc = c.ports.worker_rpc
+        worker = _server_container(
+            "worker",
+            c,
+            resources=c.resources.worker,
+            hostname_env=[
+                _env("NODE_IP", field="status.hostIP"),
+                _env("CURVINE_WORKER_HOSTNAME", value="$(NODE_IP)"),
+            ],
+            ports={"rpc": rpc, "web": c.ports.worker_web},
+            rpc=rpc,
+            mounts=[mount, k8s.VolumeMount(name="nvme", mount_path=DATA_MOUNT, sub_path=c.data_subpath)],
+            startup=False,
+            root=True,
+        )
+        k8s.KubeDaemonSet(
             self,
             "daemonset",
-            "apps/v1",
-            "DaemonSet",
-            {"name": WORKER, "namespace": p.namespace, "labels": labels},
-            {
-                "spec": {
-                    "selector": {"matchLabels": labels},
-                    # hostNetwork ports clash during a surge: replace in place, one node at a time.
-                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
-                    "template": {
-                        "metadata": {"labels": labels, "annotations": {"kvtiers.io/config-sha256": p.config_checksum}},
-                        "spec": {
-                            # Exceptions, each needed: the host network (the worker advertises the node IP that
-                            # FUSE clients on other nodes dial) and root, because its data directory is a hostPath
-                            # on the node's NVMe owned by root, which fsGroup does not reach. Capabilities are all
-                            # dropped: root writes the root-owned directory as its owner. No API calls: no token.
-                            "securityContext": pod_context(root=True),
-                            "automountServiceAccountToken": False,
-                            "hostNetwork": True,
-                            "dnsPolicy": "ClusterFirstWithHostNet",
-                            "terminationGracePeriodSeconds": GRACE_SECONDS["worker"],
-                            # A node agent: without it this node's L2 writes silently stop being node-local.
-                            "priorityClassName": "system-node-critical",
-                            "affinity": _in_groups(p.worker_groups),
-                            "tolerations": list(p.tolerations),
-                            "containers": [
-                                _server_container(
-                                    "worker",
-                                    p,
-                                    hostname_env=[
-                                        _env("NODE_IP", field="status.hostIP"),
-                                        _env("CURVINE_WORKER_HOSTNAME", value="$(NODE_IP)"),
-                                    ],
-                                    ports={"rpc": rpc, "web": p.ports["worker_web"]},
-                                    rpc=rpc,
-                                    mounts=[
-                                        mount,
-                                        {"name": "nvme", "mountPath": DATA_MOUNT, "subPath": p.data_subpath},
-                                    ],
-                                    startup=False,
-                                    root=True,
-                                )
-                            ],
-                            "initContainers": [_nvme_check(p)],
-                            "volumes": [
-                                volume,
-                                # Directory, never DirectoryOrCreate: a missing mount must not become a root-disk folder.
-                                {"name": "nvme", "hostPath": {"path": p.nvme_mount, "type": "Directory"}},
-                            ],
-                        },
-                    },
-                }
-            },
+            metadata=k8s.ObjectMeta(name=CURVINE_WORKER, namespace=c.namespace, labels=labels),
+            spec=k8s.DaemonSetSpec(
+                selector=k8s.LabelSelector(match_labels=labels),
+                # hostNetwork ports clash during a surge: replace in place, one node at a time.
+                update_strategy=k8s.DaemonSetUpdateStrategy(
+                    type="RollingUpdate",
+                    rolling_update=k8s.RollingUpdateDaemonSet(max_unavailable=_port(1), max_surge=_port(0)),
+                ),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(
+                        labels=labels, annotations={CURVINE_CONFIG_CHECKSUM_ANNOTATION: c.config_checksum}
+                    ),
+                    spec=k8s.PodSpec(
+                        # Exceptions, each needed: the host network (the worker advertises the node IP that
+                        # FUSE clients on other nodes dial) and root, because its data directory is a hostPath
+                        # on the node's NVMe owned by root, which fsGroup does not reach. Capabilities are all
+                        # dropped: root writes the root-owned directory as its owner. No API calls: no token.
+                        security_context=_pod_security(root=True),
+                        automount_service_account_token=False,
+                        host_network=True,
+                        dns_policy="ClusterFirstWithHostNet",
+                        termination_grace_period_seconds=GRACE_SECONDS["worker"],
+                        # A node agent: without it this node's L2 writes silently stop being node-local.
+                        priority_class_name="system-node-critical",
+                        affinity=k8s.Affinity(node_affinity=_in_groups(c.worker_group_names)),
+                        tolerations=[t.to_k8s() for t in c.tolerations],
+                        containers=[worker],
+                        init_containers=[_nvme_check(c)],
+                        volumes=[
+                            volume,
+                            # Directory, never DirectoryOrCreate: a missing mount must not become a root-disk folder.
+                            k8s.Volume(
+                                name="nvme", host_path=k8s.HostPathVolumeSource(path=c.nvme_mount, type="Directory")
+                            ),
+                        ],
+                    ),
+                ),
+            ),
         )
 
 
-NVME_CHECK_SCRIPT = (Path(__file__).parent / "nvme_check.sh").read_text()
-JANITOR = "curvine-l2-janitor"
-JANITOR_SCRIPT = Path(__file__).parent / "l2_janitor.py"
-JANITOR_L2_MOUNT = "/l2"
-NVME_CHECK_TARGET = "/host/nvme"
-
-
-def _nvme_check(props: CurvineProps) -> dict:
+def _nvme_check(cluster: CurvineCluster) -> k8s.Container:
     """Init container that fails the worker pod unless ``nvme_mount`` is a filesystem on the instance store
     (``nvme_check.sh``: the mount table and the block devices' models, read without privileges)."""
-    return {
-        "name": "check-nvme",
-        "image": props.images["runtime_image"],
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["/bin/bash", "-c", NVME_CHECK_SCRIPT],
-        "env": [_env("TARGET", value=NVME_CHECK_TARGET), _env("HOST_PATH", value=props.nvme_mount)],
-        "resources": props.resources["sidecar"].to_k8s(),
-        "volumeMounts": [{"name": "nvme", "mountPath": NVME_CHECK_TARGET, "readOnly": True}],
+    return k8s.Container(
+        name="check-nvme",
+        image=cluster.images.runtime_image,
+        image_pull_policy="IfNotPresent",
+        command=["/bin/bash", "-c", NVME_CHECK_SCRIPT],
+        env=[_env("TARGET", value=NVME_CHECK_TARGET), _env("HOST_PATH", value=cluster.nvme_mount)],
+        resources=cluster.resources.sidecar.to_k8s(),
+        volume_mounts=[k8s.VolumeMount(name="nvme", mount_path=NVME_CHECK_TARGET, read_only=True)],
         # Reads only world-readable files (the mount table, sysfs): no root needed.
-        "securityContext": container_context(),
-    }
+        security_context=_container_security(),
+    )
 
 
 def _sidecar(
-    name: str, image: str, args: list[str], props: CurvineProps, mounts: list[dict], *, root: bool = False
-) -> dict:
+    name: str, image: str, args: list[str], cluster: CurvineCluster, mounts: list[k8s.VolumeMount], *, root: bool
+) -> k8s.Container:
     """A CSI sidecar (static Go binary, distroless image): it writes nothing but sockets on its volumes."""
-    return {
-        "name": name,
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "args": args,
-        "resources": props.resources["sidecar"].to_k8s(),
-        "volumeMounts": mounts,
-        "securityContext": container_context(root=root),
-    }
+    return k8s.Container(
+        name=name,
+        image=image,
+        image_pull_policy="IfNotPresent",
+        args=args,
+        resources=cluster.resources.sidecar.to_k8s(),
+        volume_mounts=mounts,
+        security_context=_container_security(root=root),
+    )
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> k8s.PolicyRule:
+    return k8s.PolicyRule(api_groups=groups, resources=resources, verbs=verbs)
 
 
 class CurvineCsiChart(cdk8s.Chart):
@@ -412,56 +461,38 @@ class CurvineCsiChart(cdk8s.Chart):
     restart runbook).
     """
 
-    def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
+    def __init__(self, scope: Construct, id: str, *, cluster: CurvineCluster) -> None:
+        """:param cluster: the Curvine L2 this driver mounts."""
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        p = props
-        ns = p.namespace
-        api_object(
+        c = cluster
+        ns = c.namespace
+        k8s.KubeCsiDriver(
             self,
             "driver",
-            "storage.k8s.io/v1",
-            "CSIDriver",
-            {"name": DRIVER},
-            {"spec": {"attachRequired": False, "podInfoOnMount": False, "volumeLifecycleModes": ["Persistent"]}},
+            metadata=k8s.ObjectMeta(name=CURVINE_DRIVER),
+            spec=k8s.CsiDriverSpec(
+                attach_required=False, pod_info_on_mount=False, volume_lifecycle_modes=["Persistent"]
+            ),
         )
         self._rbac(
-            CSI_CONTROLLER,
+            CURVINE_CSI_CONTROLLER,
+            ns,
             cluster_rules=[
-                {
-                    "apiGroups": [""],
-                    "resources": ["persistentvolumes"],
-                    "verbs": ["get", "list", "watch", "create", "patch", "delete"],
-                },
-                {
-                    "apiGroups": [""],
-                    "resources": ["persistentvolumeclaims"],
-                    "verbs": ["get", "list", "watch", "update"],
-                },
+                _rule([""], ["persistentvolumes"], ["get", "list", "watch", "create", "patch", "delete"]),
+                _rule([""], ["persistentvolumeclaims"], ["get", "list", "watch", "update"]),
                 # The driver advertises PUBLISH_UNPUBLISH_VOLUME: csi-provisioner v5 waits for this informer to sync.
-                {
-                    "apiGroups": ["storage.k8s.io"],
-                    "resources": ["volumeattachments"],
-                    "verbs": ["get", "list", "watch"],
-                },
-                {
-                    "apiGroups": ["storage.k8s.io"],
-                    "resources": ["storageclasses", "csinodes"],
-                    "verbs": ["get", "list", "watch"],
-                },
-                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-                {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch", "create", "update", "patch"]},
+                _rule(["storage.k8s.io"], ["volumeattachments"], ["get", "list", "watch"]),
+                _rule(["storage.k8s.io"], ["storageclasses", "csinodes"], ["get", "list", "watch"]),
+                _rule([""], ["nodes"], ["get", "list", "watch"]),
+                _rule([""], ["events"], ["list", "watch", "create", "update", "patch"]),
             ],
             namespace_rules=[
-                {
-                    "apiGroups": ["coordination.k8s.io"],
-                    "resources": ["leases"],
-                    "verbs": ["get", "watch", "list", "create", "update", "patch"],
-                },
+                _rule(["coordination.k8s.io"], ["leases"], ["get", "watch", "list", "create", "update", "patch"]),
             ],
-            props=p,
         )
         self._rbac(
-            CSI_NODE,
+            CURVINE_CSI_NODE,
+            ns,
             # Embedded mode touches no cluster-scoped object (no PV watcher, that is standalone's).
             cluster_rules=[],
             # No Secrets on purpose: embedded mode would persist its mount state (with FUSE process IDs) in one Secret
@@ -469,9 +500,8 @@ class CurvineCsiChart(cdk8s.Chart):
             # (mount_state.go, node.go NodePublishVolume). Its load and save failures are only warnings, so without
             # the grant every restart starts clean and the next publish mounts afresh.
             namespace_rules=[],
-            props=p,
         )
-        socket_mount = {"name": "socket-dir", "mountPath": "/csi"}
+        socket_mount = k8s.VolumeMount(name="socket-dir", mount_path="/csi")
         plugin_env = [
             _env("CSI_ENDPOINT", value=f"unix://{CSI_SOCKET}"),
             _env("NODE_NAME", field="spec.nodeName"),
@@ -481,314 +511,341 @@ class CurvineCsiChart(cdk8s.Chart):
             # Embedded: the controller never mounts; the default (standalone) exits without a FUSE service account.
             _env("MOUNT_MODE", value=MOUNT_MODE),
         ]
-        health = ["--csi-address=" + CSI_SOCKET, f"--health-port={HEALTH_PORT}"]
+        health = ["--csi-address=" + CSI_SOCKET, f"--health-port={CURVINE_CSI_HEALTH_PORT}"]
+        health_port = [k8s.ContainerPort(name="healthz", container_port=CURVINE_CSI_HEALTH_PORT)]
+        plugin_command = ["/opt/curvine/csi"]
+        plugin_args = ["--endpoint=$(CSI_ENDPOINT)", "--nodeid=$(NODE_NAME)"]
         config_volume, config_mount = _config_volume(FUSE_CONF_PATH)
-        controller_labels = component_labels(CSI_CONTROLLER, "csi-controller")
-        api_object(
+        tmp_mount = k8s.VolumeMount(name="tmp", mount_path="/tmp")
+        controller_labels = component_labels(CURVINE_CSI_CONTROLLER, "csi-controller")
+        k8s.KubeDeployment(
             self,
             "controller",
-            "apps/v1",
-            "Deployment",
-            {"name": CSI_CONTROLLER, "namespace": ns, "labels": controller_labels},
-            {
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": controller_labels},
-                    "template": {
-                        "metadata": {"labels": controller_labels},
-                        "spec": {
-                            "serviceAccountName": CSI_CONTROLLER,
-                            # The provisioner and leader election call the API; the driver needs in-cluster
-                            # credentials to start at all (k8s_client.go NewK8sClient).
-                            "automountServiceAccountToken": True,
-                            # Root (capabilities dropped): CreateVolume's `curvine-cli fs mkdir` creates the L2
-                            # directories owned by this UID with mode 0755 (curvine-cli cmds/fs/common.rs), and the
-                            # engines, root without capabilities, must be able to write below them (FUSE mounts with
-                            # default_permissions, fuse_conf.rs). The sidecars share the root-owned socket.
-                            "securityContext": pod_context(root=True),
-                            "nodeSelector": {"kubernetes.io/os": "linux"},
-                            "containers": [
-                                {
-                                    "name": "csi-plugin",
-                                    "image": p.images["csi_image"],
-                                    "imagePullPolicy": "IfNotPresent",
-                                    "command": ["/opt/curvine/csi"],
-                                    "args": ["--endpoint=$(CSI_ENDPOINT)", "--nodeid=$(NODE_NAME)"],
-                                    "workingDir": CSI_HOME,
-                                    "env": plugin_env,
-                                    "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
-                                    "livenessProbe": {
-                                        "httpGet": {"path": "/healthz", "port": "healthz"},
-                                        "periodSeconds": 10,
-                                        "failureThreshold": 5,
-                                    },
-                                    "resources": p.resources["csi_controller"].to_k8s(),
-                                    # CreateVolume runs `curvine-fuse validate-config` against this file.
-                                    "volumeMounts": [socket_mount, config_mount, TMP_MOUNT],
-                                    # /tmp: scratch for the helper processes the driver runs.
-                                    "securityContext": container_context(root=True),
-                                },
-                                _sidecar(
-                                    "csi-provisioner",
-                                    p.images["csi_provisioner_image"],
-                                    [
-                                        "--csi-address=" + CSI_SOCKET,
-                                        f"--timeout={PROVISIONER_TIMEOUT_S}s",
-                                        "--leader-election",
-                                        "--leader-election-namespace=" + ns,
-                                    ],
-                                    p,
-                                    [socket_mount],
-                                    root=True,
+            metadata=k8s.ObjectMeta(name=CURVINE_CSI_CONTROLLER, namespace=ns, labels=controller_labels),
+            spec=k8s.DeploymentSpec(
+                replicas=1,
+                selector=k8s.LabelSelector(match_labels=controller_labels),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=controller_labels),
+                    spec=k8s.PodSpec(
+                        service_account_name=CURVINE_CSI_CONTROLLER,
+                        # The provisioner and leader election call the API; the driver needs in-cluster
+                        # credentials to start at all (k8s_client.go NewK8sClient).
+                        automount_service_account_token=True,
+                        # Root (capabilities dropped): CreateVolume's `curvine-cli fs mkdir` creates the L2
+                        # directories owned by this UID with mode 0755 (curvine-cli cmds/fs/common.rs), and the
+                        # engines, root without capabilities, must be able to write below them (FUSE mounts with
+                        # default_permissions, fuse_conf.rs). The sidecars share the root-owned socket.
+                        security_context=_pod_security(root=True),
+                        node_selector={"kubernetes.io/os": "linux"},
+                        containers=[
+                            k8s.Container(
+                                name="csi-plugin",
+                                image=c.images.csi_image,
+                                image_pull_policy="IfNotPresent",
+                                command=plugin_command,
+                                args=plugin_args,
+                                working_dir=CSI_HOME,
+                                env=plugin_env,
+                                ports=health_port,
+                                liveness_probe=k8s.Probe(
+                                    http_get=k8s.HttpGetAction(path="/healthz", port=_port("healthz")),
+                                    period_seconds=10,
+                                    failure_threshold=5,
                                 ),
-                                _sidecar(
-                                    "liveness-probe",
-                                    p.images["csi_livenessprobe_image"],
-                                    health,
-                                    p,
-                                    [socket_mount],
-                                    root=True,
-                                ),
-                            ],
-                            "volumes": [{"name": "socket-dir", "emptyDir": {}}, config_volume, TMP_VOLUME],
-                        },
-                    },
-                }
-            },
+                                resources=c.resources.csi_controller.to_k8s(),
+                                # CreateVolume runs `curvine-fuse validate-config` against this file.
+                                # /tmp: scratch for the helper processes the driver runs.
+                                volume_mounts=[socket_mount, config_mount, tmp_mount],
+                                security_context=_container_security(root=True),
+                            ),
+                            _sidecar(
+                                "csi-provisioner",
+                                c.images.csi_provisioner_image,
+                                [
+                                    "--csi-address=" + CSI_SOCKET,
+                                    f"--timeout={PROVISIONER_TIMEOUT_S}s",
+                                    "--leader-election",
+                                    "--leader-election-namespace=" + ns,
+                                ],
+                                c,
+                                [socket_mount],
+                                root=True,
+                            ),
+                            _sidecar(
+                                "liveness-probe", c.images.csi_livenessprobe_image, health, c, [socket_mount], root=True
+                            ),
+                        ],
+                        volumes=[
+                            k8s.Volume(name="socket-dir", empty_dir=k8s.EmptyDirVolumeSource()),
+                            config_volume,
+                            k8s.Volume(name="tmp", empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity("1Gi"))),
+                        ],
+                    ),
+                ),
+            ),
         )
-        node_labels = component_labels(CSI_NODE, "csi-node")
-        plugin_mount = {"name": "plugin-dir", "mountPath": "/csi"}
-        api_object(
+        node_labels = component_labels(CURVINE_CSI_NODE, "csi-node")
+        plugin_mount = k8s.VolumeMount(name="plugin-dir", mount_path="/csi")
+        k8s.KubeDaemonSet(
             self,
             "node",
-            "apps/v1",
-            "DaemonSet",
-            {"name": CSI_NODE, "namespace": ns, "labels": node_labels},
-            {
-                "spec": {
-                    "selector": {"matchLabels": node_labels},
-                    # OnDelete: the FUSE processes live in this pod, so replacing it breaks the L2 mounts of every
-                    # serving pod on the node; a deploy must never do that by itself (README: Curvine FUSE restart).
-                    "updateStrategy": {"type": "OnDelete"},
-                    "template": {
-                        "metadata": {"labels": node_labels},
-                        "spec": {
-                            "serviceAccountName": CSI_NODE,
-                            # The driver does not start without in-cluster credentials (k8s_client.go
-                            # NewK8sClient, node.go newNodeService), although its account is granted nothing.
-                            "automountServiceAccountToken": True,
-                            "securityContext": pod_context(root=True),
-                            "priorityClassName": "system-node-critical",
-                            "hostNetwork": True,
-                            "dnsPolicy": "ClusterFirstWithHostNet",
-                            "affinity": _in_groups(p.hyperpod_groups),
-                            "tolerations": [{"operator": "Exists"}],
-                            "containers": [
-                                {
-                                    "name": "csi-plugin",
-                                    "image": p.images["csi_image"],
-                                    "imagePullPolicy": "IfNotPresent",
-                                    "command": ["/opt/curvine/csi"],
-                                    "args": ["--endpoint=$(CSI_ENDPOINT)", "--nodeid=$(NODE_NAME)"],
-                                    # curvine-fuse children resolve conf/curvine-cluster.toml from here.
-                                    "workingDir": CSI_HOME,
-                                    "env": [
-                                        *plugin_env,
-                                        # Locality: the FUSE child inherits this, and names itself like this node's worker.
-                                        _env("CURVINE_CLIENT_HOSTNAME", value="$(NODE_IP)"),
-                                    ],
-                                    # The exception of this project: FUSE mounts that the kubelet must see
-                                    # (Bidirectional propagation into /var/lib/kubelet) need a privileged container, and
-                                    # the FUSE processes of the node run inside it. Its root filesystem stays writable:
-                                    # the driver and its FUSE children write /tmp (logs, state_dir) and mount helpers.
-                                    "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}},
-                                    "ports": [{"name": "healthz", "containerPort": HEALTH_PORT}],
-                                    # No liveness probe: a restart kills this node's FUSE processes, and the driver's
-                                    # probe answers ok whatever their state (identity.go Probe).
-                                    "lifecycle": {
-                                        "preStop": {"exec": {"command": ["/bin/sh", "-c", f"rm -f {CSI_SOCKET}"]}}
-                                    },
-                                    # The FUSE processes of this node run inside this container.
-                                    "resources": p.csi_node_plugin_resources.to_k8s(),
-                                    "volumeMounts": [
-                                        config_mount,
-                                        plugin_mount,
-                                        {
-                                            "name": "kubelet-dir",
-                                            "mountPath": KUBELET,
-                                            "mountPropagation": "Bidirectional",
-                                        },
-                                        {"name": "fuse-device", "mountPath": "/dev/fuse"},
-                                    ],
-                                },
-                                _sidecar(
-                                    "node-driver-registrar",
-                                    p.images["csi_node_driver_registrar_image"],
-                                    [
-                                        "--csi-address=" + CSI_SOCKET,
-                                        f"--kubelet-registration-path={PLUGIN_DIR}/csi.sock",
-                                    ],
-                                    p,
-                                    [plugin_mount, {"name": "registration-dir", "mountPath": "/registration"}],
-                                    # Root: it creates its socket in the kubelet's root-owned registration dir.
-                                    root=True,
+            metadata=k8s.ObjectMeta(name=CURVINE_CSI_NODE, namespace=ns, labels=node_labels),
+            spec=k8s.DaemonSetSpec(
+                selector=k8s.LabelSelector(match_labels=node_labels),
+                # OnDelete: the FUSE processes live in this pod, so replacing it breaks the L2 mounts of every
+                # serving pod on the node; a deploy must never do that by itself (README: Curvine FUSE restart).
+                update_strategy=k8s.DaemonSetUpdateStrategy(type="OnDelete"),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=node_labels),
+                    spec=k8s.PodSpec(
+                        service_account_name=CURVINE_CSI_NODE,
+                        # The driver does not start without in-cluster credentials (k8s_client.go
+                        # NewK8sClient, node.go newNodeService), although its account is granted nothing.
+                        automount_service_account_token=True,
+                        security_context=_pod_security(root=True),
+                        priority_class_name="system-node-critical",
+                        host_network=True,
+                        dns_policy="ClusterFirstWithHostNet",
+                        affinity=k8s.Affinity(node_affinity=_in_groups(c.hyperpod_groups)),
+                        tolerations=[k8s.Toleration(operator="Exists")],
+                        containers=[
+                            k8s.Container(
+                                name="csi-plugin",
+                                image=c.images.csi_image,
+                                image_pull_policy="IfNotPresent",
+                                command=plugin_command,
+                                args=plugin_args,
+                                # curvine-fuse children resolve conf/curvine-cluster.toml from here.
+                                working_dir=CSI_HOME,
+                                env=[
+                                    *plugin_env,
+                                    # Locality: the FUSE child inherits this, and names itself like this node's worker.
+                                    _env("CURVINE_CLIENT_HOSTNAME", value="$(NODE_IP)"),
+                                ],
+                                # The exception of this project: FUSE mounts that the kubelet must see
+                                # (Bidirectional propagation into /var/lib/kubelet) need a privileged container, and
+                                # the FUSE processes of the node run inside it. Its root filesystem stays writable:
+                                # the driver and its FUSE children write /tmp (logs, state_dir) and mount helpers.
+                                security_context=k8s.SecurityContext(
+                                    privileged=True, capabilities=k8s.Capabilities(add=["SYS_ADMIN"])
                                 ),
-                                # Root: it connects to the driver's socket, which the privileged plugin creates as root.
-                                _sidecar(
-                                    "liveness-probe",
-                                    p.images["csi_livenessprobe_image"],
-                                    health,
-                                    p,
-                                    [plugin_mount],
-                                    root=True,
+                                ports=health_port,
+                                # No liveness probe: a restart kills this node's FUSE processes, and the driver's
+                                # probe answers ok whatever their state (identity.go Probe).
+                                lifecycle=k8s.Lifecycle(
+                                    pre_stop=k8s.LifecycleHandler(
+                                        exec=k8s.ExecAction(command=["/bin/sh", "-c", f"rm -f {CSI_SOCKET}"])
+                                    )
                                 ),
-                            ],
-                            "volumes": [
-                                {"name": "plugin-dir", "hostPath": {"path": PLUGIN_DIR, "type": "DirectoryOrCreate"}},
-                                {"name": "kubelet-dir", "hostPath": {"path": KUBELET, "type": "Directory"}},
-                                {
-                                    "name": "registration-dir",
-                                    "hostPath": {"path": f"{KUBELET}/plugins_registry", "type": "Directory"},
-                                },
-                                {"name": "fuse-device", "hostPath": {"path": "/dev/fuse", "type": "CharDevice"}},
-                                config_volume,
-                            ],
-                        },
-                    },
-                }
-            },
+                                # The FUSE processes of this node run inside this container.
+                                resources=c.csi_node_plugin_resources.to_k8s(),
+                                volume_mounts=[
+                                    config_mount,
+                                    plugin_mount,
+                                    k8s.VolumeMount(
+                                        name="kubelet-dir", mount_path=KUBELET, mount_propagation="Bidirectional"
+                                    ),
+                                    k8s.VolumeMount(name="fuse-device", mount_path="/dev/fuse"),
+                                ],
+                            ),
+                            _sidecar(
+                                "node-driver-registrar",
+                                c.images.csi_node_driver_registrar_image,
+                                [
+                                    "--csi-address=" + CSI_SOCKET,
+                                    f"--kubelet-registration-path={PLUGIN_DIR}/csi.sock",
+                                ],
+                                c,
+                                [plugin_mount, k8s.VolumeMount(name="registration-dir", mount_path="/registration")],
+                                # Root: it creates its socket in the kubelet's root-owned registration dir.
+                                root=True,
+                            ),
+                            # Root: it connects to the driver's socket, which the privileged plugin creates as root.
+                            _sidecar(
+                                "liveness-probe", c.images.csi_livenessprobe_image, health, c, [plugin_mount], root=True
+                            ),
+                        ],
+                        volumes=[
+                            k8s.Volume(
+                                name="plugin-dir",
+                                host_path=k8s.HostPathVolumeSource(path=PLUGIN_DIR, type="DirectoryOrCreate"),
+                            ),
+                            k8s.Volume(
+                                name="kubelet-dir", host_path=k8s.HostPathVolumeSource(path=KUBELET, type="Directory")
+                            ),
+                            k8s.Volume(
+                                name="registration-dir",
+                                host_path=k8s.HostPathVolumeSource(
+                                    path=f"{KUBELET}/plugins_registry", type="Directory"
+                                ),
+                            ),
+                            k8s.Volume(
+                                name="fuse-device",
+                                host_path=k8s.HostPathVolumeSource(path="/dev/fuse", type="CharDevice"),
+                            ),
+                            config_volume,
+                        ],
+                    ),
+                ),
+            ),
         )
 
-    def _rbac(self, name: str, *, cluster_rules: list[dict], namespace_rules: list[dict], props: CurvineProps) -> None:
+    def _rbac(
+        self, name: str, namespace: str, *, cluster_rules: list[k8s.PolicyRule], namespace_rules: list[k8s.PolicyRule]
+    ) -> None:
         """The service account and, for each non-empty rule set, its (Cluster)Role and binding."""
-        ns = props.namespace
-        api_object(self, f"{name}-sa", "v1", "ServiceAccount", {"name": name, "namespace": ns}, {})
-        subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
-        for kind, rules, metadata in (
-            ("ClusterRole", cluster_rules, {"name": name}),
-            ("Role", namespace_rules, {"name": name, "namespace": ns}),
-        ):
-            if not rules:
-                continue
-            prefix = kind.lower()
-            api_object(self, f"{name}-{prefix}", "rbac.authorization.k8s.io/v1", kind, metadata, {"rules": rules})
-            api_object(
-                self,
-                f"{name}-{prefix}binding",
-                "rbac.authorization.k8s.io/v1",
-                f"{kind}Binding",
-                metadata,
-                {"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}, "subjects": subject},
+        k8s.KubeServiceAccount(self, f"{name}-sa", metadata=k8s.ObjectMeta(name=name, namespace=namespace))
+        subjects = [k8s.Subject(kind="ServiceAccount", name=name, namespace=namespace)]
+        if cluster_rules:
+            metadata = k8s.ObjectMeta(name=name)
+            role_ref = k8s.RoleRef(api_group=RBAC_GROUP, kind="ClusterRole", name=name)
+            k8s.KubeClusterRole(self, f"{name}-clusterrole", metadata=metadata, rules=cluster_rules)
+            k8s.KubeClusterRoleBinding(
+                self, f"{name}-clusterrolebinding", metadata=metadata, role_ref=role_ref, subjects=subjects
             )
+        if namespace_rules:
+            metadata = k8s.ObjectMeta(name=name, namespace=namespace)
+            role_ref = k8s.RoleRef(api_group=RBAC_GROUP, kind="Role", name=name)
+            k8s.KubeRole(self, f"{name}-role", metadata=metadata, rules=namespace_rules)
+            k8s.KubeRoleBinding(self, f"{name}-rolebinding", metadata=metadata, role_ref=role_ref, subjects=subjects)
 
 
 class CurvineStorageChart(cdk8s.Chart):
-    """The StorageClass serving the Curvine path and the ReadWriteMany L2 claim in the serving namespace."""
+    """The StorageClass serving the Curvine path, the ReadWriteMany L2 claim in the serving namespace, and the janitor
+    that keeps the L2 between the eviction watermarks."""
 
-    def __init__(self, scope: Construct, id: str, *, props: CurvineProps) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: CurvineCluster,
+        serving_namespace: str,
+        janitor_image: str,
+        claim_name: str = DEFAULT_CLAIM_NAME,
+        claim_size_gib: int = DEFAULT_CLAIM_SIZE_GIB,
+        janitor_schedule: str = DEFAULT_JANITOR_SCHEDULE,
+    ) -> None:
+        """
+        :param cluster: the Curvine L2 the claim is served by.
+        :param serving_namespace: namespace of the claim and the janitor (the serving pods'); not the Curvine one.
+        :param janitor_image: image the janitor runs in, pinned: one with Python 3 that the HyperPod nodes already
+            hold (the engine image).
+        :param claim_name: the claim serving pods mount. @default ``curvine-l2``
+        :param claim_size_gib: nominal size of the claim (Curvine does not enforce it; capacity comes from the
+            workers). @default 100
+        :param janitor_schedule: cron schedule (five fields) of the janitor. @default every 10 minutes, so the L2
+            overshoots the high watermark by at most ten minutes of writes
+        """
+        check_dns_label(self, "serving_namespace", serving_namespace)
+        if serving_namespace == cluster.namespace:
+            raise ValueError(
+                f"CurvineStorageChart.serving_namespace: {serving_namespace!r} is the Curvine namespace; the claim "
+                "and the janitor belong to the serving pods' namespace"
+            )
+        check_image(self, "janitor_image", janitor_image)
+        check_dns_label(self, "claim_name", claim_name)
+        check_range(self, "claim_size_gib", claim_size_gib, 1)
+        check_schedule(self, "janitor_schedule", janitor_schedule)
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        p = props
-        api_object(
+        k8s.KubeStorageClass(
             self,
             "storageclass",
-            "storage.k8s.io/v1",
-            "StorageClass",
-            {"name": STORAGE_CLASS},
-            {
-                "provisioner": DRIVER,
-                "parameters": {"master-addrs": p.master_addrs, "fs-path": p.fs_path, "path-type": "DirectoryOrCreate"},
-                "reclaimPolicy": "Retain",
-                "volumeBindingMode": "Immediate",
-                # The driver does not implement ControllerExpandVolume: a resize would hang forever.
-                "allowVolumeExpansion": False,
+            metadata=k8s.ObjectMeta(name=CURVINE_STORAGE_CLASS),
+            provisioner=CURVINE_DRIVER,
+            parameters={
+                "master-addrs": cluster.master_addrs,
+                "fs-path": cluster.fs_path,
+                "path-type": "DirectoryOrCreate",
             },
+            reclaim_policy="Retain",
+            volume_binding_mode="Immediate",
+            # The driver does not implement ControllerExpandVolume: a resize would hang forever.
+            allow_volume_expansion=False,
         )
-        claim = api_object(
+        claim = k8s.KubePersistentVolumeClaim(
             self,
             "claim",
-            "v1",
-            "PersistentVolumeClaim",
-            {"name": p.claim_name, "namespace": p.serving_namespace},
-            {
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": STORAGE_CLASS,
-                    "resources": {"requests": {"storage": f"{p.claim_size_gib}Gi"}},
-                }
-            },
+            metadata=k8s.ObjectMeta(name=claim_name, namespace=serving_namespace),
+            spec=k8s.PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteMany"],
+                storage_class_name=CURVINE_STORAGE_CLASS,
+                resources=k8s.VolumeResourceRequirements(requests=_storage(claim_size_gib)),
+            ),
         )
-        self._janitor(p).add_dependency(claim)
+        self._janitor(cluster, serving_namespace, claim_name, janitor_image, janitor_schedule).add_dependency(claim)
 
-    def _janitor(self, p: CurvineProps) -> cdk8s.ApiObject:
+    def _janitor(
+        self, cluster: CurvineCluster, namespace: str, claim_name: str, image: str, schedule: str
+    ) -> k8s.KubeCronJob:
         """A CronJob that mounts the L2 claim and deletes the oldest chunk files above the high watermark
         (``l2_janitor.py`` says why Curvine cannot do it at v0.4.1). On HyperPod nodes: only they run the CSI node
         plugin that mounts the claim, and they already hold the engine image it runs in."""
-        ns = p.serving_namespace
-        labels = component_labels(JANITOR, "l2-janitor")
-        script = api_object(
+        labels = component_labels(CURVINE_JANITOR, "l2-janitor")
+        script = k8s.KubeConfigMap(
             self,
             "janitor-script",
-            "v1",
-            "ConfigMap",
-            {"name": JANITOR, "namespace": ns, "labels": labels},
-            {"data": {JANITOR_SCRIPT.name: JANITOR_SCRIPT.read_text()}},
+            metadata=k8s.ObjectMeta(name=CURVINE_JANITOR, namespace=namespace, labels=labels),
+            data={JANITOR_SCRIPT.name: JANITOR_SCRIPT.read_text()},
         )
-        job_pod = {
-            "metadata": {"labels": labels},
-            "spec": {
-                "restartPolicy": "Never",
-                "automountServiceAccountToken": False,
+        eviction = cluster.eviction
+        job_pod = k8s.PodTemplateSpec(
+            metadata=k8s.ObjectMeta(labels=labels),
+            spec=k8s.PodSpec(
+                restart_policy="Never",
+                automount_service_account_token=False,
                 # Root without capabilities: the engines (root, their image has no user) own the chunk files, and
                 # only their owner may delete them; the root filesystem stays read-only.
-                "securityContext": pod_context(root=True),
-                "affinity": _in_groups(p.hyperpod_groups),
-                "tolerations": list(p.tolerations),
-                "containers": [
-                    {
-                        "name": "janitor",
-                        "image": p.janitor_image,
-                        "imagePullPolicy": "IfNotPresent",
-                        "command": [
+                security_context=_pod_security(root=True),
+                affinity=k8s.Affinity(node_affinity=_in_groups(cluster.hyperpod_groups)),
+                tolerations=[t.to_k8s() for t in cluster.tolerations],
+                containers=[
+                    k8s.Container(
+                        name="janitor",
+                        image=image,
+                        image_pull_policy="IfNotPresent",
+                        command=[
                             "python3",
                             f"/janitor/{JANITOR_SCRIPT.name}",
                             JANITOR_L2_MOUNT,
-                            str(p.l2_capacity_bytes),
-                            str(p.eviction_high),
-                            str(p.eviction_low),
+                            str(cluster.capacity_bytes),
+                            str(eviction.high_watermark),
+                            str(eviction.low_watermark),
                         ],
-                        "resources": p.resources["sidecar"].to_k8s(),
-                        "env": [_env("PYTHONDONTWRITEBYTECODE", value="1")],
-                        "securityContext": container_context(root=True),
-                        "volumeMounts": [
-                            {"name": "l2", "mountPath": JANITOR_L2_MOUNT},
-                            {"name": "script", "mountPath": "/janitor", "readOnly": True},
+                        resources=cluster.resources.sidecar.to_k8s(),
+                        env=[_env("PYTHONDONTWRITEBYTECODE", value="1")],
+                        security_context=_container_security(root=True),
+                        volume_mounts=[
+                            k8s.VolumeMount(name="l2", mount_path=JANITOR_L2_MOUNT),
+                            k8s.VolumeMount(name="script", mount_path="/janitor", read_only=True),
                         ],
-                    }
+                    )
                 ],
-                "volumes": [
-                    {"name": "l2", "persistentVolumeClaim": {"claimName": p.claim_name}},
-                    {"name": "script", "configMap": {"name": JANITOR}},
+                volumes=[
+                    k8s.Volume(
+                        name="l2", persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=claim_name)
+                    ),
+                    k8s.Volume(name="script", config_map=k8s.ConfigMapVolumeSource(name=CURVINE_JANITOR)),
                 ],
-            },
-        }
-        cronjob = api_object(
+            ),
+        )
+        cronjob = k8s.KubeCronJob(
             self,
             "janitor",
-            "batch/v1",
-            "CronJob",
-            {"name": JANITOR, "namespace": ns, "labels": labels},
-            {
-                "spec": {
-                    "schedule": p.janitor_schedule,
-                    # One at a time: two janitors would delete twice as much.
-                    "concurrencyPolicy": "Forbid",
-                    "successfulJobsHistoryLimit": 1,
-                    "failedJobsHistoryLimit": 3,
-                    # A run stuck on a dead mount must not block the next ones (Forbid waits for it).
-                    "startingDeadlineSeconds": 300,
-                    "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 1800, "template": job_pod}},
-                }
-            },
+            metadata=k8s.ObjectMeta(name=CURVINE_JANITOR, namespace=namespace, labels=labels),
+            spec=k8s.CronJobSpec(
+                schedule=schedule,
+                # One at a time: two janitors would delete twice as much.
+                concurrency_policy="Forbid",
+                successful_jobs_history_limit=1,
+                failed_jobs_history_limit=3,
+                # A run stuck on a dead mount must not block the next ones (Forbid waits for it).
+                starting_deadline_seconds=300,
+                job_template=k8s.JobTemplateSpec(
+                    spec=k8s.JobSpec(backoff_limit=0, active_deadline_seconds=1800, template=job_pod)
+                ),
+            ),
         )
         cronjob.add_dependency(script)
         return cronjob

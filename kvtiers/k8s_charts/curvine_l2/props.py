@@ -1,28 +1,26 @@
-"""Typed props of the Curvine L2 charts and the facts derived from them (names, addresses, the cluster config).
+"""The shared description of one Curvine L2 (:class:`CurvineCluster`) and the facts derived from it.
 
-Everything the four charts and ``curvine-cluster.toml`` share (service names, ports, paths, master addresses) is
-computed here once, so the objects and the config file cannot disagree.
+Everything the four charts and ``curvine-cluster.toml`` share (ports, paths, master addresses, the cluster config) is
+computed here once, so the objects and the config file cannot disagree. Each value object checks its rules when it
+is built; the error names the class and the field.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Literal
+import json
+import re
+from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import Any, Literal, get_args
 
-from kvtiers.config.schema import Environment
-from kvtiers.config.sizing import GB
-from kvtiers.k8s_charts.curvine_l2 import toml
+import tomli_w
+from cdk8s_plus_33 import k8s
 
-MASTER = "curvine-master"
-WORKER = "curvine-worker"
-CSI_CONTROLLER = "curvine-csi-controller"
-CSI_NODE = "curvine-csi-node"
-CONFIG_MAP = "curvine-config"
-DRIVER = "curvine"
-STORAGE_CLASS = "curvine-l2"
-STATIC_CLASS = "curvine-journal-static"
-"""Storage class name that only the static journal PersistentVolumes carry (no provisioner behind it)."""
+from kvtiers.k8s_charts.names import curvine_master_host, curvine_master_pod
+
+GB = 1000**3
+"""Curvine's capacity unit (``[SSD:<n>GB]``, ``dir_reserved``): decimal gigabytes."""
 CONF_PATH = "/app/curvine/conf/curvine-cluster.toml"
 META_MOUNT = "/opt/curvine/data/meta"
 JOURNAL_MOUNT = "/opt/curvine/data/journal"
@@ -49,15 +47,242 @@ GRACE_SECONDS = {"master": 120, "worker": 60}
 (``rpc_server.rs``), the master closing its RocksDB metadata and Raft journal; the image's own stop action waits
 15 s before SIGKILL (``entrypoint.sh``). Generous margins: a hard-killed master replays its journal on start."""
 
+MASTER_COUNTS = (1, 3, 5)
+"""Raft group sizes: an odd quorum, fixed at install (Curvine cannot resize the journal group in place)."""
+MAX_GP3_GIB = 16384
+"""Largest gp3 volume (the master's meta and journal volumes are gp3)."""
+
 Network = Literal["host", "pod"]
+EvictionPolicy = Literal["lru", "lfu"]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_PINNED_IMAGE = re.compile(
+    r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[a-f0-9]{64})$"
+)
+_CPU = re.compile(r"^\d+(\.\d+)?m?$")
+_ABSOLUTE_PATH = re.compile(r"^/[^\s]+$")
+_BLOCK_SIZE = re.compile(r"^\d+(KB|MB|GB)$")
+_CRON = re.compile(r"^(\S+\s+){4}\S+$")
 
 
-@dataclass(frozen=True)
+def _error(owner: object, name: str, problem: str) -> ValueError:
+    return ValueError(f"{type(owner).__name__}.{name}: {problem}")
+
+
+def check_dns_label(owner: object, name: str, value: str) -> None:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise _error(owner, name, f"{value!r} is not a DNS-1123 label (lower-case alphanumerics and '-', <= 63)")
+
+
+def check_image(owner: object, name: str, value: str) -> None:
+    """Every image pinned by tag or digest, never the moving ``latest``."""
+    tag = value.split("@")[0].rsplit("/", 1)[-1].partition(":")[2]
+    if tag == "latest":
+        raise _error(owner, name, f"image {value!r} uses the moving tag 'latest'; pin a version tag or digest")
+    if not _PINNED_IMAGE.match(value):
+        raise _error(owner, name, f"image {value!r} has no tag; give 'repository:tag' or 'repository@sha256:<digest>'")
+
+
+def check_absolute_path(owner: object, name: str, value: str) -> None:
+    if not _ABSOLUTE_PATH.match(value):
+        raise _error(owner, name, f"{value!r} is not an absolute path")
+
+
+def check_schedule(owner: object, name: str, value: str) -> None:
+    if not _CRON.match(value):
+        raise _error(owner, name, f"{value!r} is not a five-field cron schedule")
+
+
+def check_range(owner: object, name: str, value: int, low: int, high: int | None = None) -> None:
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"{low} to {high}"
+        raise _error(owner, name, f"{value} is out of range ({bound})")
+
+
+@cache
+def quantity(value: str) -> k8s.Quantity:
+    """One jsii object per distinct quantity, however many containers share it."""
+    return k8s.Quantity.from_string(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvinePorts:
+    """Every Curvine listener's port, set explicitly because Curvine's code and docs disagree on the web-port
+    defaults. Ports must be distinct TCP ports.
+
+    :param master_rpc: master RPC. @default 8995
+    :param journal: master Raft journal. @default 8996
+    :param worker_rpc: worker RPC (host network). @default 8997
+    :param master_web: master web API and metrics. @default 9000
+    :param worker_web: worker web and metrics (host network). @default 9001
+    :param fuse_web: FUSE client metrics (host network, in the CSI node plugin). @default 9002
+    """
+
+    master_rpc: int = 8995
+    journal: int = 8996
+    worker_rpc: int = 8997
+    master_web: int = 9000
+    worker_web: int = 9001
+    fuse_web: int = 9002
+
+    def __post_init__(self) -> None:
+        owners: dict[int, str] = {}
+        for name, port in self.by_name().items():
+            check_range(self, name, port, 1, 65535)
+            if port in owners:
+                raise _error(self, name, f"{port} is also {owners[port]}'s port; every port must be distinct")
+            owners[port] = name
+
+    def by_name(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvineImages:
+    """Container images, each pinned by tag or digest.
+
+    :param runtime_image: masters, workers and the worker's NVMe check. @default ``ghcr.io/curvineio/curvine:v0.4.1``
+    :param csi_image: the CSI plugin (controller and node). @default ``ghcr.io/curvineio/curvine-csi:v0.4.1``
+    :param csi_provisioner_image: @default ``registry.k8s.io/sig-storage/csi-provisioner:v5.2.0``
+    :param csi_node_driver_registrar_image: @default ``registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0``
+    :param csi_livenessprobe_image: @default ``registry.k8s.io/sig-storage/livenessprobe:v2.15.0``
+    """
+
+    runtime_image: str = "ghcr.io/curvineio/curvine:v0.4.1"
+    csi_image: str = "ghcr.io/curvineio/curvine-csi:v0.4.1"
+    csi_provisioner_image: str = "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0"
+    csi_node_driver_registrar_image: str = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
+    csi_livenessprobe_image: str = "registry.k8s.io/sig-storage/livenessprobe:v2.15.0"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            check_image(self, f.name, getattr(self, f.name))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    """One container's budget, requests = limits (Guaranteed QoS, so cache pods are not evicted first).
+
+    :param cpu: Kubernetes CPU quantity (``"2"``, ``"500m"``).
+    :param memory_gib: memory in GiB, at least 1.
+    """
+
+    cpu: str
+    memory_gib: int
+
+    def __post_init__(self) -> None:
+        if not _CPU.match(self.cpu):
+            raise _error(self, "cpu", f"{self.cpu!r} is not a CPU quantity such as '2', '0.5' or '500m'")
+        check_range(self, "memory_gib", self.memory_gib, 1)
+
+    def to_k8s(self) -> k8s.ResourceRequirements:
+        amount = {"cpu": quantity(self.cpu), "memory": quantity(f"{self.memory_gib}Gi")}
+        return k8s.ResourceRequirements(requests=amount, limits=amount)
+
+    @property
+    def millicpu(self) -> int:
+        return int(float(self.cpu[:-1])) if self.cpu.endswith("m") else int(float(self.cpu) * 1000)
+
+    def __add__(self, other: Resources) -> Resources:
+        """Two budgets in one container (the CSI node plugin hosts its FUSE children)."""
+        return Resources(cpu=f"{self.millicpu + other.millicpu}m", memory_gib=self.memory_gib + other.memory_gib)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvineResources:
+    """Each Curvine container's budget.
+
+    :param master: @default 2 CPU, 8 GiB
+    :param worker: counted against each GPU node's memory budget. @default 4 CPU, 8 GiB
+    :param fuse: the FUSE processes of a node, embedded in the CSI node plugin container (which gets this plus
+        ``csi_node``); counted against each GPU node's memory budget. @default 2 CPU, 4 GiB
+    :param csi_node: the CSI node plugin itself. @default 500m, 1 GiB
+    :param csi_controller: @default 500m, 1 GiB
+    :param sidecar: each CSI sidecar, the worker's NVMe check and the L2 janitor. @default 100m, 1 GiB
+    """
+
+    master: Resources = field(default_factory=lambda: Resources(cpu="2", memory_gib=8))
+    worker: Resources = field(default_factory=lambda: Resources(cpu="4", memory_gib=8))
+    fuse: Resources = field(default_factory=lambda: Resources(cpu="2", memory_gib=4))
+    csi_node: Resources = field(default_factory=lambda: Resources(cpu="500m", memory_gib=1))
+    csi_controller: Resources = field(default_factory=lambda: Resources(cpu="500m", memory_gib=1))
+    sidecar: Resources = field(default_factory=lambda: Resources(cpu="100m", memory_gib=1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvineEviction:
+    """How the L2 makes room: LMCache's ``fs://`` connector never deletes, so the janitor (``l2_janitor.py``) deletes
+    the oldest chunk files when the stored bytes reach ``high_watermark`` of the workers' capacity, down to
+    ``low_watermark``. Both are fractions strictly between 0 and 1, low below high.
+
+    :param high_watermark: @default 0.85
+    :param low_watermark: @default 0.70
+    :param policy: Curvine's own quota-eviction policy (kept configured; at v0.4.1 it only ever removes expired
+        files). @default ``lru``
+    """
+
+    high_watermark: float = 0.85
+    low_watermark: float = 0.70
+    policy: EvictionPolicy = "lru"
+
+    def __post_init__(self) -> None:
+        for name in ("high_watermark", "low_watermark"):
+            value = getattr(self, name)
+            if not 0 < value < 1:
+                raise _error(self, name, f"{value} must be between 0 and 1 (a fraction of the L2 capacity)")
+        if self.low_watermark >= self.high_watermark:
+            raise _error(
+                self, "low_watermark", f"{self.low_watermark} must be below high_watermark {self.high_watermark}"
+            )
+        if self.policy not in get_args(EvictionPolicy):
+            raise _error(self, "policy", f"{self.policy!r} is not one of {', '.join(get_args(EvictionPolicy))}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toleration:
+    """A toleration of a custom HyperPod node taint.
+
+    :param key: the taint's key.
+    :param value: the taint's value; ``None`` tolerates any value (operator ``Exists``). @default None
+    :param effect: @default ``NoSchedule``
+    """
+
+    key: str
+    value: str | None = None
+    effect: TaintEffect = "NoSchedule"
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            raise _error(self, "key", "is required")
+        if self.value == "":
+            raise _error(self, "value", "is empty: give None to tolerate any value")
+        if self.effect not in get_args(TaintEffect):
+            raise _error(self, "effect", f"{self.effect!r} is not one of {', '.join(get_args(TaintEffect))}")
+
+    def to_k8s(self) -> k8s.Toleration:
+        operator = "Exists" if self.value is None else "Equal"
+        return k8s.Toleration(key=self.key, operator=operator, value=self.value, effect=self.effect)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MasterVolumeIds:
+    """One master's static EBS volumes (IDs are usually CDK deploy-time tokens).
+
+    :param meta_volume_id: the RocksDB metadata volume.
+    :param journal_volume_id: the Raft journal volume.
+    """
+
+    meta_volume_id: str
+    journal_volume_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class CurvinePort:
     """One Curvine listener, for the security groups and NetworkPolicies that other modules own."""
 
     name: str
-    """Key in ``CurvineProps.ports`` / ``curvine.ports``."""
+    """Field of :class:`CurvinePorts`."""
     port: int
     listener: Literal["master", "journal", "worker", "fuse"]
     network: Network
@@ -66,159 +291,168 @@ class CurvinePort:
     """Who must reach it. Curvine's RPC has no authentication or TLS: keep every other source out."""
 
 
-def port_table(ports: dict[str, int]) -> tuple[CurvinePort, ...]:
+def port_table(ports: CurvinePorts) -> tuple[CurvinePort, ...]:
     """Every Curvine port, where it listens and who must reach it (the one source for the network matrix)."""
     return (
         CurvinePort(
-            "master_rpc",
-            ports["master_rpc"],
-            "master",
-            "pod",
-            (
+            name="master_rpc",
+            port=ports.master_rpc,
+            listener="master",
+            network="pod",
+            reached_by=(
                 "worker (host network)",
                 "FUSE client in the CSI node plugin (host network)",
                 "CSI controller (pod network: curvine-cli, validate-config)",
                 "other masters",
             ),
         ),
-        CurvinePort("journal", ports["journal"], "journal", "pod", ("other masters (Raft)",)),
         CurvinePort(
-            "master_web",
-            ports["master_web"],
-            "master",
-            "pod",
-            ("kvtiers verify through the API server's pod proxy (control plane)", "metrics scraper"),
+            name="journal", port=ports.journal, listener="journal", network="pod", reached_by=("other masters (Raft)",)
         ),
         CurvinePort(
-            "worker_rpc",
-            ports["worker_rpc"],
-            "worker",
-            "host",
-            ("FUSE clients on every HyperPod node (host network)", "master (pod network)", "other workers"),
+            name="master_web",
+            port=ports.master_web,
+            listener="master",
+            network="pod",
+            reached_by=("kvtiers verify through the API server's pod proxy (control plane)", "metrics scraper"),
         ),
-        CurvinePort("worker_web", ports["worker_web"], "worker", "host", ("metrics scraper",)),
-        CurvinePort("fuse_web", ports["fuse_web"], "fuse", "host", ("metrics scraper",)),
+        CurvinePort(
+            name="worker_rpc",
+            port=ports.worker_rpc,
+            listener="worker",
+            network="host",
+            reached_by=(
+                "FUSE clients on every HyperPod node (host network)",
+                "master (pod network)",
+                "other workers",
+            ),
+        ),
+        CurvinePort(
+            name="worker_web", port=ports.worker_web, listener="worker", network="host", reached_by=("metrics scraper",)
+        ),
+        CurvinePort(
+            name="fuse_web", port=ports.fuse_web, listener="fuse", network="host", reached_by=("metrics scraper",)
+        ),
     )
 
 
-@dataclass(frozen=True)
-class Resources:
-    cpu: str
-    memory_gib: int
+@dataclass(frozen=True, kw_only=True)
+class CurvineCluster:
+    """One Curvine L2 as each of its charts sees it (passed as ``cluster=``): where masters, workers and the CSI
+    run, with which ports, images and budgets, and the cluster config they all read.
 
-    def to_k8s(self) -> dict:
-        amount = {"cpu": self.cpu, "memory": f"{self.memory_gib}Gi"}
-        return {"requests": amount, "limits": amount}
+    :param master_volumes: one :class:`MasterVolumeIds` per master; their number is the master count, 1, 3 or 5 (an
+        odd Raft quorum), fixed at install.
+    :param availability_zone: AZ name of the master volumes (a token for a new VPC); masters are pinned there.
+    :param hyperpod_groups: every HyperPod instance group: each node runs a CSI node pod, so any serving pod can
+        mount the L2. Names are unique.
+    :param worker_nodes: nodes in ``worker_groups``, one worker each: the L2 capacity is this times
+        ``capacity_gb``, what the janitor's watermarks are fractions of.
+    :param worker_groups: groups that run a worker (node-local NVMe) and the masters; each one of
+        ``hyperpod_groups``. @default every group in ``hyperpod_groups``
+    :param namespace: the Curvine namespace (created with the masters). @default ``curvine``
+    :param cluster_id: Curvine's ``cluster_id``. @default ``kvtiers``
+    :param meta_volume_gib: size of each master's metadata volume (1 to 16384). @default 20
+    :param journal_volume_gib: size of each master's journal volume (1 to 16384). @default 50
+    :param audit_log: master audit log (``master.audit_logging_enabled``): one line per file operation, i.e. per
+        LMCache chunk stored or looked up. Off: the RPC is unauthenticated, so the log names only the client host
+        it trusts anyway (Curvine's own default is on). @default False
+    :param tolerations: tolerations of the custom HyperPod taints, for the masters, workers and janitor. @default
+        none (no custom taints)
+    :param nvme_mount: mount point of the node's NVMe instance store; the worker checks it is one before it starts.
+        @default ``/opt/dlami/nvme`` (the DLAMI path)
+    :param data_dir: cache directory below ``nvme_mount``. @default ``/opt/dlami/nvme/curvine``
+    :param capacity_gb: cache capacity per worker (at least 1). @default 1000
+    :param reserved_gb: space Curvine leaves free on the disk (``dir_reserved``, at least 0). @default 20
+    :param block_size: Curvine block size (``<n>KB|MB|GB``); 64 MB holds several 14 MiB LMCache chunks of a 7B model
+        per block. @default ``64MB``
+    :param fs_path: Curvine namespace path the StorageClass serves (``fs-path``). @default ``/l2cache``
+    :param eviction: watermarks and policy. @default :class:`CurvineEviction` defaults
+    :param ports: @default :class:`CurvinePorts` defaults
+    :param images: @default :class:`CurvineImages` defaults
+    :param resources: @default :class:`CurvineResources` defaults
+    """
 
-    @property
-    def millicpu(self) -> int:
-        return int(float(self.cpu[:-1])) if self.cpu.endswith("m") else int(float(self.cpu) * 1000)
-
-    def __add__(self, other: Resources) -> Resources:
-        """Two budgets in one container (the CSI node plugin hosts its FUSE children)."""
-        return Resources(f"{self.millicpu + other.millicpu}m", self.memory_gib + other.memory_gib)
-
-
-@dataclass(frozen=True)
-class CurvineProps:
-    namespace: str
-    cluster_id: str
-    masters: int
-    journal_volume_ids: tuple[tuple[str, str], ...]
-    """Per master: (meta volume ID, journal volume ID), CDK deploy-time tokens."""
+    master_volumes: tuple[MasterVolumeIds, ...]
     availability_zone: str
-    """AZ name of the journal volumes (a token for a new VPC); masters are pinned there."""
-    meta_size_gib: int
-    journal_size_gib: int
-    worker_groups: tuple[str, ...]
-    """HyperPod instance groups that run a worker (node-local NVMe)."""
     hyperpod_groups: tuple[str, ...]
-    """Every HyperPod group: each runs a CSI node pod so any serving pod can mount the L2."""
-    tolerations: tuple[dict, ...]
-    nvme_mount: str
-    """Mount point of the node's NVMe instance store; the worker checks it before it starts."""
-    data_dir: str
-    """Cache directory below ``nvme_mount``."""
-    capacity_gb: int
-    reserved_gb: int
-    block_size: str
-    eviction_high: float
-    eviction_low: float
-    eviction_policy: str
-    janitor_schedule: str
-    """Cron schedule of the L2 janitor (the eviction that works at v0.4.1, see ``l2_janitor.py``)."""
-    janitor_image: str
-    """Image the janitor runs in: the engine image (it has Python and is already on the GPU nodes)."""
-    l2_capacity_bytes: int
-    """All workers' cache capacity: what the janitor's watermarks are fractions of."""
-    audit_log: bool
-    """Master audit log (``master.audit_logging_enabled``): one line per file operation."""
-    fs_path: str
-    ports: dict[str, int]
-    images: dict[str, str]
-    resources: dict[str, Resources]
-    serving_namespace: str
-    claim_name: str
-    claim_size_gib: int
+    worker_nodes: int
+    worker_groups: tuple[str, ...] | None = None
+    namespace: str = "curvine"
+    cluster_id: str = "kvtiers"
+    meta_volume_gib: int = 20
+    journal_volume_gib: int = 50
+    audit_log: bool = False
+    tolerations: tuple[Toleration, ...] = ()
+    nvme_mount: str = "/opt/dlami/nvme"
+    data_dir: str = "/opt/dlami/nvme/curvine"
+    capacity_gb: int = 1000
+    reserved_gb: int = 20
+    block_size: str = "64MB"
+    fs_path: str = "/l2cache"
+    eviction: CurvineEviction = field(default_factory=CurvineEviction)
+    ports: CurvinePorts = field(default_factory=CurvinePorts)
+    images: CurvineImages = field(default_factory=CurvineImages)
+    resources: CurvineResources = field(default_factory=CurvineResources)
 
     def __post_init__(self) -> None:
-        if self.masters not in (1, 3, 5):
-            raise ValueError(f"CurvineProps.masters must be 1, 3 or 5, got {self.masters}")
-        if len(self.journal_volume_ids) != self.masters:
-            raise ValueError(
-                f"CurvineProps needs {self.masters} journal volume pairs, got {len(self.journal_volume_ids)}"
+        if len(self.master_volumes) not in MASTER_COUNTS:
+            raise _error(
+                self,
+                "master_volumes",
+                f"{len(self.master_volumes)} given; Curvine runs 1, 3 or 5 masters (an odd Raft quorum)",
             )
+        if not self.availability_zone:
+            raise _error(self, "availability_zone", "is required")
+        if not self.hyperpod_groups:
+            raise _error(self, "hyperpod_groups", "needs at least one HyperPod instance group")
+        if len(set(self.hyperpod_groups)) != len(self.hyperpod_groups):
+            raise _error(self, "hyperpod_groups", f"names must be unique, got {list(self.hyperpod_groups)}")
+        if self.worker_groups is not None:
+            if not self.worker_groups:
+                raise _error(self, "worker_groups", "is empty; give None for every HyperPod group")
+            unknown = sorted(set(self.worker_groups) - set(self.hyperpod_groups))
+            if unknown:
+                raise _error(self, "worker_groups", f"{unknown} not in hyperpod_groups {list(self.hyperpod_groups)}")
+        check_range(self, "worker_nodes", self.worker_nodes, 1)
+        check_dns_label(self, "namespace", self.namespace)
+        check_dns_label(self, "cluster_id", self.cluster_id)
+        check_range(self, "meta_volume_gib", self.meta_volume_gib, 1, MAX_GP3_GIB)
+        check_range(self, "journal_volume_gib", self.journal_volume_gib, 1, MAX_GP3_GIB)
+        check_absolute_path(self, "nvme_mount", self.nvme_mount)
+        check_absolute_path(self, "data_dir", self.data_dir)
         if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
-            raise ValueError(f"CurvineProps.data_dir {self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
+            raise _error(self, "data_dir", f"{self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
+        check_range(self, "capacity_gb", self.capacity_gb, 1)
+        check_range(self, "reserved_gb", self.reserved_gb, 0)
+        if not _BLOCK_SIZE.match(self.block_size):
+            raise _error(self, "block_size", f"{self.block_size!r} is not a size such as '64MB' (KB, MB or GB)")
+        check_absolute_path(self, "fs_path", self.fs_path)
+
+    # ------------------------------------------------------------------------------------------- derived facts
+
+    @property
+    def masters(self) -> int:
+        return len(self.master_volumes)
+
+    @property
+    def worker_group_names(self) -> tuple[str, ...]:
+        return self.hyperpod_groups if self.worker_groups is None else self.worker_groups
 
     @property
     def data_subpath(self) -> str:
         """``data_dir`` relative to ``nvme_mount`` (the worker mounts it as a subPath of the checked mount)."""
         return self.data_dir[len(self.nvme_mount.rstrip("/")) + 1 :]
 
-    @classmethod
-    def from_environment(
-        cls, env: Environment, *, journal_volume_ids: tuple[tuple[str, str], ...], availability_zone: str
-    ) -> CurvineProps:
-        c = env.curvine
-        return cls(
-            namespace=c.namespace,
-            cluster_id=c.cluster_id,
-            masters=c.master.replicas,
-            journal_volume_ids=tuple(journal_volume_ids),
-            availability_zone=availability_zone,
-            meta_size_gib=c.master.meta_volume_gib,
-            journal_size_gib=c.master.journal_volume_gib,
-            worker_groups=tuple(g.name for g in env.curvine_worker_groups),
-            hyperpod_groups=tuple(g.name for g in env.hyperpod.instance_groups),
-            tolerations=env.hyperpod.taint_tolerations,
-            nvme_mount=c.worker.nvme_mount,
-            data_dir=c.worker.data_dir,
-            capacity_gb=c.worker.capacity_gb,
-            reserved_gb=c.worker.reserved_gb,
-            block_size=c.block_size,
-            eviction_high=c.eviction.high_watermark,
-            eviction_low=c.eviction.low_watermark,
-            eviction_policy=c.eviction.policy,
-            janitor_schedule=c.eviction.janitor_schedule,
-            janitor_image=env.serving.images.vllm_image,
-            l2_capacity_bytes=env.sizing.curvine_workers * c.worker.capacity_gb * GB,
-            audit_log=c.master.audit_log,
-            fs_path=c.fs_path,
-            ports=c.ports.model_dump(),
-            images=c.images.model_dump(),
-            resources={k: Resources(v.cpu, v.memory_gib) for k, v in c.resources},
-            serving_namespace=env.serving.namespace,
-            claim_name=env.serving.l2_claim_name,
-            claim_size_gib=env.serving.l2_claim_size_gib,
-        )
-
-    # ------------------------------------------------------------------------------------------- derived facts
+    @property
+    def capacity_bytes(self) -> int:
+        """All workers' cache capacity."""
+        return self.worker_nodes * self.capacity_gb * GB
 
     @property
     def csi_node_plugin_resources(self) -> Resources:
         """The node plugin's own budget plus its FUSE processes' (embedded mode runs them in its container)."""
-        return self.resources["csi_node"] + self.resources["fuse"]
+        return self.resources.csi_node + self.resources.fuse
 
     @property
     def master_count_note(self) -> str:
@@ -229,15 +463,16 @@ class CurvineProps:
             "group; deploy a new environment instead (docs/curvine-contract.md, master count)"
         )
 
-    def master_host(self, ordinal: int) -> str:
-        return f"{MASTER}-{ordinal}.{MASTER}.{self.namespace}.svc.cluster.local"
+    @property
+    def master_hosts(self) -> tuple[str, ...]:
+        return tuple(curvine_master_host(self.namespace, curvine_master_pod(i)) for i in range(self.masters))
 
     @property
     def master_addrs(self) -> str:
         """``host:port,...`` of every master's RPC endpoint (StorageClass ``master-addrs``)."""
-        return ",".join(f"{self.master_host(i)}:{self.ports['master_rpc']}" for i in range(self.masters))
+        return ",".join(f"{host}:{self.ports.master_rpc}" for host in self.master_hosts)
 
-    def cluster_config(self) -> dict:
+    def cluster_config(self) -> dict[str, Any]:
         p = self.ports
         return {
             "cluster_id": self.cluster_id,
@@ -245,49 +480,49 @@ class CurvineProps:
             "format_master": False,
             "format_worker": False,
             "master": {
-                "rpc_port": p["master_rpc"],
-                "web_port": p["master_web"],
+                "rpc_port": p.master_rpc,
+                "web_port": p.master_web,
                 # Subdirectories, never the volume root: ext4's lost+found fails Curvine's data-dir guard.
                 "meta_dir": f"{META_MOUNT}/db",
                 "enable_quota_eviction": True,
                 "quota_eviction_mode": "delete",
-                "quota_eviction_policy": self.eviction_policy,
-                "quota_eviction_high_rate": self.eviction_high,
-                "quota_eviction_low_rate": self.eviction_low,
+                "quota_eviction_policy": self.eviction.policy,
+                "quota_eviction_high_rate": self.eviction.high_watermark,
+                "quota_eviction_low_rate": self.eviction.low_watermark,
                 # Writes go to the worker whose hostname equals the client's (both the node IP).
                 "worker_policy": "local",
                 "audit_logging_enabled": self.audit_log,
             },
             "journal": {
                 "enable": True,
-                "rpc_port": p["journal"],
+                "rpc_port": p.journal,
                 "journal_dir": f"{JOURNAL_MOUNT}/db",
                 "journal_addrs": [
-                    {"id": i + 1, "hostname": self.master_host(i), "port": p["journal"]} for i in range(self.masters)
+                    {"id": i + 1, "hostname": host, "port": p.journal} for i, host in enumerate(self.master_hosts)
                 ],
             },
             "worker": {
-                "rpc_port": p["worker_rpc"],
-                "web_port": p["worker_web"],
+                "rpc_port": p.worker_rpc,
+                "web_port": p.worker_web,
                 "dir_reserved": f"{self.reserved_gb}GB",
                 "data_dir": [f"[SSD:{self.capacity_gb}GB]{DATA_MOUNT}"],
             },
             "client": {
-                "master_addrs": [
-                    {"hostname": self.master_host(i), "port": p["master_rpc"]} for i in range(self.masters)
-                ],
+                "master_addrs": [{"hostname": host, "port": p.master_rpc} for host in self.master_hosts],
                 "block_size": self.block_size,
                 # Off: the worker's data path is not visible to the FUSE process (it runs in the CSI node
                 # container), so a local short-circuit open would fail; writes go through the worker's RPC.
                 "short_circuit": False,
             },
-            "fuse": {"web_port": p["fuse_web"]},
+            "fuse": {"web_port": p.fuse_web},
         }
 
     @property
     def config_toml(self) -> str:
-        return toml.dumps(self.cluster_config())
+        return tomli_w.dumps(self.cluster_config())
 
     @property
     def config_checksum(self) -> str:
-        return hashlib.sha256(self.config_toml.encode()).hexdigest()
+        """Of the config's content, not its TOML text: a new TOML writer version must not roll the servers."""
+        canonical = json.dumps(self.cluster_config(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
