@@ -117,9 +117,9 @@ def test_help(command):
 
 
 def test_plan_shows_each_endpoints_l2_namespace(dev_env):
-    from kvtiers.k8s_charts.l2 import L2Namespace
+    from kvtiers.stacks.wiring.serving import l2_namespace
 
-    namespace = L2Namespace.for_endpoint(dev_env, dev_env.serving.endpoints[0])
+    namespace = l2_namespace(dev_env, dev_env.serving.endpoints[0])
     data = json.loads(invoke("plan", "-c", DEV, "--json").output)
     assert data["endpoints"][0]["l2_namespace"] == f"/mnt/curvine/l2cache/{namespace.directory}"
     result = invoke("plan", "-c", DEV)

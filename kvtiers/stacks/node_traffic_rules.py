@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from kvtiers.config.schema import Environment
 from kvtiers.constructs.node_traffic import PortRule
-from kvtiers.k8s_charts.hyperpod_operator import PORT as OPERATOR_INVOCATION_PORT
-from kvtiers.k8s_charts.serving.props import (
+from kvtiers.k8s_charts.names import (
     ENGINE_PORT,
     LMCACHE_CONTROLLER_PULL_PORT,
     LMCACHE_CONTROLLER_REPLY_PORT,
     LMCACHE_WORKER_PORT_BASE,
+    OPERATOR_PORT,
 )
 
 KUBELET_PORT = 10250
@@ -63,7 +63,7 @@ def node_traffic_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[Po
         to_hyperpod.append(
             PortRule(
                 "tcp",
-                OPERATOR_INVOCATION_PORT,
+                OPERATOR_PORT,
                 "Inference Operator: its router and controller reach the model pods on their invocation port",
             )
         )
@@ -90,16 +90,14 @@ def scraper_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[PortRul
     serve the Kubernetes API it discovers pods with."""
     from kvtiers.observability.scrape import ROUTER, targets
 
-    to_hyperpod, to_system = (
-        [],
-        [
-            PortRule(
-                "tcp",
-                KUBERNETES_API_PORT,
-                "metrics collector discovers pods through the Kubernetes API (control plane ENIs)",
-            )
-        ],
-    )
+    to_hyperpod: list[PortRule] = []
+    to_system = [
+        PortRule(
+            "tcp",
+            KUBERNETES_API_PORT,
+            "metrics collector discovers pods through the Kubernetes API (control plane ENIs)",
+        )
+    ]
     for target in targets(env):
         rule = PortRule("tcp", target.port, f"metrics collector scrapes {target.job} /metrics")
         (to_system if target.component == ROUTER else to_hyperpod).append(rule)

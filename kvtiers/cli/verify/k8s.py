@@ -8,6 +8,8 @@ from kvtiers.cli import names
 from kvtiers.cli.verify import proxy
 from kvtiers.cli.verify.result import CheckResult, failed, passed
 from kvtiers.config.schema import Endpoint, Environment
+from kvtiers.k8s_charts import names as k8s_names
+from kvtiers.stacks.wiring import serving as wiring
 
 
 def pod_ready(pod) -> bool:
@@ -25,10 +27,10 @@ def selector(match_labels: dict[str, str] | None) -> str:
 
 
 def hyperpod_nodes(core: CoreV1Api, groups: set[str] | None = None) -> list:
-    nodes = core.list_node(label_selector=names.hyperpod_node_selector()).items
+    nodes = core.list_node(label_selector=k8s_names.label_selector(k8s_names.HYPERPOD_NODE_SELECTOR)).items
     if groups is None:
         return nodes
-    return [n for n in nodes if (n.metadata.labels or {}).get(names.HYPERPOD_INSTANCE_GROUP_LABEL) in groups]
+    return [n for n in nodes if (n.metadata.labels or {}).get(k8s_names.HYPERPOD_INSTANCE_GROUP) in groups]
 
 
 # ------------------------------------------------------------------------------------------------- nodes
@@ -184,10 +186,8 @@ def check_l2_claim(core: CoreV1Api, env: Environment) -> CheckResult:
 def engine_selector(env: Environment, endpoint: Endpoint) -> str:
     """Our own labels on self-managed engines; the operator's endpoint label on operator-managed ones."""
     if endpoint.serving == "operator":
-        from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
-
-        return names.operator_pod_selector(OperatorEndpointProps.from_environment(env, endpoint.name).object_name)
-    return names.engine_selector(endpoint.name)
+        return wiring.operator_pod_selector(env, endpoint.name)
+    return k8s_names.label_selector(k8s_names.engine_selector(endpoint.name))
 
 
 def engine_pods(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> list:
@@ -216,7 +216,7 @@ def check_engines(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> Chec
 def check_router(
     core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environment, endpoint: Endpoint
 ) -> list[CheckResult]:
-    ns, area, router = env.serving.namespace, f"endpoint:{endpoint.name}", names.router_name(endpoint.name)
+    ns, area, router = env.serving.namespace, f"endpoint:{endpoint.name}", k8s_names.router_name(endpoint.name)
     results = []
     deployment = apps.read_namespaced_deployment(router, ns)
     available = deployment.status.available_replicas or 0
@@ -234,8 +234,10 @@ def check_router(
     ready = [p for p in engine_pods(core, env, endpoint) if pod_ready(p)]
     hint = f"kubectl -n {ns} logs deployment/{router} (service discovery label selector, RBAC to list pods)"
     try:
-        health = proxy.request(api, "services", ns, router, names.ROUTER_SERVICE_PORT, names.ROUTER_HEALTH_PATH)
-        engines = proxy.request(api, "services", ns, router, names.ROUTER_SERVICE_PORT, names.ROUTER_ENGINES_PATH)
+        health = proxy.request(api, "services", ns, router, k8s_names.ROUTER_SERVICE_PORT, k8s_names.ROUTER_HEALTH_PATH)
+        engines = proxy.request(
+            api, "services", ns, router, k8s_names.ROUTER_SERVICE_PORT, k8s_names.ROUTER_ENGINES_PATH
+        )
     except proxy.ProxyError as exc:
         return results + [failed(area, "router sees engines", str(exc), hint)]
     if not health.ok:
@@ -272,9 +274,9 @@ def check_operator_endpoint(api: ApiClient, env: Environment, endpoint: Endpoint
     """The InferenceEndpointConfig the workloads stack applied: deployed by the operator, with managed routing on."""
     from kubernetes.client import CustomObjectsApi
 
-    from kvtiers.k8s_charts.hyperpod_operator import API_VERSION, OperatorEndpointProps
+    from kvtiers.k8s_charts.hyperpod_operator import API_VERSION
 
-    props = OperatorEndpointProps.from_environment(env, endpoint.name)
+    props = wiring.operator_endpoint(env, endpoint.name)
     group, version = API_VERSION.split("/")
     ns, area, name = env.serving.namespace, f"endpoint:{endpoint.name}", "operator endpoint deployed"
     obj = CustomObjectsApi(api).get_namespaced_custom_object(
@@ -297,10 +299,9 @@ def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
     """What an operator pod lacks of the Curvine L2 the admission policy attaches (empty: attached). The same
     conditions as the policy's CEL check: containers that mount the model are the model servers."""
     from kvtiers.k8s_charts.hyperpod_operator import L2_VOLUME, MODEL_MOUNT
-    from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 
-    l2 = L2Settings.from_environment(env)
-    remote_url = l2.remote_url(L2Namespace.for_endpoint(env, endpoint))
+    l2 = wiring.l2_volume(env)
+    remote_url = wiring.l2_remote_url(env, endpoint)
     servers = [c for c in pod.spec.containers if any(m.mount_path == MODEL_MOUNT for m in (c.volume_mounts or []))]
     problems = [] if servers else [f"no container mounts the model at {MODEL_MOUNT}"]
     if not any(
@@ -319,6 +320,8 @@ def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
 
 def check_operator_l2(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> CheckResult:
     """Every pod of an operator endpoint carries the Curvine L2 (the policy mutated it at admission)."""
+    from kvtiers.k8s_charts.hyperpod_operator import policy_name
+
     area, name = f"endpoint:{endpoint.name}", "Curvine L2 attached by policy"
     pods = engine_pods(core, env, endpoint)
     bad = {p.metadata.name: problems for p in pods if (problems := missing_l2(p, env, endpoint))}
@@ -335,7 +338,8 @@ def check_operator_l2(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> 
             area,
             name,
             detail,
-            f"kubectl -n {env.serving.namespace} get policy {endpoint.name}-curvine-l2 -o yaml (Ready?); "
+            f"kubectl -n {env.serving.namespace} get policy {policy_name(wiring.operator_endpoint(env, endpoint.name))} "
+            "-o yaml (Ready?); "
             "pods created before the policy was ready escape it: delete them to re-admit",
         )
     return passed(area, name, f"{len(pods)} pod(s) mount the L2 and point LMCache at it")
