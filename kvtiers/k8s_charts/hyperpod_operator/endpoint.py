@@ -11,7 +11,6 @@ import cdk8s
 from constructs import Construct
 
 from kvtiers.k8s_charts import checks, names
-from kvtiers.k8s_charts.checks import at_least, one_of
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.vllm import ROUTINGS, LMCache, Routing, S3Weights, Weights, vllm_args
@@ -72,12 +71,12 @@ class OperatorEndpoint:
         checks.dns_label(where, "name", self.name)
         checks.dns_label(where, "namespace", self.namespace)
         checks.hash_seed(where, self.hash_seed)
-        one_of(where, "routing", self.routing, ROUTINGS)
-        one_of(where, "api", self.api, APIS)
+        checks.one_of(where, "routing", self.routing, ROUTINGS)
+        checks.one_of(where, "api", self.api, APIS)
         if self.l2_backend is not None:
-            one_of(where, "l2_backend", self.l2_backend, L2_BACKENDS)
+            checks.one_of(where, "l2_backend", self.l2_backend, L2_BACKENDS)
         for field in ("replicas", "tensor_parallel_size", "cpu", "memory_gib", "max_model_len"):
-            at_least(where, field, getattr(self, field), 1)
+            checks.at_least(where, field, getattr(self, field), 1)
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"{where}: gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.routing == "kvaware" and self.api != "completions":

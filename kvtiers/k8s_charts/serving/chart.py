@@ -8,7 +8,7 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import checks, names
+from kvtiers.k8s_charts import checks
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router
@@ -82,7 +82,6 @@ class ServingChart(cdk8s.Chart):
                 f"{engine.tensor_parallel_size} GPU worker(s) ({l1_gib:g} GiB) plus engine.shm_gib {engine.shm_gib}"
             )
         super().__init__(scope, id, namespace=namespace, disable_resource_name_hashes=True)
-        self.endpoint_name = name
         self.engine = EngineDeployment(
             self, "Engine", name=name, namespace=namespace, engine=engine, lmcache=lmcache, hash_seed=hash_seed, l2=l2
         )
@@ -95,8 +94,3 @@ class ServingChart(cdk8s.Chart):
             controller=lmcache.controller,
             hash_seed=hash_seed,
         )
-
-    @property
-    def engine_service_account_name(self) -> str:
-        """Subject of the EKS Pod Identity association that reads the S3 weights."""
-        return names.engine_service_account_name(self.endpoint_name)
