@@ -117,10 +117,25 @@ def test_help(command):
 
 
 def test_plan_shows_each_endpoints_l2_namespace(dev_env):
-    from kvtiers.k8s_charts.l2 import L2Namespace
+    from kvtiers.stacks.wiring.serving import l2_namespace
 
-    namespace = L2Namespace.for_endpoint(dev_env, dev_env.serving.endpoints[0])
+    namespace = l2_namespace(dev_env, dev_env.serving.endpoints[0])
     data = json.loads(invoke("plan", "-c", DEV, "--json").output)
     assert data["endpoints"][0]["l2_namespace"] == f"/mnt/curvine/l2cache/{namespace.directory}"
     result = invoke("plan", "-c", DEV)
     assert "L2 namespace" in result.output and "qwen-qwen2-7b" in result.output
+
+
+def test_plan_does_not_start_the_cdk8s_runtime():
+    """``plan`` reads the L2 names through the wiring module, which imports the chart packages only where it builds
+    charts: importing cdk8s would start its JavaScript runtime (and Node's warnings) for a table."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from typer.testing import CliRunner; from kvtiers.cli.main import app; "
+        f"r = CliRunner().invoke(app, ['plan', '-c', {DEV!r}, '--json']); assert r.exit_code == 0, r.output; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cdk8s', 'cdk8s_plus_33', 'constructs', 'jsii')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from kubernetes.client import AppsV1Api, CoreV1Api
 
-from kvtiers.cli import names
 from kvtiers.cli.verify import crosspod, k8s, runner
 from kvtiers.k8s_charts import names as chart_names
 from tests.fakes.cluster import build_healthy
@@ -20,6 +19,13 @@ def world(dev_env, dev_objects):
         handles = build_healthy(kube, dev_env, dev_objects)
         api = kube.api_client()
         yield kube, handles, api, CoreV1Api(api), AppsV1Api(api)
+
+
+def engine_port(objects) -> int:
+    """The port the rendered engine Deployment declares (``http``)."""
+    deployment = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "qwen2-7b-engine")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return next(p["containerPort"] for p in container["ports"] if p["name"] == "http")
 
 
 def by_name(results):
@@ -172,7 +178,7 @@ def test_cross_pod_without_lmcache_metrics(world, dev_env):
     assert not check.ok and "no lmcache:* counters" in check.detail
 
 
-def test_cross_pod_store_never_happens(world, dev_env):
+def test_cross_pod_store_never_happens(world, dev_env, dev_objects):
     kube, handles, _api, _core, _apps = world
     original = handles["engines"]["qwen2-7b-engine-0"]
 
@@ -181,14 +187,14 @@ def test_cross_pod_store_never_happens(world, dev_env):
             return json_reply(200, {"choices": [{"text": "x"}], "usage": {"prompt_tokens": 1941}})
         return original(method, path, body)
 
-    kube.proxy("pods", "serving", "qwen2-7b-engine-0", names.ENGINE_PORT, no_store)
+    kube.proxy("pods", "serving", "qwen2-7b-engine-0", engine_port(dev_objects), no_store)
     check = cross(world, dev_env)
     assert not check.ok and "stored 0 of 1941 tokens" in check.detail
 
 
-def test_cross_pod_completion_error(world, dev_env):
+def test_cross_pod_completion_error(world, dev_env, dev_objects):
     kube, _handles, _api, _core, _apps = world
-    kube.proxy("pods", "serving", "qwen2-7b-engine-0", names.ENGINE_PORT, FakeEngine("other/model", set()))
+    kube.proxy("pods", "serving", "qwen2-7b-engine-0", engine_port(dev_objects), FakeEngine("other/model", set()))
     check = cross(world, dev_env)
     assert not check.ok and "HTTP 404" in check.detail
 
@@ -206,7 +212,7 @@ def test_a_chart_that_drifts_from_verify_fails_it(dev_env, dev_objects, drift):
     }[drift]
     obj = next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
     if drift == "engine-label":
-        obj["spec"]["template"]["metadata"]["labels"][names.COMPONENT_LABEL] = "model-server"
+        obj["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] = "model-server"
     elif drift == "router-service-port":
         obj["spec"]["ports"][0]["port"] = 8080
     else:

@@ -17,12 +17,11 @@ from kvtiers.config import load_environment
 from kvtiers.k8s_charts.hyperpod_operator import (
     CurvineL2PolicyChart,
     InferenceEndpointConfigChart,
-    OperatorEndpointProps,
+    OperatorEndpoint,
     contract,
     unsupported_spec_fields,
 )
-from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
-from kvtiers.k8s_charts.serving import ServingChart, ServingProps
+from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.test_config import rejected, set_path
 from tests.test_lmcache_contract import ENGINE_LMCACHE, STUBS, needs, venv_python
@@ -37,7 +36,7 @@ def prod():
 
 @pytest.fixture(scope="module")
 def operator_props(prod):
-    return OperatorEndpointProps.from_environment(prod, "qwen2-7b-chat")
+    return wiring.operator_endpoint(prod, "qwen2-7b-chat")
 
 
 @pytest.fixture(scope="module")
@@ -79,26 +78,26 @@ def test_spec_fields(operator_props, prod):
 
 def test_immutable_fields_are_in_the_name(prod, operator_props):
     serving = prod.serving.model_copy(update={"hash_seed": "7"})
-    changed = OperatorEndpointProps.from_environment(prod.model_copy(update={"serving": serving}), "qwen2-7b-chat")
+    changed = wiring.operator_endpoint(prod.model_copy(update={"serving": serving}), "qwen2-7b-chat")
     assert changed.object_name != operator_props.object_name
     assert operator_props.object_name.startswith("qwen2-7b-chat-")
 
 
 def test_policy_selects_the_endpoints_pods_by_the_operators_label(prod, operator_props):
     app = cdk8s.App()
-    policy = CurvineL2PolicyChart(app, "p", props=operator_props).to_json()[0]
+    policy = CurvineL2PolicyChart(app, "p", endpoint=operator_props).to_json()[0]
     assert policy["kind"] == "Policy"
     selectors = [b["resources"]["selector"]["matchLabels"] for r in policy["spec"]["rules"] for b in r["match"]["any"]]
     iec = next(
         o
-        for o in InferenceEndpointConfigChart(app, "i", props=operator_props).to_json()
+        for o in InferenceEndpointConfigChart(app, "i", endpoint=operator_props).to_json()
         if o["kind"] == "InferenceEndpointConfig"
     )
     # the operator labels its pods app=<object name> (sagemaker-hyperpod SDK hp_endpoint.py list_pods)
     assert selectors == [{"app": iec["metadata"]["name"]}] * 2
     # self-managed engines never carry that label
     for name in ("llama31-70b", "qwen25-32b"):
-        objs = ServingChart(app, f"s-{name}", props=ServingProps.from_environment(prod, name)).to_json()
+        objs = wiring.serving_chart(app, f"s-{name}", prod, name).to_json()
         labels = [o["spec"]["template"]["metadata"].get("labels", {}) for o in objs if o["kind"] == "Deployment"]
         assert all(lbl.get("app") != iec["metadata"]["name"] for lbl in labels)
 
@@ -109,18 +108,18 @@ def test_the_endpoint_sets_no_service_account_the_pinned_addon_does_not_know(ope
     assert "kubernetes" not in spec
     assert prod.inference_operator.addons.inference_operator in contract.ADDON_SPEC_FIELDS
     assert unsupported_spec_fields(spec, operator_props.addon_version) == []
-    objs = InferenceEndpointConfigChart(cdk8s.App(), "i", props=operator_props).to_json()
+    objs = InferenceEndpointConfigChart(cdk8s.App(), "i", endpoint=operator_props).to_json()
     assert [o["kind"] for o in objs] == ["InferenceEndpointConfig"]
 
 
 def test_a_spec_field_the_pinned_addon_lacks_is_refused(operator_props, monkeypatch):
     assert unsupported_spec_fields({**operator_props.spec(), "kubernetes": {}}, "v1.0.0-eksbuild.1") == ["kubernetes"]
-    original = OperatorEndpointProps.spec
+    original = OperatorEndpoint.spec
     monkeypatch.setattr(
-        OperatorEndpointProps, "spec", lambda self: {**original(self), "kubernetes": {"serviceAccountName": "x"}}
+        OperatorEndpoint, "spec", lambda self: {**original(self), "kubernetes": {"serviceAccountName": "x"}}
     )
     with pytest.raises(ValueError, match="has no spec field"):
-        InferenceEndpointConfigChart(cdk8s.App(), "i", props=operator_props)
+        InferenceEndpointConfigChart(cdk8s.App(), "i", endpoint=operator_props)
 
 
 def test_metrics_are_scraped_on_the_invocation_port(operator_props):
@@ -131,21 +130,24 @@ def test_metrics_are_scraped_on_the_invocation_port(operator_props):
 
 def test_the_lmcache_sizing_reaches_the_engine_through_the_worker_env(operator_props, prod):
     env = {e["name"]: e["value"] for e in operator_props.spec()["worker"]["environmentVariables"]}
-    l2 = L2Settings.from_environment(prod)
+    l2 = wiring.l2_volume(prod)
     # the same per-worker L1 and chunk size the self-managed path writes into its LMCache file
     sizing = prod.sizing.endpoint("qwen2-7b-chat")
     assert float(env["LMCACHE_MAX_LOCAL_CPU_SIZE"]) == sizing.l1_bytes / sizing.gpus_per_replica / 1024**3
-    assert int(env["LMCACHE_CHUNK_SIZE"]) == l2.chunk_size
-    self_managed = ServingProps.from_environment(prod, "llama31-70b").lmcache
-    assert self_managed.chunk_size == l2.chunk_size
-    # the L2 URL, serde and hash seed from the one L2Settings; the policy adds only the mount
+    llama_endpoint = wiring.endpoint(prod, "llama31-70b")
+    llama_file = yaml.safe_load(
+        next(
+            o for o in wiring.serving_chart(cdk8s.App(), "s", prod, "llama31-70b").to_json() if o["kind"] == "ConfigMap"
+        )["data"]["lmcache.yaml"]
+    )
+    assert int(env["LMCACHE_CHUNK_SIZE"]) == llama_file["chunk_size"]
+    # the L2 URL and serde as the self-managed file has them, and the one hash seed; the policy adds only the mount
     # ... in the endpoint's own fingerprinted namespace, computed as for self-managed endpoints
-    namespace = L2Namespace.for_endpoint(prod, next(e for e in prod.serving.endpoints if e.name == "qwen2-7b-chat"))
-    assert operator_props.l2_namespace == namespace
-    assert env["LMCACHE_REMOTE_URL"] == l2.remote_url(namespace) == operator_props.l2_remote_url
-    llama = L2Namespace.for_endpoint(prod, next(e for e in prod.serving.endpoints if e.name == "llama31-70b"))
-    assert self_managed.remote_url == l2.remote_url(llama)
-    assert env["LMCACHE_REMOTE_SERDE"] == l2.serde and env["PYTHONHASHSEED"] == l2.hash_seed
+    namespace = wiring.l2_namespace(prod, wiring.endpoint(prod, "qwen2-7b-chat"))
+    assert env["LMCACHE_REMOTE_URL"] == l2.remote_url(namespace) == operator_props.lmcache.remote_url
+    assert llama_file["remote_url"] == l2.remote_url(wiring.l2_namespace(prod, llama_endpoint))
+    assert env["LMCACHE_REMOTE_SERDE"] == llama_file["remote_serde"] == namespace.serde
+    assert env["PYTHONHASHSEED"] == prod.serving.hash_seed == namespace.hash_seed
     # the pod memory limit was sized for that L1
     assert operator_props.memory_gib == sizing.pod_memory_gib
 
@@ -157,13 +159,13 @@ def test_the_kv_cache_spec_has_no_size_fields_so_env_carries_them(operator_props
 def test_a_new_l1_size_replaces_the_endpoint(tmp_path, operator_props):
     def halve_l1(raw):
         endpoint = next(e for e in raw["serving"]["endpoints"] if e["name"] == "qwen2-7b-chat")
-        endpoint["l1_gib"] = operator_props.l1_gib // 2
+        endpoint["l1_gib"] //= 2
 
     raw = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
     halve_l1(raw)
     (tmp_path / "prod.yaml").write_text(yaml.safe_dump(raw))
-    changed = OperatorEndpointProps.from_environment(load_environment(tmp_path / "prod.yaml"), "qwen2-7b-chat")
-    assert changed.l1_worker_gib < operator_props.l1_worker_gib
+    changed = wiring.operator_endpoint(load_environment(tmp_path / "prod.yaml"), "qwen2-7b-chat")
+    assert changed.lmcache.max_local_cpu_size_gib < operator_props.lmcache.max_local_cpu_size_gib
     # worker environment is immutable in the operator: a new size is a new object, visible in cdk diff
     assert changed.object_name != operator_props.object_name
 
@@ -265,11 +267,11 @@ def test_lmcaches_own_loader_reads_the_worker_env(operator_props):
     )
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert loaded == {
-        "chunk_size": operator_props.l2.chunk_size,
+        "chunk_size": operator_props.lmcache.chunk_size,
         "local_cpu": True,
-        "max_local_cpu_size": operator_props.l1_worker_gib,
-        "remote_url": operator_props.l2_remote_url,
-        "remote_serde": operator_props.l2.serde,
+        "max_local_cpu_size": operator_props.lmcache.max_local_cpu_size_gib,
+        "remote_url": operator_props.lmcache.remote_url,
+        "remote_serde": operator_props.lmcache.remote_serde,
     }
 
 

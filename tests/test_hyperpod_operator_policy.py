@@ -12,15 +12,9 @@ import subprocess
 import pytest
 
 from kvtiers.config import load_environment
-from kvtiers.k8s_charts.hyperpod_operator import (
-    L2_VOLUME,
-    MODEL_MOUNT,
-    OperatorEndpointProps,
-    contract,
-    policy,
-    policy_name,
-)
-from kvtiers.k8s_charts.l2 import L2Settings
+from kvtiers.k8s_charts.hyperpod_operator import L2_VOLUME, MODEL_MOUNT, contract, policy, policy_name
+from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
 from tests.fakes import kyverno
 from tests.fakes.operator_pod import model_container_name, operator_pod
@@ -33,7 +27,7 @@ def prod():
 
 @pytest.fixture(scope="module")
 def props(prod):
-    return OperatorEndpointProps.from_environment(prod, "qwen2-7b-chat")
+    return wiring.operator_endpoint(prod, "qwen2-7b-chat")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +46,7 @@ def container(pod: dict, name: str) -> dict:
     return next(c for c in pod["spec"]["containers"] if c["name"] == name)
 
 
-def assert_has_l2(pod: dict, name: str, l2: L2Settings, remote_url: str) -> None:
+def assert_has_l2(pod: dict, name: str, l2: L2Volume, remote_url: str) -> None:
     c = container(pod, name)
     assert {"name": L2_VOLUME, "mountPath": l2.mount_path} in c["volumeMounts"]
     assert {"name": "LMCACHE_REMOTE_URL", "value": remote_url} in c["env"]
@@ -63,7 +57,7 @@ def test_the_operator_pod_is_admitted_with_the_l2_mounted(kubectl, l2_policy, pr
     pod = operator_pod(props)
     admitted = kyverno.admit(kubectl, l2_policy, pod)
     assert admitted.reviewed
-    assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.l2_remote_url)
+    assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.lmcache.remote_url)
     # every volume and mount the operator set is still there; the sidecar is untouched
     assert [v for v in admitted.pod["spec"]["volumes"] if v["name"] != L2_VOLUME] == pod["spec"]["volumes"]
     assert container(admitted.pod, "sidecar") == container(pod, "sidecar")
@@ -83,13 +77,13 @@ def test_other_volumes_do_not_deny_the_pod(kubectl, l2_policy, props, extra):
     # The old pattern put a single map under spec.volumes: Kyverno checks every element against it.
     admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props, extra_volumes=(extra,)))
     assert extra in admitted.pod["spec"]["volumes"]
-    assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.l2_remote_url)
+    assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.lmcache.remote_url)
 
 
 @pytest.mark.parametrize("name", ["worker", "vllm", "model-server", "qwen2-7b-chat-938ce183"])
 def test_a_renamed_model_container_still_gets_the_l2(kubectl, l2_policy, props, name):
     admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props, container_name=name))
-    assert_has_l2(admitted.pod, name, props.l2, props.l2_remote_url)
+    assert_has_l2(admitted.pod, name, props.l2, props.lmcache.remote_url)
 
 
 @pytest.mark.parametrize(
@@ -102,7 +96,7 @@ def test_a_renamed_model_container_still_gets_the_l2(kubectl, l2_policy, props, 
 )
 def test_a_mirrored_or_pinned_image_still_gets_the_l2(kubectl, l2_policy, props, image):
     admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props, image=image))
-    assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.l2_remote_url)
+    assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.lmcache.remote_url)
 
 
 def test_a_pod_the_mutation_misses_is_denied(kubectl, l2_policy, props):
@@ -203,11 +197,11 @@ def patched_mount_path(l2_policy) -> str:
 
 
 def test_the_policy_takes_its_l2_values_from_l2settings(l2_policy, props, prod):
-    l2 = L2Settings.from_environment(prod)
+    l2 = wiring.l2_volume(prod)
     assert props.l2 == l2
     assert patched_mount_path(l2_policy) == l2.mount_path
     text = json.dumps(l2_policy)
-    assert props.l2_remote_url in text and l2.claim_name in text
+    assert props.lmcache.remote_url in text and l2.claim_name in text
 
 
 def test_the_helper_refuses_anchors(kubectl, l2_policy, props):

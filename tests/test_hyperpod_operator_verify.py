@@ -8,7 +8,7 @@ from kubernetes.client import CoreV1Api
 
 from kvtiers.cli.verify import k8s, runner
 from kvtiers.config import load_environment
-from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
+from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
 from tests.fakes.cluster import build_healthy
 from tests.fakes.kube_server import FakeKube
@@ -46,7 +46,7 @@ def test_verify_finds_operator_pods_by_the_operators_label_and_sees_their_l2(pro
         assert engines.ok, engines
         l2 = k8s.check_operator_l2(core, prod, e)
         assert l2.ok, l2
-        object_name = OperatorEndpointProps.from_environment(prod, OPERATOR_ENDPOINT).object_name
+        object_name = next(o for o in objects if o["kind"] == "InferenceEndpointConfig")["metadata"]["name"]
         assert any(
             f"labelSelector=app%3D{object_name}" in path or f"labelSelector=app={object_name}" in path
             for _, path in kube.log
@@ -85,7 +85,7 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
     from tests.fakes import kyverno
     from tests.fakes.operator_pod import model_container_name, operator_pod
 
-    props = OperatorEndpointProps.from_environment(prod, OPERATOR_ENDPOINT)
+    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
     rule = policy(props)
     pod = operator_pod(
         props,

@@ -20,13 +20,13 @@ import json
 import os
 import subprocess
 
+import cdk8s
 import pytest
 import yaml
 
 from kvtiers.config.schema import Environment
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, engine_release, router_release
-from kvtiers.k8s_charts.serving import ServingProps, render_lmcache_config
-from kvtiers.k8s_charts.serving.lmcache import per_pod_env
+from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR, ROOT
 
 STUBS = ROOT / "tests" / "stubs"
@@ -87,6 +87,21 @@ def load_as_engine(version: str, text: str, pod_env: dict[str, str], tmp_path, e
     return run(version, LOADER, {"path": str(path), "expect": expect}, env=pod_env)
 
 
+def rendered_lmcache(env: Environment, endpoint: str, pod_name: str) -> tuple[str, dict[str, str]]:
+    """The engine's LMCache file and its per-pod ``LMCACHE_*`` variables as the chart renders them, with the pod name
+    Kubernetes substitutes for ``$(POD_NAME)``."""
+    objs = wiring.serving_chart(cdk8s.App(), endpoint, env, endpoint).to_json()
+    text = next(o for o in objs if o["kind"] == "ConfigMap")["data"]["lmcache.yaml"]
+    engine = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == f"{endpoint}-engine")
+    container = engine["spec"]["template"]["spec"]["containers"][0]
+    pod_env = {
+        e["name"]: e["value"].replace("$(POD_NAME)", pod_name)
+        for e in container["env"]
+        if e["name"].startswith("LMCACHE_") and e["name"] != "LMCACHE_CONFIG_FILE"
+    }
+    return text, pod_env
+
+
 def kvaware_env() -> Environment:
     raw = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
     second = {**raw["serving"]["endpoints"][0], "name": "kv", "routing": "kvaware", "api": "completions"}
@@ -98,17 +113,9 @@ def kvaware_env() -> Environment:
 @needs(ENGINE_LMCACHE)
 @pytest.mark.parametrize("endpoint", ["qwen2-7b", "kv"])
 def test_the_engines_lmcache_loads_the_rendered_config_as_the_engine_does(endpoint, tmp_path):
-    env = kvaware_env()
-    props = ServingProps.from_environment(env, endpoint)
-    rendered = yaml.safe_load(render_lmcache_config(props.lmcache))
-    pod_env = per_pod_env(props.lmcache, pod_name="kv-engine-abc12")
-    report = load_as_engine(
-        ENGINE_LMCACHE,
-        render_lmcache_config(props.lmcache),
-        pod_env,
-        tmp_path,
-        [*rendered, "lmcache_instance_id", "extra_config"],
-    )
+    text, pod_env = rendered_lmcache(kvaware_env(), endpoint, pod_name="kv-engine-abc12")
+    rendered = yaml.safe_load(text)
+    report = load_as_engine(ENGINE_LMCACHE, text, pod_env, tmp_path, [*rendered, "lmcache_instance_id", "extra_config"])
     assert report["unknown"] == []
     got = report["got"]
     assert {k: got[k] for k in rendered} == rendered
@@ -178,9 +185,9 @@ print(json.dumps(out))
 
 
 def exchange(engine: str, router: str, tmp_path) -> dict:
-    props = ServingProps.from_environment(kvaware_env(), "kv")
+    text, _ = rendered_lmcache(kvaware_env(), "kv", pod_name="kv-engine-abc12")
     path = tmp_path / "kv.yaml"
-    path.write_text(render_lmcache_config(props.lmcache))
+    path.write_text(text)
     sent = run(engine, ENGINE_SENDS, {"path": str(path)})
     return run(router, ROUTER_RECEIVES, sent)
 

@@ -7,9 +7,9 @@ import re
 
 import yaml
 
-from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
-from kvtiers.k8s_charts.serving.props import PROMETHEUS_MULTIPROC_DIR, PROMETHEUS_MULTIPROC_ENV
+from kvtiers.k8s_charts.serving.endpoint import PROMETHEUS_MULTIPROC_DIR, PROMETHEUS_MULTIPROC_ENV
 from kvtiers.observability.scrape import meta_label, scrape_configuration
+from kvtiers.stacks.wiring.serving import operator_endpoint
 from tests.fakes.operator_pod import operator_pod
 
 
@@ -60,7 +60,7 @@ def pods(env, objects, kubectl=None):
             )
     for endpoint in env.serving.endpoints:
         if endpoint.serving == "operator":
-            pod = operator_pod(OperatorEndpointProps.from_environment(env, endpoint.name))
+            pod = operator_pod(operator_endpoint(env, endpoint.name))
             out.append(
                 (
                     pod["metadata"]["namespace"],

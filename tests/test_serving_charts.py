@@ -11,13 +11,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from kvtiers.cli import names
 from kvtiers.config.schema import Environment
-from kvtiers.k8s_charts import names as k8s_names
-from kvtiers.k8s_charts.l2 import L2Namespace
-from kvtiers.k8s_charts.serving import ServingChart, ServingProps, l2_report
+from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.serving.endpoint import CONFIG_CHECKSUM_ANNOTATION, LMCACHE_CONFIG_KEY
 from kvtiers.k8s_charts.serving.lmcache import per_pod_env
-from kvtiers.k8s_charts.serving.props import CONFIG_CHECKSUM_ANNOTATION, LMCACHE_CONFIG_KEY
+from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
 
 DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
@@ -54,8 +52,7 @@ def env() -> Environment:
 
 
 def render(env: Environment, endpoint: str, **kwargs) -> list[dict]:
-    app = cdk8s.App()
-    return ServingChart(app, endpoint, props=ServingProps.from_environment(env, endpoint, **kwargs)).to_json()
+    return wiring.serving_chart(cdk8s.App(), endpoint, env, endpoint, **kwargs).to_json()
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +123,7 @@ def test_l2_mount_path_matches_remote_url_and_the_claim(env, charts):
     }
     mounts = {m["mountPath"].rstrip("/") + "/": m["name"] for m in vllm(objs)["volumeMounts"]}
     endpoint = next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
-    directory = L2Namespace.for_endpoint(env, endpoint).directory
+    directory = wiring.l2_namespace(env, endpoint).directory
     assert path == env.serving.l2_mount_path.rstrip("/") + f"/{directory}/"
     mount = env.serving.l2_mount_path.rstrip("/") + "/"
     assert claims[mounts[mount]] == env.serving.l2_claim_name
@@ -148,12 +145,13 @@ def test_lmcache_is_configured_only_through_the_file(env, charts):
         variables = env_of(container)
         lmcache_vars = {k for k in variables if k.startswith("LMCACHE_")}
         # Only the per-pod values come from variables: the instance id (kvaware) and the temp dir (L2 on).
-        props = ServingProps.from_environment(env, name)
-        assert lmcache_vars == {"LMCACHE_CONFIG_FILE"} | set(per_pod_env(props.lmcache))
+        endpoint = wiring.endpoint(env, name)
+        lmcache = wiring.lmcache(env, endpoint, l2=env.sizing.endpoint(name).l2_enabled)
+        assert lmcache_vars == {"LMCACHE_CONFIG_FILE"} | set(per_pod_env(lmcache))
         extra = {"LMCACHE_LMCACHE_INSTANCE_ID"} if name == "llama-8b" else {"LMCACHE_EXTRA_CONFIG"}
-        assert set(per_pod_env(props.lmcache)) == extra
-        names = [e["name"] for e in container["env"]]
-        assert all(names.index("POD_NAME") < names.index(k) for k in extra)
+        assert set(per_pod_env(lmcache)) == extra
+        order = [e["name"] for e in container["env"]]
+        assert all(order.index("POD_NAME") < order.index(k) for k in extra)
         path = variables["LMCACHE_CONFIG_FILE"]["value"]
         mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
         volume = next(
@@ -203,7 +201,7 @@ def test_router_selector_matches_only_its_own_engines(charts):
     for name, objs in charts.items():
         router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
         selector = flag(router["args"], "--k8s-label-selector")
-        assert selector == names.engine_selector(name)  # the contract kvtiers verify reads
+        assert selector == names.label_selector(names.engine_selector(name))  # the contract kvtiers verify reads
         matched = {key for key, pod_labels in pods.items() if selector_matches(selector, pod_labels)}
         assert matched == {(name, "engine")}
         assert flag(router["args"], "--k8s-namespace") == objs[0]["metadata"]["namespace"]
@@ -215,9 +213,12 @@ def test_labels_and_names_match_what_verify_looks_for(charts):
         router = router_deployment(objs)
         assert router["metadata"]["name"] == names.router_name(name)
         assert one(objs, "Service", names.router_name(name))["spec"]["ports"][0]["port"] == names.ROUTER_SERVICE_PORT
-        assert selector_matches(names.router_selector(name), router["spec"]["template"]["metadata"]["labels"])
         assert selector_matches(
-            names.engine_selector(name), engine_deployment(objs)["spec"]["template"]["metadata"]["labels"]
+            names.label_selector(names.router_selector(name)), router["spec"]["template"]["metadata"]["labels"]
+        )
+        assert selector_matches(
+            names.label_selector(names.engine_selector(name)),
+            engine_deployment(objs)["spec"]["template"]["metadata"]["labels"],
         )
         assert vllm(objs)["ports"][0]["containerPort"] == names.ENGINE_PORT
 
@@ -240,7 +241,7 @@ def test_gpus_equal_tensor_parallel_size_and_memory_equals_sizing(env, charts):
         sizing = env.sizing.endpoint(name)
         requests, limits = container["resources"]["requests"], container["resources"]["limits"]
         tp = int(flag(container["args"], "--tensor-parallel-size"))
-        assert int(requests[k8s_names.GPU_RESOURCE]) == int(limits[k8s_names.GPU_RESOURCE]) == tp == sizing.gpus_per_replica
+        assert int(requests[names.GPU_RESOURCE]) == int(limits[names.GPU_RESOURCE]) == tp == sizing.gpus_per_replica
         assert requests["memory"] == limits["memory"] == f"{sizing.pod_memory_gib}Gi"
         endpoint = next(e for e in env.serving.endpoints if e.name == name)
         assert int(requests["cpu"]) == int(limits["cpu"]) == endpoint.cpu
@@ -260,8 +261,8 @@ def test_engine_placement_shm_probes_and_spread(env, charts):
     objs = charts["qwen2-7b"]
     endpoint = env.serving.endpoints[0]
     pod = engine_deployment(objs)["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {k8s_names.HYPERPOD_INSTANCE_GROUP: endpoint.instance_group}
-    assert {"key": k8s_names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert pod["nodeSelector"] == {names.HYPERPOD_INSTANCE_GROUP: endpoint.instance_group}
+    assert {"key": names.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     shm = next(v for v in pod["volumes"] if v["name"] == "shm")
     assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{endpoint.shm_gib}Gi"}
     assert {"name": "shm", "mountPath": "/dev/shm"} in vllm(objs)["volumeMounts"]
@@ -382,16 +383,16 @@ def test_internal_load_balancer_only_when_asked(charts):
 
 def test_constructs_reject_what_they_cannot_build(env):
     with pytest.raises(ValueError, match="no endpoint named 'nope'"):
-        ServingProps.from_environment(env, "nope")
+        render(env, "nope")
     with pytest.raises(ValueError, match="needs router_replicas: 1"):
-        ServingProps.from_environment(two_endpoint_env(router_replicas=2), "llama-8b")
+        render(two_endpoint_env(router_replicas=2), "llama-8b")
     operator_env = two_endpoint_env(serving="operator")
-    with pytest.raises(ValueError, match="only 'self_managed'"):
-        ServingProps.from_environment(operator_env, "llama-8b")
+    with pytest.raises(ValueError, match="serving is 'operator', not 'self_managed'"):
+        render(operator_env, "llama-8b")
 
 
 def test_l2_report(env):
-    assert l2_report(env) == (
+    assert wiring.l2_report(env) == (
         "qwen2-7b: L2 on (auto: expected prompt 2500 >= threshold 1000 tokens)",
         "llama-8b: L2 off (l2: off)",
     )

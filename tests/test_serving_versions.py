@@ -12,10 +12,9 @@ from pydantic import ValidationError
 
 from kvtiers.config.schema import Environment
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
-from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
 from kvtiers.k8s_charts.l2 import L2Namespace
-from kvtiers.k8s_charts.serving import ServingChart, ServingProps
-from kvtiers.k8s_charts.serving.props import LMCACHE_CONFIG_KEY
+from kvtiers.k8s_charts.serving.endpoint import LMCACHE_CONFIG_KEY
+from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
 
 DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
@@ -39,7 +38,7 @@ def error(**kwargs) -> str:
 
 
 def render(env: Environment, name: str) -> list[dict]:
-    return ServingChart(cdk8s.App(), name, props=ServingProps.from_environment(env, name)).to_json()
+    return wiring.serving_chart(cdk8s.App(), name, env, name).to_json()
 
 
 def kinds(objs, kind):
@@ -110,7 +109,7 @@ def test_operator_invocation_endpoint_follows_the_declared_api():
     for api, path in (("chat", "v1/chat/completions"), ("completions", "v1/completions")):
         raw["serving"]["endpoints"][2]["api"] = api
         env = Environment.model_validate(raw)
-        assert OperatorEndpointProps.from_environment(env, "qwen2-7b-chat").spec()["invocationEndpoint"] == path
+        assert wiring.operator_endpoint(env, "qwen2-7b-chat").spec()["invocationEndpoint"] == path
 
 
 def test_kvaware_heartbeats_match_the_router_worker_timeout_and_one_controller_runs():
@@ -143,13 +142,16 @@ def test_partial_chunks_are_not_stored():
 
 
 def namespace(env: Environment, name: str) -> L2Namespace:
-    return L2Namespace.for_endpoint(env, next(e for e in env.serving.endpoints if e.name == name))
+    return wiring.l2_namespace(env, wiring.endpoint(env, name))
 
 
 def test_endpoints_with_the_same_fingerprint_share_one_namespace():
     env = env_with(endpoint={"name": "qwen-b", "routing": "roundrobin"})
     assert namespace(env, "qwen2-7b") == namespace(env, "qwen-b")
-    urls = {ServingProps.from_environment(env, n).lmcache.remote_url for n in ("qwen2-7b", "qwen-b")}
+    urls = {
+        yaml.safe_load(kinds(render(env, n), "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY])["remote_url"]
+        for n in ("qwen2-7b", "qwen-b")
+    }
     assert len(urls) == 1
 
 

@@ -9,23 +9,18 @@ Nothing here reads a kvtiers environment file.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import aws_cdk as cdk
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
-from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, engine_release
-from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
-from kvtiers.k8s_charts.serving import (
-    EngineProps,
-    LMCacheProps,
-    RouterProps,
-    ServingChart,
-    ServingProps,
-    engine_service_account_name,
-)
-from kvtiers.k8s_charts.serving.props import S3Weights
+from kvtiers.constructs.model_access import ModelReadAccess
+from kvtiers.k8s_charts.l2 import L2Namespace, L2Volume
+from kvtiers.k8s_charts.names import engine_service_account_name
+from kvtiers.k8s_charts.serving import Engine, LMCache, Router, S3Weights, ServingChart
 
 ACCOUNT, REGION = "333333333333", "us-east-1"
 
@@ -45,61 +40,58 @@ class TeamEndpointStack(cdk.Stack):
             ),
         )
         # The Curvine L2 that the platform team runs, imported by the attributes of its claim.
-        l2 = L2Settings(claim_name="curvine-l2", namespace="serving", mount_path="/mnt/curvine/l2cache", hash_seed="42")
-        engine = EngineProps(
-            name="team-llama8b",
-            namespace=l2.namespace,
+        namespace, hash_seed = "serving", "42"
+        l2 = L2Volume(claim_name="curvine-l2", mount_path="/mnt/curvine/l2cache")
+        name = "team-llama8b"
+        engine = Engine(
             model="meta-llama/Llama-3.1-8B-Instruct",
             weights=S3Weights(bucket="team-models", prefix="llama-3.1-8b-instruct"),
             image=DEFAULT_ENGINE_IMAGE,
             model_sync_image="public.ecr.aws/aws-cli/aws-cli:2.31.3",
+            instance_group="g6e-mid",
             replicas=2,
             tensor_parallel_size=1,
             dtype="bfloat16",
-            gpu_memory_utilization=0.9,
             max_model_len=16384,
+            gpu_memory_utilization=0.9,
             cpu=8,
             memory_gib=64,
             shm_gib=8,
-            instance_group="g6e-mid",
-            tolerations=(),
             startup_timeout_seconds=1800,
         )
+        lmcache = LMCache(max_local_cpu_size_gib=32)
         # Everything that decides the KV bytes: the endpoint's directory on the shared L2.
-        namespace = L2Namespace(
-            model=engine.model, revision="unpinned", dtype=engine.dtype, kv_dtype=engine.dtype,
-            tensor_parallel_size=engine.tensor_parallel_size, chunk_size=l2.chunk_size,
-            lmcache_version=engine_release(engine.image).lmcache, serde=l2.serde, hash_seed=l2.hash_seed,
+        directory = L2Namespace(
+            model=engine.model,
+            revision="unpinned",
+            dtype=engine.dtype,
+            kv_dtype=engine.dtype,
+            tensor_parallel_size=engine.tensor_parallel_size,
+            chunk_size=lmcache.chunk_size,
+            lmcache_version=engine_release(engine.image).lmcache,
+            serde=lmcache.remote_serde,
+            hash_seed=hash_seed,
         )
         access = ModelReadAccess(
             self,
             "Weights",
             cluster=cluster,
-            namespace=l2.namespace,
-            service_account=engine_service_account_name(engine.name),
+            namespace=namespace,
+            service_account=engine_service_account_name(name),
             bucket="team-models",
             prefix="llama-3.1-8b-instruct",
         )
-        props = ServingProps(
+        chart = ServingChart(
+            cdk8s.App(),
+            name,
+            name=name,
+            namespace=namespace,
             engine=engine,
-            router=RouterProps(
-                name=engine.name,
-                namespace=l2.namespace,
-                image=DEFAULT_ROUTER_IMAGE,
-                replicas=1,
-                routing="prefixaware",
-                session_key=None,
-                internal_load_balancer=False,
-                hf_token_secret=None,
-            ),
-            lmcache=LMCacheProps(
-                chunk_size=l2.chunk_size, max_local_cpu_size_gib=32, remote_url=l2.remote_url(namespace), remote_serde=l2.serde
-            ),
+            router=Router(image=DEFAULT_ROUTER_IMAGE, routing="prefixaware", replicas=1),
+            lmcache=replace(lmcache, remote_url=l2.remote_url(directory)),
+            hash_seed=hash_seed,
             l2=l2,
-            l2_enabled=True,
-            l2_reason="team endpoint: long shared prompts",
         )
-        chart = ServingChart(cdk8s.App(), "team-llama8b", props=props)
         manifest = eks.KubernetesManifest(self, "Endpoint", cluster=cluster, manifest=chart.to_json(), overwrite=True)
         manifest.node.add_dependency(access)
 

@@ -17,7 +17,7 @@ from kvtiers.config import ConfigError, Environment
 from kvtiers.config.loader import format_validation_error
 from kvtiers.config.models import ModelShape
 from kvtiers.config.sizing import GIB
-from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
+from kvtiers.stacks.wiring.serving import l2_namespace, l2_volume
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,10 @@ def apply_hf_overrides(env: Environment, overrides: list[HfOverride], source: st
 
 def plan_data(env: Environment) -> dict:
     sizing = env.sizing
-    l2 = L2Settings.from_environment(env)
+    l2 = l2_volume(env)
     endpoints = []
     for endpoint, sized in zip(env.serving.endpoints, sizing.endpoints):
-        namespace = L2Namespace.for_endpoint(env, endpoint)
+        namespace = l2_namespace(env, endpoint)
         endpoints.append(
             {
                 "name": sized.name,

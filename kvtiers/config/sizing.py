@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 GIB = 1024**3
 GB = 1000**3
-LMCACHE_CHUNK_TOKENS = 256
-"""LMCache chunk size; prompts shorter than one chunk are never stored in L1/L2."""
 ACTIVATION_RESERVE_GIB = 2
 """GPU memory per GPU that vLLM keeps for activations and CUDA graphs beyond the weights (an estimate)."""
 VLLM_HOST_GIB_PER_EXTRA_RANK = 4

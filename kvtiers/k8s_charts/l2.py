@@ -1,7 +1,7 @@
-"""The LMCache <-> Curvine L2 contract, built once from the environment.
+"""The LMCache <-> Curvine L2 contract.
 
 Both serving paths (self-managed Deployments and the operator's admission policy) read these objects, so the mount
-path, LMCache's ``remote_url``, the serde, ``PYTHONHASHSEED`` and the endpoint's L2 namespace cannot drift apart.
+path, LMCache's ``remote_url`` and the endpoint's L2 directory cannot drift apart.
 """
 
 from __future__ import annotations
@@ -10,19 +10,15 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
-
-from kvtiers.config.sizing import LMCACHE_CHUNK_TOKENS
-
-if TYPE_CHECKING:
-    from kvtiers.config.schema import Endpoint, Environment
 
 UNPINNED_REVISION = "unpinned"
 """Revision recorded for weights without a pinned revision: a model update in place keeps the namespace, so pin one."""
 POD_TMP_DIR_PREFIX = "tmp-"
+REMOTE_URL_PREFIX = "fs://localhost:0"
+"""LMCache's URL parser requires a host and port; ``localhost:0`` is a placeholder its fs connector discards."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class L2Namespace:
     """Everything that decides the bytes LMCache stores for a token sequence, and the L2 directory named after it.
 
@@ -35,6 +31,7 @@ class L2Namespace:
 
     model: str
     revision: str
+    """The weights' revision, or ``UNPINNED_REVISION``."""
     dtype: str
     kv_dtype: str
     """vLLM's ``--kv-cache-dtype``; the project leaves it ``auto``, which is the model dtype."""
@@ -55,47 +52,28 @@ class L2Namespace:
         slug = re.sub(r"[^a-z0-9]+", "-", self.model.lower()).strip("-")[:40]
         return f"{slug}-{self.fingerprint}"
 
-    @classmethod
-    def for_endpoint(cls, env: Environment, endpoint: Endpoint) -> L2Namespace:
-        """The one place an endpoint's namespace is computed (both serving paths and ``kvtiers plan`` call it)."""
-        settings = L2Settings.from_environment(env)
-        return cls(
-            model=endpoint.model,
-            revision=endpoint.source.revision or UNPINNED_REVISION,
-            dtype=endpoint.dtype,
-            kv_dtype=endpoint.dtype,
-            tensor_parallel_size=endpoint.tensor_parallel_size,
-            chunk_size=settings.chunk_size,
-            lmcache_version=env.serving.images.engine.lmcache,
-            serde=settings.serde,
-            hash_seed=settings.hash_seed,
-        )
 
+@dataclass(frozen=True, kw_only=True)
+class L2Volume:
+    """The Curvine L2 as serving pods see it: a ReadWriteMany claim of the Curvine StorageClass in the serving
+    namespace, mounted at the same path in every pod."""
 
-@dataclass(frozen=True)
-class L2Settings:
     claim_name: str
-    """ReadWriteMany PersistentVolumeClaim of the Curvine StorageClass, in the serving namespace."""
-    namespace: str
     mount_path: str
-    """Where the claim is mounted in every serving pod."""
-    hash_seed: str
-    """``PYTHONHASHSEED`` for every engine and router sharing the L2 (vLLM's prefix hash depends on it)."""
-    serde: str = "naive"
-    chunk_size: int = LMCACHE_CHUNK_TOKENS
+    """Where the claim is mounted in every serving pod; LMCache's ``remote_url`` points below it."""
+
+    def __post_init__(self) -> None:
+        if not self.claim_name:
+            raise ValueError("L2Volume: claim_name is empty")
+        if not self.mount_path.startswith("/") or self.mount_path.rstrip("/") == "":
+            raise ValueError(f"L2Volume: mount_path {self.mount_path!r} must be an absolute path below /")
 
     def directory(self, namespace: L2Namespace) -> str:
         return f"{self.mount_path.rstrip('/')}/{namespace.directory}"
 
     def remote_url(self, namespace: L2Namespace) -> str:
-        # LMCache's URL parser requires a host and port; ``localhost:0`` is a placeholder it discards.
-        return f"fs://localhost:0{self.directory(namespace)}/"
+        return f"{REMOTE_URL_PREFIX}{self.directory(namespace)}/"
 
-    @classmethod
-    def from_environment(cls, env: Environment) -> L2Settings:
-        return cls(
-            claim_name=env.serving.l2_claim_name,
-            namespace=env.serving.namespace,
-            mount_path=env.serving.l2_mount_path,
-            hash_seed=env.serving.hash_seed,
-        )
+    def holds(self, remote_url: str) -> bool:
+        """``remote_url`` is a directory of this volume (so LMCache writes to the mounted L2)."""
+        return remote_url.startswith(f"{REMOTE_URL_PREFIX}{self.mount_path.rstrip('/')}/")

@@ -67,3 +67,93 @@ def curvine_master_host(namespace: str, pod: str) -> str:
 
 
 # Serving: engines, routers and operator endpoints.
+
+ENGINE_COMPONENT = "engine"
+ROUTER_COMPONENT = "router"
+ENGINE_PORT = 8000
+"""vLLM's OpenAI server port (``--port``), also the port the router's discovery calls (``--k8s-port``)."""
+ROUTER_PORT = 8000
+"""Router container port."""
+ROUTER_SERVICE_PORT = 80
+ROUTER_HEALTH_PATH = "health"
+ROUTER_ENGINES_PATH = "engines"
+"""The router's list of the engines its discovery found (production-stack ``/engines``)."""
+LMCACHE_CONTROLLER_PULL_PORT = 9000
+"""kvaware: the router's embedded LMCache controller PULL socket (``--lmcache-controller-port``)."""
+LMCACHE_CONTROLLER_REPLY_PORT = 9001
+"""kvaware: the controller's reply socket (``--lmcache-controller-reply-port``); LMCache 0.5 requires it."""
+LMCACHE_WORKER_PORT_BASE = 8001
+"""kvaware: LMCache worker port of TP rank 0 on each engine; rank i uses base + i."""
+OPERATOR_POD_LABEL = "app"
+"""The HyperPod Inference Operator labels an endpoint's pods ``app: <InferenceEndpointConfig metadata.name>``: the
+sagemaker-hyperpod SDK 3.12.0 lists an endpoint's pods by exactly this label (``sagemaker/hyperpod/inference/
+hp_endpoint.py``, ``list_pods``)."""
+OPERATOR_PORT = 8000
+"""An operator endpoint's invocation and metrics port: vLLM's default ``--port``, which the operator's worker
+(``modelInvocationPort``) and kvtiers' NetworkPolicies and scrape configuration name."""
+
+
+def engine_name(endpoint: str) -> str:
+    """The engine Deployment, its Service and PodDisruptionBudget."""
+    return f"{endpoint}-engine"
+
+
+def engine_service_account_name(endpoint: str) -> str:
+    """ServiceAccount of an endpoint's vLLM pods: the subject of its EKS Pod Identity association (S3 weights)."""
+    return engine_name(endpoint)
+
+
+def lmcache_config_map_name(endpoint: str) -> str:
+    return f"{endpoint}-lmcache"
+
+
+def router_name(endpoint: str) -> str:
+    """The router Deployment, its ServiceAccount and its ClusterIP Service (clients, and kvaware engines reaching the
+    controller, use this name)."""
+    return f"{endpoint}-router"
+
+
+def router_discovery_role_name(endpoint: str) -> str:
+    return f"{router_name(endpoint)}-discovery"
+
+
+def router_load_balancer_name(endpoint: str) -> str:
+    return f"{router_name(endpoint)}-nlb"
+
+
+def router_host(endpoint: str, namespace: str) -> str:
+    """The router Service's cluster DNS name (kvaware engines reach the LMCache controller there)."""
+    return f"{router_name(endpoint)}.{namespace}.svc"
+
+
+def engine_pod_labels(endpoint: str) -> dict[str, str]:
+    """Labels of an endpoint's engine pods; the router discovers them by :func:`engine_selector`."""
+    return {**component_labels(endpoint, ENGINE_COMPONENT), ENDPOINT: endpoint}
+
+
+def router_pod_labels(endpoint: str) -> dict[str, str]:
+    return {**component_labels(endpoint, ROUTER_COMPONENT), ENDPOINT: endpoint}
+
+
+def engine_selector(endpoint: str) -> dict[str, str]:
+    """The router's discovery selector: endpoint *and* component, so it never matches the router's own pods."""
+    return {ENDPOINT: endpoint, COMPONENT: ENGINE_COMPONENT}
+
+
+def router_selector(endpoint: str) -> dict[str, str]:
+    return {ENDPOINT: endpoint, COMPONENT: ROUTER_COMPONENT}
+
+
+def operator_pod_labels(object_name: str) -> dict[str, str]:
+    """The label the operator puts on the pods of the InferenceEndpointConfig ``object_name``."""
+    return {OPERATOR_POD_LABEL: object_name}
+
+
+def label_selector(labels: dict[str, str]) -> str:
+    """``key=value,...`` in the labels' order: the form of ``kubectl -l`` and the router's ``--k8s-label-selector``."""
+    return ",".join(f"{key}={value}" for key, value in labels.items())
+
+
+def lmcache_worker_ports(tensor_parallel_size: int) -> tuple[int, ...]:
+    """kvaware: the LMCache worker port of each TP rank of an engine."""
+    return tuple(LMCACHE_WORKER_PORT_BASE + rank for rank in range(tensor_parallel_size))

@@ -3,14 +3,20 @@ Pod Security Standards labels of every namespace kvtiers creates."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Literal, get_args
+
 import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
+from kvtiers.k8s_charts import checks
 from kvtiers.k8s_charts.names import PART_OF, PART_OF_KEY
 
-PSS_LEVELS = ("privileged", "baseline", "restricted")
+PssLevel = Literal["privileged", "baseline", "restricted"]
+PSS_LEVELS: tuple[str, ...] = get_args(PssLevel)
 """Pod Security Standards levels, loosest first."""
+DEFAULT_ENFORCE: PssLevel = "baseline"
 PSS_PREFIX = "pod-security.kubernetes.io"
 PSS_WATCH = "restricted"
 """``warn`` and ``audit`` level of every kvtiers namespace: each pod that falls short of restricted is reported at
@@ -32,7 +38,7 @@ def pod_security_labels(enforce: str) -> dict[str, str]:
     }
 
 
-def serving_enforce_level(has_operator_endpoints: bool) -> str:
+def serving_enforce_level(has_operator_endpoints: bool) -> PssLevel:
     """``baseline``: the engines run as root (their image has no other user) but meet baseline. With operator
     endpoints the operator creates pods in this namespace whose security context kvtiers neither renders nor
     knows, so enforcement stays ``privileged`` there (warn/audit still report every deviation)."""
@@ -40,15 +46,27 @@ def serving_enforce_level(has_operator_endpoints: bool) -> str:
 
 
 class NamespaceChart(cdk8s.Chart):
-    """One ``Namespace`` per name, labelled as part of kvtiers and with its Pod Security level."""
+    """One ``Namespace`` per name, labelled as part of kvtiers and with its Pod Security level.
+
+    :param names: the namespaces, at least one.
+    :param enforce: the Pod Security level each namespace enforces, by name. @default None (every namespace
+        ``DEFAULT_ENFORCE``, ``baseline``)
+    """
 
     def __init__(
-        self, scope: Construct, id: str, *, names: tuple[str, ...], enforce: dict[str, str] | None = None
+        self, scope: Construct, id: str, *, names: Sequence[str], enforce: Mapping[str, PssLevel] | None = None
     ) -> None:
-        super().__init__(scope, id, disable_resource_name_hashes=True)
         if not names:
-            raise ValueError("NamespaceChart needs at least one namespace name")
-        enforce = enforce or {}
+            raise ValueError("NamespaceChart: names needs at least one namespace name")
         for name in names:
-            ns_labels = {PART_OF_KEY: PART_OF, **pod_security_labels(enforce.get(name, "baseline"))}
+            checks.dns_label("NamespaceChart", "names", name)
+        enforce = enforce or {}
+        unknown = sorted(set(enforce) - set(names))
+        if unknown:
+            raise ValueError(f"NamespaceChart: enforce names {unknown}, which are not in names")
+        for level in enforce.values():
+            checks.one_of("NamespaceChart", "enforce", level, PSS_LEVELS)
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        for name in names:
+            ns_labels = {PART_OF_KEY: PART_OF, **pod_security_labels(enforce.get(name, DEFAULT_ENFORCE))}
             k8s.KubeNamespace(self, name, metadata=k8s.ObjectMeta(name=name, labels=ns_labels))

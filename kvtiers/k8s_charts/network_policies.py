@@ -11,234 +11,279 @@ What NetworkPolicies can and cannot see:
 Operator endpoints: the HyperPod Inference Operator creates their pods. They are keyed by the label
 ``app: <InferenceEndpointConfig name>`` (ASSUMED: the operator's CLI lists an endpoint's pods by it; not confirmed on
 a cluster), and the operator's other pods in the namespace (its router) by carrying no kvtiers ``part-of`` label.
+
+The policies are cdk8s's typed ``KubeNetworkPolicy``: cdk8s-plus's ``NetworkPolicy`` writes one rule per peer, and
+several rules here admit two peers (the API server's Service address and its endpoints) in one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import cdk8s
+from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.curvine_l2.charts import api_object
+from kvtiers.k8s_charts import checks, names
 from kvtiers.k8s_charts.names import CURVINE_CSI_CONTROLLER as CSI_CONTROLLER
 from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
-from kvtiers.k8s_charts.serving.props import (
-    ENGINE_PORT,
-    LMCACHE_CONTROLLER_PULL_PORT,
-    LMCACHE_CONTROLLER_REPLY_PORT,
-    LMCACHE_WORKER_PORT_BASE,
-    ROUTER_PORT,
-    engine_pod_labels,
-    router_pod_labels,
-)
-
-if TYPE_CHECKING:
-    from kvtiers.config.schema import Environment
 
 OPERATOR_NAMESPACE = "hyperpod-inference-system"
 """Namespace of the Inference Operator add-on (its controller, KEDA and, when enabled, the ALB controller)."""
-OPERATOR_POD_LABEL = "app"
-"""ASSUMED: the operator labels an endpoint's pods ``app: <InferenceEndpointConfig name>``."""
-OPERATOR_INVOCATION_PORT = 8000
-"""``worker.modelInvocationPort`` of the operator endpoints (kvtiers' operator chart sets 8000)."""
 POD_IDENTITY_AGENT = "169.254.170.23/32"
 """EKS Pod Identity agent (credentials for the S3 weights copy), reached on port 80 from the pod network."""
 ANYWHERE = "0.0.0.0/0"
-DNS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
-KUBE_DNS = {
-    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-}
-NOT_KVTIERS = {"matchExpressions": [{"key": names.PART_OF_KEY, "operator": "NotIn", "values": [names.PART_OF]}]}
+HTTPS_PORT = 443
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+NOT_KVTIERS = k8s.LabelSelector(
+    match_expressions=[
+        k8s.LabelSelectorRequirement(key=names.PART_OF_KEY, operator="NotIn", values=[names.PART_OF]),
+    ]
+)
 """Pods the project does not render (the operator's): their ``app.kubernetes.io/part-of`` label is absent or another
 project's (``NotIn`` matches both; the operator might set the label to its own name)."""
 
 
-def tcp(*ports: int) -> list[dict]:
-    return [{"protocol": "TCP", "port": p} for p in ports]
+def tcp(*ports: int) -> list[k8s.NetworkPolicyPort]:
+    return [k8s.NetworkPolicyPort(protocol="TCP", port=k8s.IntOrString.from_number(p)) for p in ports]
 
 
-@dataclass(frozen=True)
-class EndpointTraffic:
-    """One endpoint, as far as the network is concerned."""
-
-    name: str
-    serving: str = "self_managed"
-    """``self_managed`` (kvtiers' engines and router) or ``operator``."""
-    kvaware_worker_ports: tuple[int, ...] = ()
-    """kvaware only: the engines' LMCache worker ports the router's controller calls (one per TP rank)."""
-    s3_weights: bool = False
-    """The engine pod copies its weights from S3 with EKS Pod Identity credentials."""
-    operator_object: str | None = None
-    """Operator endpoints: the InferenceEndpointConfig name, the value of their pods' ``app`` label."""
-
-    @property
-    def kvaware(self) -> bool:
-        return bool(self.kvaware_worker_ports)
+def ip_peer(cidr: str) -> k8s.NetworkPolicyPeer:
+    return k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=cidr))
 
 
-@dataclass(frozen=True)
-class NetworkPolicyProps:
-    serving_namespace: str
-    curvine_namespace: str
+def pods(labels: dict[str, str]) -> k8s.NetworkPolicyPeer:
+    return k8s.NetworkPolicyPeer(pod_selector=k8s.LabelSelector(match_labels=labels))
+
+
+def in_namespace(namespace: str) -> k8s.LabelSelector:
+    return k8s.LabelSelector(match_labels={NAMESPACE_NAME_LABEL: namespace})
+
+
+DNS = [
+    k8s.NetworkPolicyPort(protocol="UDP", port=k8s.IntOrString.from_number(53)),
+    k8s.NetworkPolicyPort(protocol="TCP", port=k8s.IntOrString.from_number(53)),
+]
+KUBE_DNS = k8s.NetworkPolicyPeer(
+    namespace_selector=in_namespace("kube-system"),
+    pod_selector=k8s.LabelSelector(match_labels={"k8s-app": "kube-dns"}),
+)
+
+
+def _cidr(construct: str, field: str, value: str) -> ipaddress.IPv4Network:
+    try:
+        return ipaddress.IPv4Network(value)
+    except ValueError:
+        raise ValueError(f"{construct}: {field} {value!r} is not an IPv4 CIDR such as '10.0.0.0/16'") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterNetwork:
+    """Where the peers that are not pods are: the Kubernetes API and its pod proxy (passed like ``vpc=``)."""
+
     node_cidr: str
     """The VPC CIDR: where the Kubernetes API's endpoints (the control plane's ENIs) are."""
     api_service_ip: str
     """The ``kubernetes`` Service's ClusterIP (the first address of the service CIDR): in-cluster clients dial it,
     and the VPC CNI checks egress before the address is translated, without resolving a selector-less Service
     (amazon-network-policy-controller-k8s ``pkg/resolvers/endpoints.go``)."""
-    hyperpod_cidr: str
-    """Where the HyperPod nodes are: the node IPs of the host-network Curvine workers and FUSE clients."""
-    curvine_ports: dict[str, int]
-    endpoints: tuple[EndpointTraffic, ...]
-    metrics_scraper: dict | None = None
-    """Hook: a NetworkPolicy peer (``namespaceSelector``/``podSelector``) of the metrics collector, admitted to the
-    engines' and routers' HTTP port and the masters' web port. Default: none (no scraper deployed yet)."""
-    client_peers: tuple[dict, ...] = field(default_factory=tuple)
-    """Who may call the routers. Default (empty): anyone, on the router port only (routers are the entry point)."""
-    operator_namespace: str = OPERATOR_NAMESPACE
     control_plane_cidrs: tuple[str, ...] = ()
     """Subnets of the control plane's ENIs, from which the API server's pod proxy connects (``kvtiers verify``).
-    Default: the whole VPC (an imported VPC's subnet ranges are not known at synth)."""
+    @default () (the whole ``node_cidr``: an imported VPC's subnet ranges are not known at synth)"""
+
+    def __post_init__(self) -> None:
+        _cidr("ClusterNetwork", "node_cidr", self.node_cidr)
+        for cidr in self.control_plane_cidrs:
+            _cidr("ClusterNetwork", "control_plane_cidrs", cidr)
+        try:
+            ipaddress.ip_address(self.api_service_ip)
+        except ValueError:
+            raise ValueError(f"ClusterNetwork: api_service_ip {self.api_service_ip!r} is not an IP address") from None
 
     @property
-    def api_server(self) -> list[dict]:
+    def api_server(self) -> list[k8s.NetworkPolicyPeer]:
         """Peers for calls to the Kubernetes API: its Service address and its endpoints."""
-        return [_ip(f"{self.api_service_ip}/32"), _ip(self.node_cidr)]
+        return [ip_peer(f"{self.api_service_ip}/32"), ip_peer(self.node_cidr)]
 
     @property
-    def api_proxy(self) -> list[dict]:
+    def api_proxy(self) -> list[k8s.NetworkPolicyPeer]:
         """Peers the API server's pod proxy connects from."""
-        return [_ip(c) for c in self.control_plane_cidrs] or [_ip(self.node_cidr)]
+        return [ip_peer(c) for c in self.control_plane_cidrs] or [ip_peer(self.node_cidr)]
 
-    @classmethod
-    def from_environment(cls, env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()) -> NetworkPolicyProps:
-        from kvtiers.config.schema import S3ModelSource
-        from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
 
-        endpoints = []
-        for e in env.serving.endpoints:
-            if e.serving == "operator":
-                obj = OperatorEndpointProps.from_environment(env, e.name).object_name
-                endpoints.append(EndpointTraffic(e.name, serving="operator", operator_object=obj))
-                continue
-            gpus = env.sizing.endpoint(e.name).gpus_per_replica
-            ports = tuple(LMCACHE_WORKER_PORT_BASE + i for i in range(gpus)) if e.routing == "kvaware" else ()
-            endpoints.append(
-                EndpointTraffic(e.name, kvaware_worker_ports=ports, s3_weights=isinstance(e.source, S3ModelSource))
-            )
-        return cls(
-            serving_namespace=env.serving.namespace,
-            curvine_namespace=env.curvine.namespace,
-            node_cidr=env.network.cidr,
-            api_service_ip=env.eks.api_service_ip,
-            control_plane_cidrs=control_plane_cidrs,
-            # An existing VPC names its HyperPod subnet by ID only: fall back to the whole VPC.
-            hyperpod_cidr=getattr(env.network, "hyperpod_subnet_cidr", None) or env.network.cidr,
-            curvine_ports=env.curvine.ports.model_dump(),
-            endpoints=tuple(endpoints),
-        )
+@dataclass(frozen=True, kw_only=True)
+class SelfManagedTraffic:
+    """A self-managed endpoint (kvtiers' engines and router), as far as the network is concerned."""
+
+    name: str
+    kvaware_worker_ports: tuple[int, ...] = ()
+    """kvaware only: the engines' LMCache worker ports the router's controller calls (one per TP rank).
+    @default () (not kvaware)"""
+    s3_weights: bool = False
+    """The engine pod copies its weights from S3 with EKS Pod Identity credentials. @default False"""
+
+    @property
+    def kvaware(self) -> bool:
+        return bool(self.kvaware_worker_ports)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatorTraffic:
+    """An operator endpoint: its pods carry ``app: <object_name>``."""
+
+    name: str
+    object_name: str
+    """The endpoint's InferenceEndpointConfig name (``OperatorEndpoint.object_name``)."""
+
+    def __post_init__(self) -> None:
+        if not self.object_name:
+            raise ValueError(f"OperatorTraffic: object_name of endpoint {self.name!r} is empty")
+
+
+EndpointTraffic = SelfManagedTraffic | OperatorTraffic
 
 
 def _policy(
     chart: Construct,
     name: str,
     namespace: str,
-    pod_selector: dict,
+    pod_selector: k8s.LabelSelector,
     *,
-    ingress: list[dict] | None = None,
-    egress: list[dict] | None = None,
-) -> None:
+    ingress: list[k8s.NetworkPolicyIngressRule] | None = None,
+    egress: list[k8s.NetworkPolicyEgressRule] | None = None,
+) -> k8s.KubeNetworkPolicy:
+    """``ingress``/``egress``: None leaves the direction open; an empty list denies it."""
     types = [t for t, rules in (("Ingress", ingress), ("Egress", egress)) if rules is not None]
-    spec: dict = {"podSelector": pod_selector, "policyTypes": types}
-    if ingress:
-        spec["ingress"] = ingress
-    if egress:
-        spec["egress"] = egress
-    api_object(
+    return k8s.KubeNetworkPolicy(
         chart,
         name,
-        "networking.k8s.io/v1",
-        "NetworkPolicy",
-        {"name": name, "namespace": namespace, "labels": {names.PART_OF_KEY: names.PART_OF}},
-        {"spec": spec},
+        metadata=k8s.ObjectMeta(name=name, namespace=namespace, labels={names.PART_OF_KEY: names.PART_OF}),
+        spec=k8s.NetworkPolicySpec(
+            pod_selector=pod_selector, policy_types=types, ingress=ingress or None, egress=egress or None
+        ),
     )
 
 
 def _baseline(chart: Construct, namespace: str) -> None:
     """Deny all traffic of every pod of the namespace; every pod may resolve names."""
-    _policy(chart, "default-deny", namespace, {}, ingress=[], egress=[])
-    _policy(chart, "allow-dns", namespace, {}, egress=[{"to": [KUBE_DNS], "ports": DNS}])
-
-
-def _ip(cidr: str) -> dict:
-    return {"ipBlock": {"cidr": cidr}}
+    _policy(chart, "default-deny", namespace, k8s.LabelSelector(), ingress=[], egress=[])
+    _policy(
+        chart,
+        "allow-dns",
+        namespace,
+        k8s.LabelSelector(),
+        egress=[k8s.NetworkPolicyEgressRule(to=[KUBE_DNS], ports=DNS)],
+    )
 
 
 class ServingNetworkPolicyChart(cdk8s.Chart):
-    """Policies of the serving namespace: routers, their engines, and the operator's pods."""
+    """Policies of the serving namespace: routers, their engines, and the operator's pods.
 
-    def __init__(self, scope: Construct, id: str, *, props: NetworkPolicyProps) -> None:
+    :param namespace: the serving namespace.
+    :param network: where the Kubernetes API and its pod proxy are.
+    :param endpoints: the namespace's endpoints, each once.
+    :param metrics_scraper: a peer (the metrics collector) admitted to the engines' HTTP port.
+        @default None (no in-cluster scraper)
+    :param client_peers: who may call the routers. @default () (anyone, on the router port only)
+    :param operator_namespace: the Inference Operator add-on's namespace. @default ``OPERATOR_NAMESPACE``
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        namespace: str,
+        network: ClusterNetwork,
+        endpoints: Sequence[EndpointTraffic],
+        metrics_scraper: k8s.NetworkPolicyPeer | None = None,
+        client_peers: Sequence[k8s.NetworkPolicyPeer] = (),
+        operator_namespace: str = OPERATOR_NAMESPACE,
+    ) -> None:
+        checks.dns_label("ServingNetworkPolicyChart", "namespace", namespace)
+        checks.dns_label("ServingNetworkPolicyChart", "operator_namespace", operator_namespace)
+        endpoint_names = [e.name for e in endpoints]
+        duplicates = sorted({n for n in endpoint_names if endpoint_names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"ServingNetworkPolicyChart: endpoints has duplicate names {duplicates}")
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        p = props
-        ns = p.serving_namespace
+        ns = namespace
         _baseline(self, ns)
-        scraper = [p.metrics_scraper] if p.metrics_scraper else []
-        for e in p.endpoints:
-            if e.serving == "operator":
+        scraper = [metrics_scraper] if metrics_scraper else []
+        for e in endpoints:
+            if not isinstance(e, SelfManagedTraffic):
                 continue
-            router = {"podSelector": {"matchLabels": router_pod_labels(e.name)}}
-            engines = {"podSelector": {"matchLabels": engine_pod_labels(e.name)}}
-            controller = tcp(LMCACHE_CONTROLLER_PULL_PORT, LMCACHE_CONTROLLER_REPLY_PORT)
-            client_rule: dict = {"ports": tcp(ROUTER_PORT)}
-            if p.client_peers:
-                client_rule["from"] = list(p.client_peers)
-            router_ingress = [client_rule]
+            router_labels = names.router_pod_labels(e.name)
+            engine_labels = names.engine_pod_labels(e.name)
+            router, engines = pods(router_labels), pods(engine_labels)
+            controller = tcp(names.LMCACHE_CONTROLLER_PULL_PORT, names.LMCACHE_CONTROLLER_REPLY_PORT)
+            router_ingress = [
+                k8s.NetworkPolicyIngressRule(from_=list(client_peers) or None, ports=tcp(names.ROUTER_PORT))
+            ]
             router_egress = [
-                {"to": [engines], "ports": tcp(ENGINE_PORT, *e.kvaware_worker_ports)},
+                k8s.NetworkPolicyEgressRule(to=[engines], ports=tcp(names.ENGINE_PORT, *e.kvaware_worker_ports)),
                 # Pod discovery: the Kubernetes API.
-                {"to": p.api_server, "ports": tcp(443)},
+                k8s.NetworkPolicyEgressRule(to=network.api_server, ports=tcp(HTTPS_PORT)),
             ]
             if e.kvaware:
                 # The engines register with the controller hosted in the router (pull and reply sockets).
-                router_ingress.append({"from": [engines], "ports": controller})
+                router_ingress.append(k8s.NetworkPolicyIngressRule(from_=[engines], ports=controller))
                 # kvaware tokenizes in the router: the Hugging Face tokenizer download.
-                router_egress.append({"to": [_ip(ANYWHERE)], "ports": tcp(443)})
-            _policy(self, f"{e.name}-router", ns, router["podSelector"], ingress=router_ingress, egress=router_egress)
+                router_egress.append(k8s.NetworkPolicyEgressRule(to=[ip_peer(ANYWHERE)], ports=tcp(HTTPS_PORT)))
+            _policy(
+                self,
+                f"{e.name}-router",
+                ns,
+                k8s.LabelSelector(match_labels=router_labels),
+                ingress=router_ingress,
+                egress=router_egress,
+            )
             engine_ingress = [
-                {"from": [router], "ports": tcp(ENGINE_PORT, *e.kvaware_worker_ports)},
+                k8s.NetworkPolicyIngressRule(from_=[router], ports=tcp(names.ENGINE_PORT, *e.kvaware_worker_ports)),
                 # `kvtiers verify` calls each engine through the API server's pod proxy (the cross-pod check).
-                {"from": p.api_proxy, "ports": tcp(ENGINE_PORT)},
+                k8s.NetworkPolicyIngressRule(from_=network.api_proxy, ports=tcp(names.ENGINE_PORT)),
             ]
             if scraper:
-                engine_ingress.append({"from": scraper, "ports": tcp(ENGINE_PORT)})
+                engine_ingress.append(k8s.NetworkPolicyIngressRule(from_=scraper, ports=tcp(names.ENGINE_PORT)))
             # The model source (S3 through the gateway endpoint, or the Hugging Face Hub), HTTPS only.
-            engine_egress = [{"to": [_ip(ANYWHERE)], "ports": tcp(443)}]
+            engine_egress = [k8s.NetworkPolicyEgressRule(to=[ip_peer(ANYWHERE)], ports=tcp(HTTPS_PORT))]
             if e.s3_weights:
-                engine_egress.append({"to": [_ip(POD_IDENTITY_AGENT)], "ports": tcp(80)})
+                engine_egress.append(k8s.NetworkPolicyEgressRule(to=[ip_peer(POD_IDENTITY_AGENT)], ports=tcp(80)))
             if e.kvaware:
-                engine_egress.append({"to": [router], "ports": controller})
-            _policy(self, f"{e.name}-engine", ns, engines["podSelector"], ingress=engine_ingress, egress=engine_egress)
-        operator = [e for e in p.endpoints if e.serving == "operator"]
+                engine_egress.append(k8s.NetworkPolicyEgressRule(to=[router], ports=controller))
+            _policy(
+                self,
+                f"{e.name}-engine",
+                ns,
+                k8s.LabelSelector(match_labels=engine_labels),
+                ingress=engine_ingress,
+                egress=engine_egress,
+            )
+        operator = [e for e in endpoints if isinstance(e, OperatorTraffic)]
         if operator:
-            self._operator(p, operator)
+            self._operator(ns, operator_namespace, operator)
 
-    def _operator(self, p: NetworkPolicyProps, endpoints: list[EndpointTraffic]) -> None:
+    def _operator(self, namespace: str, operator_namespace: str, endpoints: list[OperatorTraffic]) -> None:
         """Pods the operator creates. Its documentation names no ports beyond the invocation port, so its own pods
         (router, sidecars) may talk to each other and to the operator's namespace on any port; clients reach the
         invocation port; egress is HTTPS (S3, Hugging Face, AWS APIs) and the operator's namespace."""
-        operator_ns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": p.operator_namespace}}}
-        operator_pods = {"podSelector": NOT_KVTIERS}
+        operator_ns = k8s.NetworkPolicyPeer(namespace_selector=in_namespace(operator_namespace))
+        operator_pods = k8s.NetworkPolicyPeer(pod_selector=NOT_KVTIERS)
         _policy(
             self,
             "operator-managed",
-            p.serving_namespace,
+            namespace,
             NOT_KVTIERS,
-            ingress=[{"from": [operator_ns, operator_pods]}, {"ports": tcp(OPERATOR_INVOCATION_PORT)}],
-            egress=[{"to": [operator_ns, operator_pods]}, {"to": [_ip(ANYWHERE)], "ports": tcp(443)}],
+            ingress=[
+                k8s.NetworkPolicyIngressRule(from_=[operator_ns, operator_pods]),
+                k8s.NetworkPolicyIngressRule(ports=tcp(names.OPERATOR_PORT)),
+            ],
+            egress=[
+                k8s.NetworkPolicyEgressRule(to=[operator_ns, operator_pods]),
+                k8s.NetworkPolicyEgressRule(to=[ip_peer(ANYWHERE)], ports=tcp(HTTPS_PORT)),
+            ],
         )
         for e in endpoints:
             # The endpoint's own pods, keyed by the (assumed) app label: the same, stated for each endpoint so
@@ -246,56 +291,97 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
             _policy(
                 self,
                 f"{e.name}-operator-endpoint",
-                p.serving_namespace,
-                {"matchLabels": {OPERATOR_POD_LABEL: str(e.operator_object)}},
-                ingress=[{"from": [operator_ns, operator_pods], "ports": tcp(OPERATOR_INVOCATION_PORT)}],
+                namespace,
+                k8s.LabelSelector(match_labels=names.operator_pod_labels(e.object_name)),
+                ingress=[
+                    k8s.NetworkPolicyIngressRule(from_=[operator_ns, operator_pods], ports=tcp(names.OPERATOR_PORT))
+                ],
             )
 
 
 class CurvineNetworkPolicyChart(cdk8s.Chart):
     """Policies of the Curvine namespace: masters and the CSI controller (workers and the CSI node plugin are on
-    the host network and are not covered)."""
+    the host network and are not covered).
 
-    def __init__(self, scope: Construct, id: str, *, props: NetworkPolicyProps) -> None:
+    :param namespace: the Curvine namespace.
+    :param network: where the Kubernetes API and its pod proxy are.
+    :param hyperpod_cidr: where the HyperPod nodes are (the node IPs of the host-network workers and FUSE clients);
+        inside ``network.node_cidr``.
+    :param master_rpc_port: the masters' RPC port (workers, FUSE clients, the CSI controller, other masters).
+    :param journal_port: the masters' Raft journal port.
+    :param master_web_port: the masters' web port (``kvtiers verify`` through the pod proxy, metrics).
+    :param worker_rpc_port: the workers' RPC port (the masters call it).
+    :param metrics_scraper: a peer (the metrics collector) admitted to the masters' web port.
+        @default None (no in-cluster scraper)
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        namespace: str,
+        network: ClusterNetwork,
+        hyperpod_cidr: str,
+        master_rpc_port: int,
+        journal_port: int,
+        master_web_port: int,
+        worker_rpc_port: int,
+        metrics_scraper: k8s.NetworkPolicyPeer | None = None,
+    ) -> None:
+        where = "CurvineNetworkPolicyChart"
+        checks.dns_label(where, "namespace", namespace)
+        if not _cidr(where, "hyperpod_cidr", hyperpod_cidr).subnet_of(
+            _cidr(where, "network.node_cidr", network.node_cidr)
+        ):
+            raise ValueError(
+                f"{where}: hyperpod_cidr {hyperpod_cidr} is not inside network.node_cidr {network.node_cidr}"
+            )
+        ports = {
+            "master_rpc_port": master_rpc_port,
+            "journal_port": journal_port,
+            "master_web_port": master_web_port,
+            "worker_rpc_port": worker_rpc_port,
+        }
+        if len(set(ports.values())) != len(ports):
+            raise ValueError(f"{where}: the ports must be distinct, got {ports}")
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        p = props
-        ns = p.curvine_namespace
-        ports = p.curvine_ports
+        ns = namespace
         _baseline(self, ns)
-        masters = {"podSelector": {"matchLabels": {names.NAME: MASTER}}}
-        controller = {"podSelector": {"matchLabels": {names.NAME: CSI_CONTROLLER}}}
-        hyperpod = _ip(p.hyperpod_cidr)
-        scraper = [p.metrics_scraper] if p.metrics_scraper else []
+        master_labels = {names.NAME: MASTER}
+        controller_labels = {names.NAME: CSI_CONTROLLER}
+        masters, controller = pods(master_labels), pods(controller_labels)
+        hyperpod = ip_peer(hyperpod_cidr)
         master_ingress = [
-            {"from": [masters], "ports": tcp(ports["master_rpc"], ports["journal"])},
-            {"from": [controller], "ports": tcp(ports["master_rpc"])},
+            k8s.NetworkPolicyIngressRule(from_=[masters], ports=tcp(master_rpc_port, journal_port)),
+            k8s.NetworkPolicyIngressRule(from_=[controller], ports=tcp(master_rpc_port)),
             # Workers and FUSE clients are on the host network: only their node IPs identify them.
-            {"from": [hyperpod], "ports": tcp(ports["master_rpc"])},
+            k8s.NetworkPolicyIngressRule(from_=[hyperpod], ports=tcp(master_rpc_port)),
             # `kvtiers verify` reads the web API through the API server's pod proxy (control-plane ENIs).
-            {"from": p.api_proxy, "ports": tcp(ports["master_web"])},
+            k8s.NetworkPolicyIngressRule(from_=network.api_proxy, ports=tcp(master_web_port)),
         ]
-        if scraper:
-            master_ingress.append({"from": scraper, "ports": tcp(ports["master_web"])})
+        if metrics_scraper:
+            master_ingress.append(k8s.NetworkPolicyIngressRule(from_=[metrics_scraper], ports=tcp(master_web_port)))
         _policy(
             self,
             MASTER,
             ns,
-            masters["podSelector"],
+            k8s.LabelSelector(match_labels=master_labels),
             ingress=master_ingress,
             egress=[
-                {"to": [masters], "ports": tcp(ports["master_rpc"], ports["journal"])},
-                {"to": [hyperpod], "ports": tcp(ports["worker_rpc"])},
+                k8s.NetworkPolicyEgressRule(to=[masters], ports=tcp(master_rpc_port, journal_port)),
+                k8s.NetworkPolicyEgressRule(to=[hyperpod], ports=tcp(worker_rpc_port)),
             ],
         )
         _policy(
             self,
             CSI_CONTROLLER,
             ns,
-            controller["podSelector"],
+            k8s.LabelSelector(match_labels=controller_labels),
             ingress=[],
             egress=[
-                {"to": [masters], "ports": tcp(ports["master_rpc"])},
+                k8s.NetworkPolicyEgressRule(to=[masters], ports=tcp(master_rpc_port)),
                 # The provisioner and leader election call the Kubernetes API.
-                {"to": p.api_server, "ports": tcp(443)},
+                k8s.NetworkPolicyEgressRule(to=network.api_server, ports=tcp(HTTPS_PORT)),
             ],
         )

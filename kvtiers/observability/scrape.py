@@ -14,11 +14,8 @@ import yaml
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.curvine_l2.props import port_table
-from kvtiers.k8s_charts.hyperpod_operator import PORT as OPERATOR_PORT
-from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
-from kvtiers.k8s_charts.hyperpod_operator.contract import POD_ENDPOINT_LABEL
-from kvtiers.k8s_charts.serving.props import ENGINE_PORT, ROUTER_PORT
 from kvtiers.stacks.wiring.curvine import curvine_ports
+from kvtiers.stacks.wiring.serving import operator_endpoint
 
 ENDPOINT = "endpoint"
 COMPONENT = "component"
@@ -70,18 +67,32 @@ def targets(env: Environment) -> list[ScrapeTarget]:
     operator = [e for e in env.serving.endpoints if e.serving == "operator"]
     if self_managed:
         result += [
-            ScrapeTarget("kvtiers-engines", ENGINE, ns, ENGINE_PORT, {names.COMPONENT: "engine"}, names.ENDPOINT),
-            ScrapeTarget("kvtiers-routers", ROUTER, ns, ROUTER_PORT, {names.COMPONENT: "router"}, names.ENDPOINT),
+            ScrapeTarget(
+                "kvtiers-engines",
+                ENGINE,
+                ns,
+                names.ENGINE_PORT,
+                {names.COMPONENT: names.ENGINE_COMPONENT},
+                names.ENDPOINT,
+            ),
+            ScrapeTarget(
+                "kvtiers-routers",
+                ROUTER,
+                ns,
+                names.ROUTER_PORT,
+                {names.COMPONENT: names.ROUTER_COMPONENT},
+                names.ENDPOINT,
+            ),
         ]
     if operator:
-        pairs = tuple((OperatorEndpointProps.from_environment(env, e.name).object_name, e.name) for e in operator)
+        pairs = tuple((operator_endpoint(env, e.name).object_name, e.name) for e in operator)
         result.append(
             ScrapeTarget(
                 "operator-engines",
                 ENGINE,
                 ns,
-                OPERATOR_PORT,
-                {POD_ENDPOINT_LABEL: "|".join(name for name, _ in pairs)},
+                names.OPERATOR_PORT,
+                {names.OPERATOR_POD_LABEL: "|".join(name for name, _ in pairs)},
                 endpoints=pairs,
             )
         )
@@ -103,7 +114,7 @@ def _job(target: ScrapeTarget) -> dict:
     for value, endpoint in target.endpoints:
         relabel.append(
             {
-                "source_labels": [meta_label(POD_ENDPOINT_LABEL)],
+                "source_labels": [meta_label(names.OPERATOR_POD_LABEL)],
                 "regex": value,
                 "target_label": ENDPOINT,
                 "replacement": endpoint,

@@ -9,26 +9,21 @@ the manifest resources.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import aws_cdk as cdk
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from kvtiers.config.schema import Environment, NewVpc, S3ModelSource
+from kvtiers.config.schema import Endpoint, Environment, NewVpc, S3ModelSource
 from kvtiers.constructs.model_access import ModelReadAccess
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.curvine_l2 import CurvineCsiChart, CurvineMasterChart, CurvineWorkerChart, MasterVolumeIds
-from kvtiers.k8s_charts.hyperpod_operator import (
-    CurvineL2PolicyChart,
-    InferenceEndpointConfigChart,
-    OperatorEndpointProps,
-    policy_name,
-)
+from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, policy_name
 from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
-from kvtiers.k8s_charts.namespaces import NamespaceChart, serving_enforce_level
-from kvtiers.k8s_charts.network_policies import CurvineNetworkPolicyChart, NetworkPolicyProps, ServingNetworkPolicyChart
-from kvtiers.k8s_charts.serving import ServingChart, ServingProps, engine_service_account_name
 from kvtiers.stacks.platform_stack import PlatformStack
+from kvtiers.stacks.wiring import serving as wiring
 from kvtiers.stacks.wiring.curvine import curvine_cluster, curvine_storage_chart
 
 
@@ -39,7 +34,8 @@ class WorkloadsStack(cdk.Stack):
         super().__init__(scope, id, **kwargs)
         env = environment
         self.config = env
-        self.cluster = platform.eks.cluster
+        # jsii's generated Cluster class does not match its ICluster protocol structurally for type checkers.
+        self.cluster = cast(eks.ICluster, platform.eks.cluster)
         self.k8s_app = cdk8s.App()
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         self.charts: dict[str, cdk8s.Chart] = {}
@@ -47,23 +43,18 @@ class WorkloadsStack(cdk.Stack):
         """Each chart's objects as rendered once for its manifest (reused for the per-object YAML)."""
         operator_endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
         self.serving_namespace = self.add_chart(
-            "ServingNamespace",
-            NamespaceChart(
-                self.k8s_app,
-                "serving-namespace",
-                names=(env.serving.namespace,),
-                enforce={env.serving.namespace: serving_enforce_level(bool(operator_endpoints))},
-            ),
+            "ServingNamespace", wiring.serving_namespace_chart(self.k8s_app, "serving-namespace", env)
         )
         # The control plane's ENIs are in the EKS subnets; an imported VPC's subnet ranges are not known at synth.
         control_plane_cidrs = (
             tuple(s.ipv4_cidr_block for s in platform.network.eks_subnets) if isinstance(env.network, NewVpc) else ()
         )
-        policies = NetworkPolicyProps.from_environment(env, control_plane_cidrs=control_plane_cidrs)
         # Before any serving pod exists: default deny from the first pod on.
         serving_policies = self.add_chart(
             "ServingNetworkPolicies",
-            ServingNetworkPolicyChart(self.k8s_app, "serving-network-policies", props=policies),
+            wiring.serving_network_policy_chart(
+                self.k8s_app, "serving-network-policies", env, control_plane_cidrs=control_plane_cidrs
+            ),
             after=[self.serving_namespace],
         )
         volumes = platform.journal_volumes.volumes
@@ -80,7 +71,9 @@ class WorkloadsStack(cdk.Stack):
         # The Curvine namespace comes with the masters chart; its policies follow it, before the CSI controller.
         curvine_policies = self.add_chart(
             "CurvineNetworkPolicies",
-            CurvineNetworkPolicyChart(self.k8s_app, "curvine-network-policies", props=policies),
+            wiring.curvine_network_policy_chart(
+                self.k8s_app, "curvine-network-policies", env, control_plane_cidrs=control_plane_cidrs
+            ),
             after=[masters],
         )
         cdk.Annotations.of(masters).add_info(curvine.master_count_note)
@@ -107,26 +100,23 @@ class WorkloadsStack(cdk.Stack):
                 self._self_managed_endpoint(env, endpoint)
         if platform.observability is not None:
             from kvtiers.constructs.observability import COLLECTOR_USER
-            from kvtiers.k8s_charts.scraper_rbac import ScraperRbacChart
 
-            rbac = ScraperRbacChart(
-                self.k8s_app,
-                "metrics-collector-rbac",
-                user=COLLECTOR_USER,
-                namespaces=(env.serving.namespace, env.curvine.namespace),
-            )
+            rbac = wiring.scraper_rbac_chart(self.k8s_app, "metrics-collector-rbac", env, user=COLLECTOR_USER)
             self.add_chart("MetricsCollectorRbac", rbac, after=[self.serving_namespace, masters])
 
-    def _operator_endpoints(self, env: Environment, platform: PlatformStack, endpoints) -> None:
-        self.inference_operator = platform.inference_operator
+    def _operator_endpoints(self, env: Environment, platform: PlatformStack, endpoints: list[Endpoint]) -> None:
+        operator = platform.inference_operator
+        if operator is None:
+            raise ValueError("operator endpoints need the platform stack's HyperPod Inference Operator")
         for endpoint in endpoints:
-            props = OperatorEndpointProps.from_environment(env, endpoint.name)
+            chart = wiring.operator_endpoint_chart(self.k8s_app, f"operator-{endpoint.name}", env, endpoint.name)
+            operator_endpoint = chart.endpoint
             pascal = _pascal(endpoint.name)
-            after: list[Construct] = [self.inference_operator.kyverno, *self.l2_ready]
-            if props.curvine_l2:
+            after: list[Construct] = [operator.kyverno, *self.l2_ready]
+            if operator_endpoint.curvine_l2:
                 policy = self.add_chart(
                     f"L2Policy{pascal}",
-                    CurvineL2PolicyChart(self.k8s_app, f"l2-policy-{endpoint.name}", props=props),
+                    CurvineL2PolicyChart(self.k8s_app, f"l2-policy-{endpoint.name}", endpoint=operator_endpoint),
                     after=after,
                 )
                 # Kyverno registers a policy's webhook asynchronously; pods admitted before that escape it. The
@@ -136,24 +126,20 @@ class WorkloadsStack(cdk.Stack):
                     f"L2PolicyReady{pascal}",
                     cluster=self.cluster,
                     object_type=operator_contract.POLICY_RESOURCE,
-                    object_name=policy_name(props),
-                    object_namespace=props.namespace,
+                    object_name=policy_name(operator_endpoint),
+                    object_namespace=operator_endpoint.namespace,
                     json_path=operator_contract.READY_JSONPATH,
                     timeout=cdk.Duration.minutes(10),
                 )
                 ready.node.add_dependency(policy)
                 after = [policy, ready]
-            self.endpoints[endpoint.name] = self.add_chart(
-                f"OperatorEndpoint{pascal}",
-                InferenceEndpointConfigChart(self.k8s_app, f"operator-{endpoint.name}", props=props),
-                after=after,
-            )
+            self.endpoints[endpoint.name] = self.add_chart(f"OperatorEndpoint{pascal}", chart, after=after)
             cdk.Annotations.of(self.endpoints[endpoint.name]).add_info(
-                f"{endpoint.name}: InferenceEndpointConfig {props.object_name}; a change to its immutable fields "
+                f"{endpoint.name}: InferenceEndpointConfig {operator_endpoint.object_name}; a change to its immutable fields "
                 "(intelligentRoutingSpec.enabled, worker environment) changes this name and replaces the endpoint"
             )
 
-    def _self_managed_endpoint(self, env: Environment, endpoint) -> None:
+    def _self_managed_endpoint(self, env: Environment, endpoint: Endpoint) -> None:
         role_arn = None
         access = None
         if isinstance(endpoint.source, S3ModelSource):
@@ -162,15 +148,13 @@ class WorkloadsStack(cdk.Stack):
                 f"{_pascal(endpoint.name)}ModelAccess",
                 cluster=self.cluster,
                 namespace=env.serving.namespace,
-                service_account=engine_service_account_name(endpoint.name),
+                service_account=names.engine_service_account_name(endpoint.name),
                 bucket=endpoint.source.bucket,
                 prefix=endpoint.source.prefix,
             )
             role_arn = access.role.role_arn
-        chart = ServingChart(
-            self.k8s_app,
-            f"serving-{endpoint.name}",
-            props=ServingProps.from_environment(env, endpoint.name, model_role_arn=role_arn),
+        chart = wiring.serving_chart(
+            self.k8s_app, f"serving-{endpoint.name}", env, endpoint.name, model_role_arn=role_arn
         )
         manifest = self.add_chart(f"Endpoint{_pascal(endpoint.name)}", chart, after=self.l2_ready)
         if access is not None:

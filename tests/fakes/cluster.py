@@ -1,7 +1,7 @@
 """A healthy deployment of an environment on the fake API server, built from the objects the charts render.
 
 Every workload comes from the synthesized manifests (``WorkloadsStack.chart_objects``), not from the names
-``kvtiers verify`` looks for (``kvtiers/cli/names.py``): the StatefulSet, DaemonSets, Deployments, the L2 claim and
+``kvtiers verify`` looks for (``kvtiers/k8s_charts/names.py``): the StatefulSet, DaemonSets, Deployments, the L2 claim and
 the InferenceEndpointConfigs are stored as rendered, with a healthy status; each pod carries its template's labels
 and containers; engines and routers answer on the ports their containers and Services declare. Drift between a
 chart and ``verify`` therefore fails a test. Operator pods, which no chart renders, come from the operator pod model
@@ -13,9 +13,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from kvtiers.cli import names
 from kvtiers.config.schema import Environment
-from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps, policy
+from kvtiers.k8s_charts.hyperpod_operator import policy
+from kvtiers.stacks.wiring.serving import operator_endpoint
 from tests.fakes import kyverno
 from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply, matches
 from tests.fakes.operator_pod import operator_pod
@@ -29,6 +29,12 @@ PLURALS = {
     "Service": "services",
     "InferenceEndpointConfig": "inferenceendpointconfigs",
 }
+HYPERPOD_NODE_LABELS = {"sagemaker.amazonaws.com/compute-type": "hyperpod"}
+INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+"""The labels HyperPod puts on its nodes (AWS's HyperPod EKS documentation): written out here, not read from kvtiers'
+names module, so that a wrong name there fails a test."""
+ENDPOINT_LABEL = "kvtiers.io/endpoint"
+"""The endpoint label of serving pods, by which the fake keys its handles (read from each rendered pod template)."""
 COMPLETE = "DeploymentComplete"
 """``status.state`` of a deployed InferenceEndpointConfig (the CRD's enum)."""
 
@@ -42,7 +48,7 @@ def object_path(obj: dict) -> str:
 def operator_pods(env: Environment, endpoint_name: str, kubectl: Path | None, with_policy: bool = True) -> list[dict]:
     """The pods of an operator endpoint as stored after admission: the operator pod model passed through the
     endpoint's Kyverno policy with the real merge and CEL engines."""
-    props = OperatorEndpointProps.from_environment(env, endpoint_name)
+    props = operator_endpoint(env, endpoint_name)
     rule = policy(props) if props.curvine_l2 and with_policy else None
     if kubectl is None:
         kubectl = extract_kubectl(Path(tempfile.gettempdir()) / "kvtiers-test-kubectl" / "kubectl")
@@ -73,7 +79,7 @@ def build_healthy(
     for group in env.hyperpod.instance_groups:
         for i in range(group.count):
             name = f"hyperpod-i-{group.name}-{i}"
-            kube.add_node(name, {**names.HYPERPOD_NODE_SELECTOR, names.HYPERPOD_INSTANCE_GROUP_LABEL: group.name})
+            kube.add_node(name, {**HYPERPOD_NODE_LABELS, INSTANCE_GROUP_LABEL: group.name})
             nodes.append(name)
     kube.add_node("system-1", {"eks.amazonaws.com/nodegroup": "system"})
     by_kind: dict[str, list[dict]] = {}
@@ -179,7 +185,7 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                     node,
                     _served_model(container),
                     _template_port(template, "http"),
-                    template["metadata"]["labels"][names.ENDPOINT_LABEL],
+                    template["metadata"]["labels"][ENDPOINT_LABEL],
                 )
         elif container["image"] == images.router_image:
             routers.append(deployment)
@@ -199,7 +205,7 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
             ],
             "health": 200,
         }
-        handles["routers"][labels[names.ENDPOINT_LABEL]] = state
+        handles["routers"][labels[ENDPOINT_LABEL]] = state
 
         def route(method, path, body, state=state):
             if path == "/engines":
@@ -223,8 +229,7 @@ def _operator_endpoints(
         endpoint = next(
             e
             for e in env.serving.endpoints
-            if e.serving == "operator"
-            and OperatorEndpointProps.from_environment(env, e.name).object_name == iec["metadata"]["name"]
+            if e.serving == "operator" and operator_endpoint(env, e.name).object_name == iec["metadata"]["name"]
         )
         kube.objects[object_path(iec)]["status"] = {"state": COMPLETE, "replicas": iec["spec"].get("replicas")}
         port = iec["spec"]["worker"]["modelInvocationPort"]["containerPort"]

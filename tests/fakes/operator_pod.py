@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 
-from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
+from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpoint
 
 TOKEN_VOLUME = "kube-api-access-7xk2p"
 TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -28,14 +28,14 @@ OPERATOR_ENV = [{"name": "LMCACHE_CONFIG_FILE", "value": f"{LMCACHE_CONFIG_MOUNT
 SIDECAR_IMAGE = "hyperpod-inference-sidecar:v3.0"  # ASSUMED name and image; only its existence is documented
 
 
-def model_container_name(props: OperatorEndpointProps) -> str:
+def model_container_name(props: OperatorEndpoint) -> str:
     """ASSUMED: a third-party guide names the worker container after the endpoint; no public source confirms it.
     The policy does not depend on it."""
     return props.name
 
 
 def operator_pod(
-    props: OperatorEndpointProps,
+    props: OperatorEndpoint,
     *,
     index: int = 0,
     container_name: str | None = None,

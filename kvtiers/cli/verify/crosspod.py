@@ -12,25 +12,35 @@ from collections.abc import Callable
 
 from kubernetes.client import ApiClient, CoreV1Api
 
-from kvtiers.cli import names, prompts
+from kvtiers.cli import prompts
 from kvtiers.cli.verify import metrics, proxy
 from kvtiers.cli.verify.k8s import engine_pods, pod_ready
 from kvtiers.cli.verify.result import CheckResult, failed, passed
 from kvtiers.config.schema import Endpoint, Environment
+from kvtiers.k8s_charts import names
+from kvtiers.observability.metrics import LMCACHE_HIT_TOKENS as HIT_TOKENS
 
 NAME = "cross-pod L2 hit"
+LMCACHE_STORED_TOKENS = "lmcache:num_stored_tokens"
+"""LMCache's counter of the tokens an engine stored (LMCache ``lmcache/observability.py``)."""
+LMCACHE_HIT_TOKENS = HIT_TOKENS.registered
+CROSS_POD_MIN_TOKENS = 1925
+"""The source design's cross-pod check: a 1,925-token prompt stored by pod A, read in full by pod B."""
+
+
+def engine_port(endpoint: Endpoint) -> int:
+    """Where an endpoint's engines serve the OpenAI API and /metrics."""
+    return names.OPERATOR_PORT if endpoint.serving == "operator" else names.ENGINE_PORT
 
 
 class _Pod:
-    def __init__(self, api: ApiClient, namespace: str, name: str) -> None:
-        self.api, self.namespace, self.name = api, namespace, name
+    def __init__(self, api: ApiClient, namespace: str, name: str, port: int) -> None:
+        self.api, self.namespace, self.name, self.port = api, namespace, name, port
 
     def call(
         self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 120
     ) -> proxy.ProxyResponse:
-        return proxy.request(
-            self.api, "pods", self.namespace, self.name, names.ENGINE_PORT, path, method, body, timeout
-        )
+        return proxy.request(self.api, "pods", self.namespace, self.name, self.port, path, method, body, timeout)
 
     def counters(self) -> dict[str, float]:
         response = self.call("metrics", timeout=15)
@@ -90,21 +100,18 @@ def check_cross_pod(
             f"need Ready engine pods on two nodes, found {len(ready)} on {len(by_node)} node(s)",
             "replicas >= 2 spread over >= 2 HyperPod nodes (topology spread / anti-affinity of the engine pods)",
         )
-    first, second = (_Pod(api, ns, name) for name in list(by_node.values())[:2])
+    first, second = (_Pod(api, ns, name, engine_port(endpoint)) for name in list(by_node.values())[:2])
     hint = (
         "engine logs ('Stored X out of total Y tokens', 'LMCache hit tokens'); the same PYTHONHASHSEED, model name, "
         "TP size and chunk size on every replica; the L2 claim mounted at the LMCache remote_url path"
     )
     try:
         tag = prompts.nonce()
-        body, _ = prompts.sized_filler(names.CROSS_POD_MIN_TOKENS + 16, first.count_tokens(endpoint.model), tag)
+        body, _ = prompts.sized_filler(CROSS_POD_MIN_TOKENS + 16, first.count_tokens(endpoint.model), tag)
         prompt = prompts.prefix(tag) + body
         request = {"model": endpoint.model, "prompt": prompt, "max_tokens": 1, "temperature": 0}
         a0, b0 = first.counters(), second.counters()
-        if (
-            metrics.counter(a0, names.LMCACHE_STORED_TOKENS) is None
-            and metrics.counter(a0, names.LMCACHE_HIT_TOKENS) is None
-        ):
+        if metrics.counter(a0, LMCACHE_STORED_TOKENS) is None and metrics.counter(a0, LMCACHE_HIT_TOKENS) is None:
             return failed(
                 area,
                 NAME,
@@ -116,8 +123,8 @@ def check_cross_pod(
             return failed(area, NAME, f"{first.name} completion: HTTP {response.status}: {response.text[:200]}", hint)
         tokens = int(response.json().get("usage", {}).get("prompt_tokens", 0))
         stored = _wait_for(
-            lambda: metrics.counter(first.counters(), names.LMCACHE_STORED_TOKENS),
-            metrics.counter(a0, names.LMCACHE_STORED_TOKENS) or 0.0,
+            lambda: metrics.counter(first.counters(), LMCACHE_STORED_TOKENS),
+            metrics.counter(a0, LMCACHE_STORED_TOKENS) or 0.0,
             1,
             timeout,
             poll,
@@ -128,8 +135,8 @@ def check_cross_pod(
         if not response.ok:
             return failed(area, NAME, f"{second.name} completion: HTTP {response.status}: {response.text[:200]}", hint)
         hit = _wait_for(
-            lambda: metrics.counter(second.counters(), names.LMCACHE_HIT_TOKENS),
-            metrics.counter(b0, names.LMCACHE_HIT_TOKENS) or 0.0,
+            lambda: metrics.counter(second.counters(), LMCACHE_HIT_TOKENS),
+            metrics.counter(b0, LMCACHE_HIT_TOKENS) or 0.0,
             stored,
             timeout,
             poll,
@@ -140,8 +147,8 @@ def check_cross_pod(
         f"{tokens}-token prompt: {first.name} ({first_node(by_node, first.name)}) stored {stored:.0f}, "
         f"{second.name} ({first_node(by_node, second.name)}) hit {hit:.0f}"
     )
-    if tokens < names.CROSS_POD_MIN_TOKENS:
-        return failed(area, NAME, detail + f"; prompt shorter than {names.CROSS_POD_MIN_TOKENS} tokens", hint)
+    if tokens < CROSS_POD_MIN_TOKENS:
+        return failed(area, NAME, detail + f"; prompt shorter than {CROSS_POD_MIN_TOKENS} tokens", hint)
     if hit >= stored:
         return passed(area, NAME, detail + f" ({hit / max(tokens, 1):.0%} of the prompt)")
     return failed(area, NAME, detail + f" (B read {hit / stored:.0%} of what A stored)", hint)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 
-from kvtiers.cli import names
 from kvtiers.cli.verify import proxy
 from kvtiers.cli.verify.result import CheckResult, failed, passed
 from kvtiers.config.schema import Endpoint, Environment
-from kvtiers.k8s_charts import names as chart_names
+from kvtiers.k8s_charts import names as k8s_names
+from kvtiers.stacks.wiring import serving as wiring
 
 
 def pod_ready(pod) -> bool:
@@ -26,10 +26,10 @@ def selector(match_labels: dict[str, str] | None) -> str:
 
 
 def hyperpod_nodes(core: CoreV1Api, groups: set[str] | None = None) -> list:
-    nodes = core.list_node(label_selector=names.hyperpod_node_selector()).items
+    nodes = core.list_node(label_selector=k8s_names.label_selector(k8s_names.HYPERPOD_NODE_SELECTOR)).items
     if groups is None:
         return nodes
-    return [n for n in nodes if (n.metadata.labels or {}).get(names.HYPERPOD_INSTANCE_GROUP_LABEL) in groups]
+    return [n for n in nodes if (n.metadata.labels or {}).get(k8s_names.HYPERPOD_INSTANCE_GROUP) in groups]
 
 
 # ------------------------------------------------------------------------------------------------- nodes
@@ -72,7 +72,7 @@ def master_overviews(
                 ns,
                 pod.metadata.name,
                 env.curvine.ports.master_web,
-                chart_names.CURVINE_MASTER_OVERVIEW_PATH,
+                k8s_names.CURVINE_MASTER_OVERVIEW_PATH,
                 timeout=15,
             )
             body = response.json() if response.ok else None
@@ -87,9 +87,9 @@ def master_overviews(
 
 def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environment) -> list[CheckResult]:
     ns, want = env.curvine.namespace, env.curvine.master.replicas
-    sts = apps.read_namespaced_stateful_set(chart_names.CURVINE_MASTER, ns)
+    sts = apps.read_namespaced_stateful_set(k8s_names.CURVINE_MASTER, ns)
     ready = sts.status.ready_replicas or 0
-    hint = f"kubectl -n {ns} get statefulset {chart_names.CURVINE_MASTER}; kubectl -n {ns} logs <master pod>"
+    hint = f"kubectl -n {ns} get statefulset {k8s_names.CURVINE_MASTER}; kubectl -n {ns} logs <master pod>"
     results = []
     if sts.spec.replicas != want or ready != want:
         results.append(
@@ -99,8 +99,8 @@ def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env:
         results.append(passed("curvine", "masters Ready", f"{ready}/{want} Ready"))
     bodies, unreachable = master_overviews(core, api, env, sts.spec.selector.match_labels)
     states = {pod: body["master_state"] for pod, body in bodies.items()}
-    overview = next((b for b in bodies.values() if b["master_state"] == chart_names.CURVINE_LEADER_STATE), None)
-    leaders = [p for p, s in states.items() if s == chart_names.CURVINE_LEADER_STATE]
+    overview = next((b for b in bodies.values() if b["master_state"] == k8s_names.CURVINE_LEADER_STATE), None)
+    leaders = [p for p, s in states.items() if s == k8s_names.CURVINE_LEADER_STATE]
     detail = ", ".join(f"{p}: {s}" for p, s in states.items()) or "no master answered"
     if unreachable:
         detail += f"; no /api/overview from {', '.join(unreachable)}"
@@ -128,7 +128,7 @@ def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env:
                     "curvine",
                     "workers registered",
                     f"leader sees {live} live worker(s) ({overview.get('lost_workers', 0)} lost), expected {workers}",
-                    f"kubectl -n {ns} logs daemonset/{chart_names.CURVINE_WORKER}; worker RPC port reachability",
+                    f"kubectl -n {ns} logs daemonset/{k8s_names.CURVINE_WORKER}; worker RPC port reachability",
                 )
             )
     return results
@@ -160,8 +160,8 @@ def check_curvine_nodes(core: CoreV1Api, apps: AppsV1Api, env: Environment) -> l
     worker_nodes = hyperpod_nodes(core, {g.name for g in env.curvine_worker_groups})
     all_nodes = hyperpod_nodes(core)
     return [
-        check_daemonset_on_nodes(core, apps, ns, chart_names.CURVINE_WORKER, worker_nodes, "Curvine worker"),
-        check_daemonset_on_nodes(core, apps, ns, chart_names.CURVINE_CSI_NODE, all_nodes, "CSI node"),
+        check_daemonset_on_nodes(core, apps, ns, k8s_names.CURVINE_WORKER, worker_nodes, "Curvine worker"),
+        check_daemonset_on_nodes(core, apps, ns, k8s_names.CURVINE_CSI_NODE, all_nodes, "CSI node"),
     ]
 
 
@@ -185,10 +185,8 @@ def check_l2_claim(core: CoreV1Api, env: Environment) -> CheckResult:
 def engine_selector(env: Environment, endpoint: Endpoint) -> str:
     """Our own labels on self-managed engines; the operator's endpoint label on operator-managed ones."""
     if endpoint.serving == "operator":
-        from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
-
-        return names.operator_pod_selector(OperatorEndpointProps.from_environment(env, endpoint.name).object_name)
-    return names.engine_selector(endpoint.name)
+        return wiring.operator_pod_selector(env, endpoint.name)
+    return k8s_names.label_selector(k8s_names.engine_selector(endpoint.name))
 
 
 def engine_pods(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> list:
@@ -217,7 +215,7 @@ def check_engines(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> Chec
 def check_router(
     core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env: Environment, endpoint: Endpoint
 ) -> list[CheckResult]:
-    ns, area, router = env.serving.namespace, f"endpoint:{endpoint.name}", names.router_name(endpoint.name)
+    ns, area, router = env.serving.namespace, f"endpoint:{endpoint.name}", k8s_names.router_name(endpoint.name)
     results = []
     deployment = apps.read_namespaced_deployment(router, ns)
     available = deployment.status.available_replicas or 0
@@ -235,8 +233,10 @@ def check_router(
     ready = [p for p in engine_pods(core, env, endpoint) if pod_ready(p)]
     hint = f"kubectl -n {ns} logs deployment/{router} (service discovery label selector, RBAC to list pods)"
     try:
-        health = proxy.request(api, "services", ns, router, names.ROUTER_SERVICE_PORT, names.ROUTER_HEALTH_PATH)
-        engines = proxy.request(api, "services", ns, router, names.ROUTER_SERVICE_PORT, names.ROUTER_ENGINES_PATH)
+        health = proxy.request(api, "services", ns, router, k8s_names.ROUTER_SERVICE_PORT, k8s_names.ROUTER_HEALTH_PATH)
+        engines = proxy.request(
+            api, "services", ns, router, k8s_names.ROUTER_SERVICE_PORT, k8s_names.ROUTER_ENGINES_PATH
+        )
     except proxy.ProxyError as exc:
         return results + [failed(area, "router sees engines", str(exc), hint)]
     if not health.ok:
@@ -273,9 +273,9 @@ def check_operator_endpoint(api: ApiClient, env: Environment, endpoint: Endpoint
     """The InferenceEndpointConfig the workloads stack applied: deployed by the operator, with managed routing on."""
     from kubernetes.client import CustomObjectsApi
 
-    from kvtiers.k8s_charts.hyperpod_operator import API_VERSION, OperatorEndpointProps
+    from kvtiers.k8s_charts.hyperpod_operator import API_VERSION
 
-    props = OperatorEndpointProps.from_environment(env, endpoint.name)
+    props = wiring.operator_endpoint(env, endpoint.name)
     group, version = API_VERSION.split("/")
     ns, area, name = env.serving.namespace, f"endpoint:{endpoint.name}", "operator endpoint deployed"
     obj = CustomObjectsApi(api).get_namespaced_custom_object(
@@ -298,10 +298,9 @@ def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
     """What an operator pod lacks of the Curvine L2 the admission policy attaches (empty: attached). The same
     conditions as the policy's CEL check: containers that mount the model are the model servers."""
     from kvtiers.k8s_charts.hyperpod_operator import L2_VOLUME, MODEL_MOUNT
-    from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
 
-    l2 = L2Settings.from_environment(env)
-    remote_url = l2.remote_url(L2Namespace.for_endpoint(env, endpoint))
+    l2 = wiring.l2_volume(env)
+    remote_url = wiring.l2_remote_url(env, endpoint)
     servers = [c for c in pod.spec.containers if any(m.mount_path == MODEL_MOUNT for m in (c.volume_mounts or []))]
     problems = [] if servers else [f"no container mounts the model at {MODEL_MOUNT}"]
     if not any(
@@ -320,6 +319,8 @@ def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
 
 def check_operator_l2(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> CheckResult:
     """Every pod of an operator endpoint carries the Curvine L2 (the policy mutated it at admission)."""
+    from kvtiers.k8s_charts.hyperpod_operator import policy_name
+
     area, name = f"endpoint:{endpoint.name}", "Curvine L2 attached by policy"
     pods = engine_pods(core, env, endpoint)
     bad = {p.metadata.name: problems for p in pods if (problems := missing_l2(p, env, endpoint))}
@@ -336,7 +337,8 @@ def check_operator_l2(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> 
             area,
             name,
             detail,
-            f"kubectl -n {env.serving.namespace} get policy {endpoint.name}-curvine-l2 -o yaml (Ready?); "
+            f"kubectl -n {env.serving.namespace} get policy {policy_name(wiring.operator_endpoint(env, endpoint.name))} "
+            "-o yaml (Ready?); "
             "pods created before the policy was ready escape it: delete them to re-admit",
         )
     return passed(area, name, f"{len(pods)} pod(s) mount the L2 and point LMCache at it")

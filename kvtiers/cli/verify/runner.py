@@ -10,7 +10,7 @@ from typing import Any
 from kvtiers.cli import output
 from kvtiers.cli.verify import aws, crosspod, k8s, placement, tiers
 from kvtiers.cli.verify.result import CheckResult, failed
-from kvtiers.config.schema import Environment
+from kvtiers.config.schema import Endpoint, Environment
 
 
 class SetupError(Exception):
@@ -103,10 +103,10 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
             yield f"tiers:{endpoint.name}", tiers.NAME, lambda e=endpoint: tiers.check_tier_counters(core, api, env, e)
 
 
-def _curvine_l2(env: Environment, endpoint) -> bool:
-    from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpointProps
+def _curvine_l2(env: Environment, endpoint: Endpoint) -> bool:
+    from kvtiers.stacks.wiring.serving import operator_endpoint
 
-    return OperatorEndpointProps.from_environment(env, endpoint.name).curvine_l2
+    return operator_endpoint(env, endpoint.name).curvine_l2
 
 
 def run(

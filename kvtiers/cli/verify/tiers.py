@@ -6,7 +6,7 @@ from __future__ import annotations
 from kubernetes.client import ApiClient, CoreV1Api
 
 from kvtiers.cli.verify import k8s, metrics
-from kvtiers.cli.verify.crosspod import _Pod
+from kvtiers.cli.verify.crosspod import _Pod, engine_port
 from kvtiers.cli.verify.result import CheckResult, failed, passed
 from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.observability import metrics as m
@@ -24,7 +24,7 @@ def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpo
     missing: list[str] = []
     for pod in pods:
         try:
-            samples = _Pod(api, env.serving.namespace, pod).counters()
+            samples = _Pod(api, env.serving.namespace, pod, engine_port(endpoint)).counters()
         except Exception as exc:  # noqa: BLE001 - a proxy or HTTP failure is this check's failure
             return failed(area, NAME, f"{pod}: {exc}", "the engine's /metrics through the API server's pod proxy")
         for metric in (*REQUIRED, m.LMCACHE_REMOTE_READ_BYTES):

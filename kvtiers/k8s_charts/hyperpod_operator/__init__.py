@@ -11,9 +11,8 @@ from kvtiers.k8s_charts.hyperpod_operator.endpoint import (
     API_VERSION,
     L2_VOLUME,
     MODEL_MOUNT,
-    PORT,
     InferenceEndpointConfigChart,
-    OperatorEndpointProps,
+    OperatorEndpoint,
     unsupported_spec_fields,
 )
 from kvtiers.k8s_charts.hyperpod_operator.policy import CurvineL2PolicyChart, policy, policy_name
@@ -22,10 +21,9 @@ __all__ = [
     "API_VERSION",
     "L2_VOLUME",
     "MODEL_MOUNT",
-    "PORT",
     "CurvineL2PolicyChart",
     "InferenceEndpointConfigChart",
-    "OperatorEndpointProps",
+    "OperatorEndpoint",
     "policy",
     "policy_name",
     "unsupported_spec_fields",

@@ -8,12 +8,11 @@ and AWS's documentation.
 
 from __future__ import annotations
 
+from typing import Any
+
 # ----------------------------------------------------------------------------------------------- operator
 
-POD_ENDPOINT_LABEL = "app"
-"""The operator labels an endpoint's pods ``app: <InferenceEndpointConfig metadata.name>``: the sagemaker-hyperpod
-SDK 3.12.0 lists an endpoint's pods by exactly this label (``sagemaker/hyperpod/inference/hp_endpoint.py``,
-``list_pods``). The policy selects pods by it, so it needs no service account of its own."""
+# The operator's pod label (``app: <object name>``) lives with the labels kvtiers selects by: names.OPERATOR_POD_LABEL.
 
 ADDON_SPEC_FIELDS: dict[str, frozenset[str]] = {
     # Add-on v1.0.0-eksbuild.1 is the version AWS's migration script pins (charts/inference-operator/migration/
@@ -83,7 +82,7 @@ KYVERNO_ADMISSION_MIN_AVAILABLE = 2
 ``minAvailable`` and ``maxUnavailable`` are set, so only ``minAvailable`` is overridden."""
 
 
-def kyverno_values() -> dict:
+def kyverno_values() -> dict[str, Any]:
     """Helm values for the Kyverno chart: the admission controller highly available."""
     return {
         "admissionController": {

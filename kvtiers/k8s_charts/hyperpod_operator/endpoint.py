@@ -1,125 +1,135 @@
-"""The ``InferenceEndpointConfig`` of an operator-managed endpoint, and the props both operator charts read."""
+"""An operator-managed endpoint (:class:`OperatorEndpoint`) and its ``InferenceEndpointConfig`` chart."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 import cdk8s
 from constructs import Construct
 
-from kvtiers.config.schema import Environment, S3ModelSource
-from kvtiers.config.sizing import GIB
-from kvtiers.k8s_charts.curvine_l2.charts import api_object
+from kvtiers.k8s_charts import checks, names
 from kvtiers.k8s_charts.hyperpod_operator import contract
-from kvtiers.k8s_charts.l2 import L2Namespace, L2Settings
+from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.k8s_charts.vllm import ROUTINGS, LMCache, Routing, S3Weights, Weights, vllm_args
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
-PORT = 8000
-"""vLLM's invocation port; the metrics port too (vLLM serves ``/metrics`` on it)."""
 MODEL_MOUNT = "/opt/ml/model"
 """Where the worker mounts the weights: the path the engine's first argument loads the model from. The admission
 policy identifies the model-server container(s) by this mount (see policy.py)."""
-INVOCATION_ENDPOINTS = {"completions": "v1/completions", "chat": "v1/chat/completions"}
-"""The endpoint's declared ``api``; AWS: kvaware needs ``/v1/completions`` (the schema rejects kvaware with chat)."""
+Api = Literal["completions", "chat"]
+APIS: tuple[str, ...] = get_args(Api)
+INVOCATION_ENDPOINTS: dict[str, str] = {"completions": "v1/completions", "chat": "v1/chat/completions"}
+"""The endpoint's declared ``api``; AWS: kvaware needs ``/v1/completions``."""
+L2Backend = Literal["curvine", "tieredstorage"]
+L2_BACKENDS: tuple[str, ...] = get_args(L2Backend)
 L2_VOLUME = "curvine-l2"
 
 
-@dataclass(frozen=True)
-class OperatorEndpointProps:
+@dataclass(frozen=True, kw_only=True)
+class OperatorEndpoint:
+    """One endpoint the HyperPod Inference Operator runs. The ``InferenceEndpointConfig`` chart renders it; the
+    Curvine L2 policy, the NetworkPolicies and the scrape configuration find its pods by :attr:`object_name`."""
+
     name: str
     namespace: str
     model: str
+    """Model id; passed as ``--served-model-name``."""
+    weights: Weights
+    region: str
+    """Region of the S3 weights' bucket."""
     instance_type: str
-    replicas: int
+    """The HyperPod instance type the operator places the endpoint on (``ml.g6e.2xlarge``...)."""
     image: str
+    replicas: int
     tensor_parallel_size: int
     cpu: int
     memory_gib: int
+    """Memory request = limit: LMCache's L1 of every GPU worker plus vLLM itself."""
     max_model_len: int
     gpu_memory_utilization: float
-    routing: str
-    l1_gib: int
-    l1_worker_gib: float
-    """LMCache ``max_local_cpu_size`` per worker process (GiB): the endpoint's L1 over its GPUs, as in the
-    self-managed path. The pod memory limit is sized for it."""
-    s3_bucket: str | None
-    s3_prefix: str | None
-    region: str
-    l2: L2Settings
-    l2_enabled: bool
-    l2_backend: str
-    """``curvine`` (policy-attached shared L2) or ``tieredstorage`` (the operator's node-local backend)."""
-    l2_namespace: L2Namespace
-    """The endpoint's L2 directory, computed as for self-managed endpoints."""
-    api: str = "chat"
-    addon_version: str = "v1.0.0-eksbuild.1"
-    """The pinned operator add-on: decides which spec fields its CRD accepts (contract.ADDON_SPEC_FIELDS)."""
+    routing: Routing
+    """The operator's ``routingStrategy``."""
+    api: Api
+    """The OpenAI API the clients call (``invocationEndpoint``)."""
+    lmcache: LMCache
+    """LMCache's settings, passed as ``LMCACHE_*`` worker variables (the CRD has no field for them)."""
+    hash_seed: str
+    """``PYTHONHASHSEED`` of the workers (the same on every engine that shares the L2)."""
+    addon_version: str
+    """The pinned operator add-on: decides which spec fields its CRD accepts (``contract.ADDON_SPEC_FIELDS``)."""
+    l2_backend: L2Backend | None = None
+    """``curvine``: the shared L2 that :class:`CurvineL2PolicyChart` attaches (needs ``l2`` and
+    ``lmcache.remote_url``); ``tieredstorage``: the operator's node-local backend. @default None (no L2)"""
+    l2: L2Volume | None = None
+    """The Curvine L2 claim; required with ``l2_backend='curvine'``. @default None"""
 
-    @classmethod
-    def from_environment(cls, env: Environment, endpoint_name: str) -> OperatorEndpointProps:
-        e = next(x for x in env.serving.endpoints if x.name == endpoint_name)
-        if e.serving != "operator":
-            raise ValueError(f"serving.endpoints {endpoint_name}: serving is {e.serving!r}, not 'operator'")
-        sizing = env.sizing.endpoint(endpoint_name)
-        s3 = e.source if isinstance(e.source, S3ModelSource) else None
-        return cls(
-            name=e.name,
-            namespace=env.serving.namespace,
-            model=e.model,
-            instance_type=env.hyperpod.group(e.instance_group).instance_type,
-            replicas=e.replicas,
-            image=env.serving.images.vllm_image,
-            tensor_parallel_size=e.tensor_parallel_size,
-            cpu=e.cpu,
-            memory_gib=sizing.pod_memory_gib,
-            max_model_len=e.max_model_len,
-            gpu_memory_utilization=e.gpu_memory_utilization,
-            routing=e.routing,
-            l1_gib=e.l1_gib,
-            l1_worker_gib=sizing.l1_bytes / sizing.gpus_per_replica / GIB,
-            s3_bucket=s3.bucket if s3 else None,
-            s3_prefix=s3.prefix if s3 else None,
-            region=env.region,
-            l2=L2Settings.from_environment(env),
-            l2_enabled=sizing.l2_enabled,
-            l2_backend=env.inference_operator.l2_backend,
-            l2_namespace=L2Namespace.for_endpoint(env, e),
-            api=e.api,
-            addon_version=env.inference_operator.addons.inference_operator,
-        )
-
-    @property
-    def l2_remote_url(self) -> str:
-        """LMCache's ``remote_url``: the endpoint's fingerprinted namespace, as on the self-managed path."""
-        return self.l2.remote_url(self.l2_namespace)
+    def __post_init__(self) -> None:
+        where = "OperatorEndpoint"
+        checks.dns_label(where, "name", self.name)
+        checks.dns_label(where, "namespace", self.namespace)
+        checks.hash_seed(where, self.hash_seed)
+        checks.one_of(where, "routing", self.routing, ROUTINGS)
+        checks.one_of(where, "api", self.api, APIS)
+        if self.l2_backend is not None:
+            checks.one_of(where, "l2_backend", self.l2_backend, L2_BACKENDS)
+        for field in ("replicas", "tensor_parallel_size", "cpu", "memory_gib", "max_model_len"):
+            checks.at_least(where, field, getattr(self, field), 1)
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"{where}: gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.routing == "kvaware" and self.api != "completions":
+            raise ValueError(
+                f"{where}: api must be 'completions' when routing is 'kvaware', got {self.api!r} (the operator needs "
+                "invocationEndpoint /v1/completions for kvaware)"
+            )
+        if self.lmcache.controller is not None:
+            raise ValueError(f"{where}: lmcache.controller must be None (the operator runs kvaware routing itself)")
+        curvine = self.l2_backend == "curvine"
+        if curvine and (self.l2 is None or self.lmcache.remote_url is None):
+            raise ValueError(f"{where}: l2_backend 'curvine' needs l2 and lmcache.remote_url")
+        if not curvine and (self.l2 is not None or self.lmcache.remote_url is not None):
+            raise ValueError(
+                f"{where}: l2 and lmcache.remote_url are for l2_backend 'curvine', but l2_backend is {self.l2_backend!r}"
+            )
+        if self.l2 is not None and self.lmcache.remote_url is not None and not self.l2.holds(self.lmcache.remote_url):
+            raise ValueError(
+                f"{where}: lmcache.remote_url {self.lmcache.remote_url!r} is not below l2.mount_path "
+                f"{self.l2.mount_path!r}"
+            )
+        l1_gib = self.lmcache.max_local_cpu_size_gib * self.tensor_parallel_size
+        if self.memory_gib < l1_gib:
+            raise ValueError(
+                f"{where}: memory_gib {self.memory_gib} is less than the LMCache L1 of its {self.tensor_parallel_size} "
+                f"GPU worker(s) ({l1_gib:g} GiB)"
+            )
 
     @property
     def curvine_l2(self) -> bool:
         """The Curvine L2 is attached by the admission policy (else: no L2, or the operator's own backend)."""
-        return self.l2_enabled and self.l2_backend == "curvine"
+        return self.l2_backend == "curvine"
 
     @property
-    def worker_env(self) -> list[dict]:
+    def worker_env(self) -> list[dict[str, str]]:
         """Everything LMCache needs that the CRD can carry: the L1 size and chunk size the sizing assumes, the hash
-        seed every engine on the L2 shares and, with the Curvine L2, its URL and serde (from the one L2Settings).
-        Only the mount itself, which the CRD cannot express, comes from the admission policy."""
-        l2 = self.l2
+        seed every engine on the L2 shares and, with the Curvine L2, its URL and serde. Only the mount itself, which
+        the CRD cannot express, comes from the admission policy."""
+        lmcache = self.lmcache
         env = [
-            {"name": "PYTHONHASHSEED", "value": l2.hash_seed},
-            {"name": "LMCACHE_CHUNK_SIZE", "value": str(l2.chunk_size)},
+            {"name": "PYTHONHASHSEED", "value": self.hash_seed},
+            {"name": "LMCACHE_CHUNK_SIZE", "value": str(lmcache.chunk_size)},
             {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
-            {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{self.l1_worker_gib:g}"},
+            {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{lmcache.max_local_cpu_size_gib:g}"},
         ]
-        if self.curvine_l2:
+        if lmcache.remote_url is not None:
             env += [
-                {"name": "LMCACHE_REMOTE_URL", "value": self.l2_remote_url},
-                {"name": "LMCACHE_REMOTE_SERDE", "value": l2.serde},
+                {"name": "LMCACHE_REMOTE_URL", "value": lmcache.remote_url},
+                {"name": "LMCACHE_REMOTE_SERDE", "value": lmcache.remote_serde},
             ]
         return env
 
-    def immutable_fields(self) -> dict:
+    def immutable_fields(self) -> dict[str, Any]:
         return {"intelligentRoutingSpec.enabled": True, "worker.environmentVariables": self.worker_env}
 
     @property
@@ -132,19 +142,19 @@ class OperatorEndpointProps:
 
     @property
     def pod_labels(self) -> dict[str, str]:
-        """The label the operator puts on this endpoint's pods (contract.POD_ENDPOINT_LABEL)."""
-        return {contract.POD_ENDPOINT_LABEL: self.object_name}
+        """The label the operator puts on this endpoint's pods."""
+        return names.operator_pod_labels(self.object_name)
 
-    def spec(self) -> dict:
+    def spec(self) -> dict[str, Any]:
         tp = str(self.tensor_parallel_size)
-        operator_l2 = self.l2_enabled and self.l2_backend == "tieredstorage"
-        source: dict = (
+        operator_l2 = self.l2_backend == "tieredstorage"
+        source: dict[str, Any] = (
             {
                 "modelSourceType": "s3",
-                "s3Storage": {"bucketName": self.s3_bucket, "region": self.region},
-                "modelLocation": self.s3_prefix,
+                "s3Storage": {"bucketName": self.weights.bucket, "region": self.region},
+                "modelLocation": self.weights.prefix,
             }
-            if self.s3_bucket
+            if isinstance(self.weights, S3Weights)
             else {"modelSourceType": "huggingface", "huggingFaceModel": {"modelId": self.model}}
         )
         return {
@@ -162,61 +172,59 @@ class OperatorEndpointProps:
             },
             "intelligentRoutingSpec": {"enabled": True, "routingStrategy": self.routing},
             # The CRD's default metrics port is 8080; vLLM serves /metrics on its invocation port.
-            "metrics": {"enabled": True, "modelMetrics": {"port": PORT, "path": "/metrics"}},
+            "metrics": {"enabled": True, "modelMetrics": {"port": names.OPERATOR_PORT, "path": "/metrics"}},
             "worker": {
                 "image": self.image,
-                "args": [
-                    MODEL_MOUNT,
-                    "--served-model-name",
-                    self.model,
-                    "--tensor-parallel-size",
-                    tp,
-                    "--max-model-len",
-                    str(self.max_model_len),
-                    "--gpu-memory-utilization",
-                    str(self.gpu_memory_utilization),
-                    "--enable-prefix-caching",
-                    "--kv-transfer-config",
-                    json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}),
-                ],
+                "args": vllm_args(
+                    model_path=MODEL_MOUNT,
+                    served_model_name=self.model,
+                    tensor_parallel_size=self.tensor_parallel_size,
+                    max_model_len=self.max_model_len,
+                    gpu_memory_utilization=self.gpu_memory_utilization,
+                ),
                 "environmentVariables": self.worker_env,
-                "modelInvocationPort": {"containerPort": PORT, "name": "http"},
+                "modelInvocationPort": {"containerPort": names.OPERATOR_PORT, "name": "http"},
                 "modelVolumeMount": {"name": contract.MODEL_VOLUME, "mountPath": MODEL_MOUNT},
                 "resources": {
-                    "requests": {"cpu": str(self.cpu), "memory": f"{self.memory_gib}Gi", "nvidia.com/gpu": tp},
-                    "limits": {"memory": f"{self.memory_gib}Gi", "nvidia.com/gpu": tp},
+                    "requests": {"cpu": str(self.cpu), "memory": f"{self.memory_gib}Gi", names.GPU_RESOURCE: tp},
+                    "limits": {"memory": f"{self.memory_gib}Gi", names.GPU_RESOURCE: tp},
                 },
             },
         }
 
 
-def unsupported_spec_fields(spec: dict, addon_version: str) -> list[str]:
+def unsupported_spec_fields(spec: dict[str, Any], addon_version: str) -> list[str]:
     """Top-level spec fields the add-on version's CRD does not have (empty for a version not in the table)."""
     known = contract.ADDON_SPEC_FIELDS.get(addon_version)
     return [] if known is None else sorted(set(spec) - known)
 
 
 class InferenceEndpointConfigChart(cdk8s.Chart):
-    """The endpoint's ``InferenceEndpointConfig``. Its pods run as the namespace's default service account: the
-    policy finds them by the operator's own pod label, not by an account of theirs."""
+    """The endpoint's ``InferenceEndpointConfig`` (a custom resource: a raw ``ApiObject``). Its pods run as the
+    namespace's default service account: the policy finds them by the operator's own pod label.
 
-    def __init__(self, scope: Construct, id: str, *, props: OperatorEndpointProps) -> None:
-        super().__init__(scope, id, disable_resource_name_hashes=True)
-        spec = props.spec()
-        unsupported = unsupported_spec_fields(spec, props.addon_version)
+    :param endpoint: the endpoint to render.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, endpoint: OperatorEndpoint) -> None:
+        spec = endpoint.spec()
+        unsupported = unsupported_spec_fields(spec, endpoint.addon_version)
         if unsupported:
             raise ValueError(
-                f"{props.name}: the operator add-on {props.addon_version} has no spec field(s) {unsupported}"
+                f"InferenceEndpointConfigChart: the operator add-on {endpoint.addon_version} (endpoint.addon_version) "
+                f"has no spec field(s) {unsupported}"
             )
-        api_object(
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        self.endpoint = endpoint
+        self.config = cdk8s.ApiObject(
             self,
             "iec",
-            API_VERSION,
-            "InferenceEndpointConfig",
-            {
-                "name": props.object_name,
-                "namespace": props.namespace,
-                "annotations": {"kvtiers.io/immutable-fingerprint": props.fingerprint},
-            },
-            {"spec": spec},
+            api_version=API_VERSION,
+            kind="InferenceEndpointConfig",
+            metadata=cdk8s.ApiObjectMetadata(
+                name=endpoint.object_name,
+                namespace=endpoint.namespace,
+                annotations={"kvtiers.io/immutable-fingerprint": endpoint.fingerprint},
+            ),
         )
+        self.config.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))

@@ -6,7 +6,7 @@ and reverts patches to the Deployments it owns; a mutation at pod admission surv
 else LMCache needs is in the endpoint's worker environment (endpoint.py); the policy adds only the volume and mount.
 
 How it avoids depending on anything unconfirmed about the operator's pods:
-- Which pods: those with the operator's endpoint label (``app: <object name>``, contract.POD_ENDPOINT_LABEL), in
+- Which pods: those with the operator's endpoint label (``app: <object name>``, names.OPERATOR_POD_LABEL), in
   the serving namespace, at CREATE. Restricted to Pods: no rules are generated for Deployments (autogen off).
 - Which containers: every container that mounts the model at ``MODEL_MOUNT``, the path the engine's own arguments
   load the weights from. Not the container name, not the image (a mirror or a digest would miss it).
@@ -22,13 +22,14 @@ How it avoids depending on anything unconfirmed about the operator's pods:
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import cdk8s
 from constructs import Construct
 
-from kvtiers.k8s_charts.curvine_l2.charts import api_object
 from kvtiers.k8s_charts.hyperpod_operator import contract
-from kvtiers.k8s_charts.hyperpod_operator.endpoint import L2_VOLUME, MODEL_MOUNT, OperatorEndpointProps
+from kvtiers.k8s_charts.hyperpod_operator.endpoint import L2_VOLUME, MODEL_MOUNT, OperatorEndpoint
+from kvtiers.k8s_charts.l2 import L2Volume
 
 CONTAINERS = "request.object.spec.containers"
 IS_MODEL_SERVER = "{{ contains(element.volumeMounts[].mountPath || `[]`, '" + MODEL_MOUNT + "') }}"
@@ -41,24 +42,24 @@ def _cel(value: str) -> str:
     return json.dumps(value)
 
 
-def policy_name(props: OperatorEndpointProps) -> str:
+def policy_name(endpoint: OperatorEndpoint) -> str:
     """Named after the endpoint object (with its fingerprint): a replaced endpoint gets a new policy, and the
     readiness wait, which names the policy, runs again before the new endpoint's pods exist."""
-    return f"{props.object_name}-curvine-l2"
+    return f"{endpoint.object_name}-curvine-l2"
 
 
-def match_condition(props: OperatorEndpointProps) -> str:
+def match_condition(endpoint: OperatorEndpoint) -> str:
     """Webhook match condition (CEL, evaluated by the API server): only this endpoint's pods reach the policy's
     fail-closed webhook. CREATE first: ``object`` is null on DELETE, and CEL's ``&&`` is false when either side
     is false, even if the other errs."""
-    key, value = next(iter(props.pod_labels.items()))
+    key, value = next(iter(endpoint.pod_labels.items()))
     return (
-        f"request.operation == 'CREATE' && request.namespace == {_cel(props.namespace)} && has(object.metadata.labels) && "
+        f"request.operation == 'CREATE' && request.namespace == {_cel(endpoint.namespace)} && has(object.metadata.labels) && "
         f"{_cel(key)} in object.metadata.labels && object.metadata.labels[{_cel(key)}] == {_cel(value)}"
     )
 
 
-def cel_variables() -> list[dict]:
+def cel_variables() -> list[dict[str, Any]]:
     return [
         {
             "name": "modelServers",
@@ -68,8 +69,7 @@ def cel_variables() -> list[dict]:
     ]
 
 
-def cel_expressions(props: OperatorEndpointProps) -> list[dict]:
-    l2 = props.l2
+def cel_expressions(l2: L2Volume, remote_url: str) -> list[dict[str, Any]]:
     return [
         {
             "expression": "size(variables.modelServers) > 0",
@@ -88,14 +88,13 @@ def cel_expressions(props: OperatorEndpointProps) -> list[dict]:
         {
             "expression": "variables.modelServers.all(c, has(c.env) && "
             f"c.env.exists(e, e.name == {_cel(REMOTE_URL_ENV)}) && "
-            f"c.env.all(e, e.name != {_cel(REMOTE_URL_ENV)} || (has(e.value) && e.value == {_cel(props.l2_remote_url)})))",
-            "message": f"a model-server container does not set {REMOTE_URL_ENV}={props.l2_remote_url}",
+            f"c.env.all(e, e.name != {_cel(REMOTE_URL_ENV)} || (has(e.value) && e.value == {_cel(remote_url)})))",
+            "message": f"a model-server container does not set {REMOTE_URL_ENV}={remote_url}",
         },
     ]
 
 
-def mutation(props: OperatorEndpointProps) -> dict:
-    l2 = props.l2
+def mutation(l2: L2Volume) -> dict[str, Any]:
     return {
         "foreach": [
             {
@@ -117,7 +116,12 @@ def mutation(props: OperatorEndpointProps) -> dict:
     }
 
 
-def policy(props: OperatorEndpointProps) -> dict:
+def policy(endpoint: OperatorEndpoint) -> dict[str, Any]:
+    """The Kyverno ``Policy`` that attaches the endpoint's Curvine L2 (``endpoint.l2_backend`` must be ``curvine``)."""
+    if endpoint.l2 is None or endpoint.lmcache.remote_url is None:
+        raise ValueError(
+            f"CurvineL2PolicyChart: endpoint.l2_backend must be 'curvine' (with l2), got {endpoint.l2_backend!r}"
+        )
     # No namespace filter: a namespaced Policy applies in its own namespace only, and Kyverno refuses one that
     # filters namespaces (api/kyverno/v1/resource_description_types.go, v1.15.2).
     match = {
@@ -126,7 +130,7 @@ def policy(props: OperatorEndpointProps) -> dict:
                 "resources": {
                     "kinds": ["Pod"],
                     "operations": ["CREATE"],
-                    "selector": {"matchLabels": props.pod_labels},
+                    "selector": {"matchLabels": endpoint.pod_labels},
                 }
             }
         ]
@@ -135,24 +139,27 @@ def policy(props: OperatorEndpointProps) -> dict:
         "apiVersion": "kyverno.io/v1",
         "kind": "Policy",
         "metadata": {
-            "name": policy_name(props),
-            "namespace": props.namespace,
+            "name": policy_name(endpoint),
+            "namespace": endpoint.namespace,
             "annotations": {contract.AUTOGEN_ANNOTATION: "none"},
         },
         "spec": {
             "background": False,
             "webhookConfiguration": {
                 "failurePolicy": "Fail",
-                "matchConditions": [{"name": "operator-endpoint-pods", "expression": match_condition(props)}],
+                "matchConditions": [{"name": "operator-endpoint-pods", "expression": match_condition(endpoint)}],
             },
             "rules": [
-                {"name": "mount-curvine-l2", "match": match, "mutate": mutation(props)},
+                {"name": "mount-curvine-l2", "match": match, "mutate": mutation(endpoint.l2)},
                 {
                     "name": "require-curvine-l2",
                     "match": match,
                     "validate": {
                         "failureAction": "Enforce",
-                        "cel": {"variables": cel_variables(), "expressions": cel_expressions(props)},
+                        "cel": {
+                            "variables": cel_variables(),
+                            "expressions": cel_expressions(endpoint.l2, endpoint.lmcache.remote_url),
+                        },
                     },
                 },
             ],
@@ -161,9 +168,22 @@ def policy(props: OperatorEndpointProps) -> dict:
 
 
 class CurvineL2PolicyChart(cdk8s.Chart):
-    """The endpoint's Kyverno ``Policy`` (see the module docstring)."""
+    """The endpoint's Kyverno ``Policy`` (see the module docstring; a custom resource: a raw ``ApiObject``).
 
-    def __init__(self, scope: Construct, id: str, *, props: OperatorEndpointProps) -> None:
+    :param endpoint: an endpoint with ``l2_backend='curvine'``.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, endpoint: OperatorEndpoint) -> None:
+        body = policy(endpoint)
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        body = policy(props)
-        api_object(self, "policy", body["apiVersion"], body["kind"], body["metadata"], {"spec": body["spec"]})
+        metadata = body["metadata"]
+        self.policy = cdk8s.ApiObject(
+            self,
+            "policy",
+            api_version=body["apiVersion"],
+            kind=body["kind"],
+            metadata=cdk8s.ApiObjectMetadata(
+                name=metadata["name"], namespace=metadata["namespace"], annotations=metadata["annotations"]
+            ),
+        )
+        self.policy.add_json_patch(cdk8s.JsonPatch.add("/spec", body["spec"]))

@@ -1,36 +1,19 @@
 """Self-managed serving: vLLM + LMCache engines and the production-stack router, as typed cdk8s constructs."""
 
 from kvtiers.k8s_charts.serving.chart import ServingChart
-from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.lmcache import lmcache_config, render_lmcache_config
-from kvtiers.k8s_charts.serving.props import (
-    EngineProps,
-    LMCacheProps,
-    RouterProps,
-    ServingProps,
-    engine_pod_labels,
-    engine_selector,
-    engine_service_account_name,
-    router_pod_labels,
-    router_service_account_name,
-)
-from kvtiers.k8s_charts.serving.report import l2_report
-from kvtiers.k8s_charts.serving.router import Router
+from kvtiers.k8s_charts.serving.props import Engine, Router, Toleration
+from kvtiers.k8s_charts.vllm import HuggingFaceWeights, LMCache, LMCacheController, S3Weights
 
 __all__ = [
-    "EngineDeployment",
-    "EngineProps",
-    "LMCacheProps",
+    "Engine",
+    "HuggingFaceWeights",
+    "LMCache",
+    "LMCacheController",
     "Router",
-    "RouterProps",
+    "S3Weights",
     "ServingChart",
-    "ServingProps",
-    "engine_pod_labels",
-    "engine_selector",
-    "engine_service_account_name",
-    "l2_report",
+    "Toleration",
     "lmcache_config",
     "render_lmcache_config",
-    "router_pod_labels",
-    "router_service_account_name",
 ]

@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import math
 
+import cdk8s
+import cdk8s_plus_33 as kplus
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.security import container_context, pod_context
+from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
-from kvtiers.k8s_charts.serving.props import (
-    CONFIG_CHECKSUM_ANNOTATION,
-    ENGINE_PORT,
-    LMCACHE_CONFIG_DIR,
-    LMCACHE_CONFIG_KEY,
-    MODEL_ROLE_ANNOTATION,
-    MODELS_DIR,
-    PROMETHEUS_MULTIPROC_DIR,
-    PROMETHEUS_MULTIPROC_ENV,
-    HuggingFaceWeights,
-    S3Weights,
-    ServingProps,
-)
+from kvtiers.k8s_charts.serving.props import MODELS_DIR, Engine
+from kvtiers.k8s_charts.vllm import HuggingFaceWeights, LMCache, S3Weights, vllm_args
 
-KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":"))
+LMCACHE_CONFIG_DIR = "/etc/lmcache"
+LMCACHE_CONFIG_KEY = "lmcache.yaml"
+PROMETHEUS_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+PROMETHEUS_MULTIPROC_DIR = "/var/run/prometheus-multiproc"
+"""prometheus_client's multiprocess directory, shared by every process of an engine pod (a memory-backed emptyDir,
+wiped with the pod, as vLLM asks)."""
+CONFIG_CHECKSUM_ANNOTATION = "kvtiers.io/lmcache-config-sha256"
+MODEL_ROLE_ANNOTATION = "kvtiers.io/model-role-arn"
 PROBE_PERIOD_SECONDS = 10
 SYNC_EXCLUDES = ("original/*",)
 """Not copied from S3: Meta's checkpoints ship ``original/*.pth``, a second full copy of the weights vLLM never reads
@@ -62,62 +60,50 @@ SYNC_HOME = "/tmp"
 """HOME of the S3 copy container (non-root, no passwd entry): the AWS CLI's scratch space."""
 
 
-def q(value: str | int) -> k8s.Quantity:
-    return k8s.Quantity.from_string(value) if isinstance(value, str) else k8s.Quantity.from_number(value)
-
-
-def k8s_container_context(context: dict) -> k8s.SecurityContext:
-    return k8s.SecurityContext(
-        allow_privilege_escalation=context["allowPrivilegeEscalation"],
-        capabilities=k8s.Capabilities(drop=context["capabilities"]["drop"]),
-        read_only_root_filesystem=context["readOnlyRootFilesystem"],
-        seccomp_profile=k8s.SeccompProfile(type=context["seccompProfile"]["type"]),
-        run_as_non_root=context.get("runAsNonRoot"),
-        run_as_user=context.get("runAsUser"),
-        run_as_group=context.get("runAsGroup"),
-    )
-
-
-def k8s_pod_context(context: dict) -> k8s.PodSecurityContext:
-    return k8s.PodSecurityContext(
-        seccomp_profile=k8s.SeccompProfile(type=context["seccompProfile"]["type"]),
-        run_as_non_root=context.get("runAsNonRoot"),
-        run_as_user=context.get("runAsUser"),
-        run_as_group=context.get("runAsGroup"),
-        fs_group=context.get("fsGroup"),
-    )
-
-
 class EngineDeployment(Construct):
-    """vLLM serving ``props.engine.model`` with LMCache L1 (and the Curvine L2 when sizing turns it on)."""
+    """vLLM serving ``engine.model`` with LMCache L1 (and the Curvine L2 when ``l2`` is given). Built by
+    :class:`~kvtiers.k8s_charts.serving.ServingChart`, which checks that its inputs agree."""
 
-    def __init__(self, scope: Construct, id: str, *, props: ServingProps) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        name: str,
+        namespace: str,
+        engine: Engine,
+        lmcache: LMCache,
+        hash_seed: str,
+        l2: L2Volume | None,
+    ) -> None:
         super().__init__(scope, id)
-        engine = props.engine
-        ns = engine.namespace
-        self.name = f"{engine.name}-engine"
-        self.config_text = render_lmcache_config(props.lmcache)
+        ns = namespace
+        labels = names.engine_pod_labels(name)
+        self.name = names.engine_name(name)
+        self.config_text = render_lmcache_config(
+            lmcache, router_host=names.router_host(name, ns), tensor_parallel_size=engine.tensor_parallel_size
+        )
         self.config_checksum = config_checksum(self.config_text)
 
         sa_annotations = {MODEL_ROLE_ANNOTATION: engine.model_role_arn} if engine.model_role_arn else None
-        self.service_account = k8s.KubeServiceAccount(
+        self.service_account = kplus.ServiceAccount(
             self,
             "ServiceAccount",
-            metadata=k8s.ObjectMeta(
-                name=engine.service_account_name, namespace=ns, labels=engine.pod_labels, annotations=sa_annotations
+            metadata=cdk8s.ApiObjectMetadata(
+                name=names.engine_service_account_name(name), namespace=ns, labels=labels, annotations=sa_annotations
             ),
-            automount_service_account_token=False,
+            automount_token=False,
         )
-        config_map_name = f"{engine.name}-lmcache"
+        config_map_name = names.lmcache_config_map_name(name)
         self.config_map = k8s.KubeConfigMap(
             self,
             "LMCacheConfig",
-            metadata=k8s.ObjectMeta(name=config_map_name, namespace=ns, labels=engine.pod_labels),
+            metadata=k8s.ObjectMeta(name=config_map_name, namespace=ns, labels=labels),
             data={LMCACHE_CONFIG_KEY: self.config_text},
         )
 
         env = [
-            k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed),
+            k8s.EnvVar(name="PYTHONHASHSEED", value=hash_seed),
             k8s.EnvVar(name="LMCACHE_CONFIG_FILE", value=f"{LMCACHE_CONFIG_DIR}/{LMCACHE_CONFIG_KEY}"),
             # vLLM would report usage to stats.vllm.ai (and write ~/.config/vllm): egress the policies deny anyway.
             k8s.EnvVar(name="VLLM_NO_USAGE_STATS", value="1"),
@@ -131,16 +117,19 @@ class EngineDeployment(Construct):
                 value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path="metadata.name")),
             ),
         ]
-        env += [k8s.EnvVar(name=k, value=v) for k, v in per_pod_env(props.lmcache).items()]
-        models_size = q(f"{engine.model_disk_gib}Gi") if engine.model_disk_gib is not None else None
+        env += [k8s.EnvVar(name=k, value=v) for k, v in per_pod_env(lmcache).items()]
+        models_size = quantity(f"{engine.model_disk_gib}Gi") if engine.model_disk_gib is not None else None
         volumes = [
             k8s.Volume(
-                name="shm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=q(f"{engine.shm_gib}Gi"))
+                name="shm",
+                empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=quantity(f"{engine.shm_gib}Gi")),
             ),
             # Node ephemeral storage, limited so that a download can never fill the node's disk.
             k8s.Volume(name="models", empty_dir=k8s.EmptyDirVolumeSource(size_limit=models_size)),
             k8s.Volume(name="lmcache-config", config_map=k8s.ConfigMapVolumeSource(name=config_map_name)),
-            k8s.Volume(name="prometheus", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=q("64Mi"))),
+            k8s.Volume(
+                name="prometheus", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=quantity("64Mi"))
+            ),
         ]
         mounts = [
             k8s.VolumeMount(name="shm", mount_path="/dev/shm"),
@@ -148,41 +137,22 @@ class EngineDeployment(Construct):
             k8s.VolumeMount(name="lmcache-config", mount_path=LMCACHE_CONFIG_DIR, read_only=True),
             k8s.VolumeMount(name="prometheus", mount_path=PROMETHEUS_MULTIPROC_DIR),
         ]
-        for name, (path, limit, _why) in ENGINE_WRITABLE.items():
-            volumes.append(k8s.Volume(name=name, empty_dir=k8s.EmptyDirVolumeSource(size_limit=q(limit))))
-            mounts.append(k8s.VolumeMount(name=name, mount_path=path))
-        if props.l2_enabled:
+        for volume, (path, limit, _why) in ENGINE_WRITABLE.items():
+            volumes.append(k8s.Volume(name=volume, empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(limit))))
+            mounts.append(k8s.VolumeMount(name=volume, mount_path=path))
+        if l2 is not None:
             volumes.append(
                 k8s.Volume(
                     name="l2-cache",
-                    persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=props.l2.claim_name),
+                    persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=l2.claim_name),
                 )
             )
-            mounts.append(k8s.VolumeMount(name="l2-cache", mount_path=props.l2.mount_path))
+            mounts.append(k8s.VolumeMount(name="l2-cache", mount_path=l2.mount_path))
 
-        args = [
-            engine.model_path,
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(ENGINE_PORT),
-            "--served-model-name",
-            engine.model,
-            "--tensor-parallel-size",
-            str(engine.tensor_parallel_size),
-            "--dtype",
-            engine.dtype,
-            "--max-model-len",
-            str(engine.max_model_len),
-            "--gpu-memory-utilization",
-            str(engine.gpu_memory_utilization),
-            "--enable-prefix-caching",
-            "--kv-transfer-config",
-            KV_TRANSFER_CONFIG,
-        ]
         init_containers = None
         weights = engine.weights
         if isinstance(weights, S3Weights):
+            sync_resources = {k: quantity(v) for k, v in SYNC_RESOURCES.items()}
             init_containers = [
                 k8s.Container(
                     name="model-sync",
@@ -196,10 +166,7 @@ class EngineDeployment(Construct):
                         "--only-show-errors",
                         *(arg for pattern in SYNC_EXCLUDES for arg in ("--exclude", pattern)),
                     ],
-                    resources=k8s.ResourceRequirements(
-                        requests={k: q(v) for k, v in SYNC_RESOURCES.items()},
-                        limits={k: q(v) for k, v in SYNC_RESOURCES.items()},
-                    ),
+                    resources=k8s.ResourceRequirements(requests=sync_resources, limits=dict(sync_resources)),
                     env=[k8s.EnvVar(name="HOME", value=SYNC_HOME)],
                     volume_mounts=[
                         k8s.VolumeMount(name="models", mount_path=MODELS_DIR),
@@ -207,10 +174,11 @@ class EngineDeployment(Construct):
                     ],
                     # Non-root: the AWS CLI image defines no user, and the copy only writes the model emptyDir
                     # (world-writable) and its HOME. The engine, root without capabilities, reads the 0644 files.
-                    security_context=k8s_container_context(container_context()),
+                    security_context=container_security_context(),
                 )
             ]
-        elif isinstance(weights, HuggingFaceWeights):
+        revision = None
+        if isinstance(weights, HuggingFaceWeights):
             env.append(k8s.EnvVar(name="HF_HOME", value=f"{MODELS_DIR}/hf-cache"))
             if weights.token_secret:
                 env.append(
@@ -221,20 +189,29 @@ class EngineDeployment(Construct):
                         ),
                     )
                 )
-            if weights.revision:
-                args += ["--revision", weights.revision]
+            revision = weights.revision
+        args = vllm_args(
+            model_path=engine.model_path,
+            served_model_name=engine.model,
+            tensor_parallel_size=engine.tensor_parallel_size,
+            max_model_len=engine.max_model_len,
+            gpu_memory_utilization=engine.gpu_memory_utilization,
+            dtype=engine.dtype,
+            port=names.ENGINE_PORT,
+            revision=revision,
+        )
 
-        ports = [k8s.ContainerPort(name="http", container_port=ENGINE_PORT)]
-        if props.lmcache.controller is not None:
+        ports = [k8s.ContainerPort(name="http", container_port=names.ENGINE_PORT)]
+        if lmcache.controller is not None:
             ports += [
                 k8s.ContainerPort(name=f"lmc-worker-{i}", container_port=p)
-                for i, p in enumerate(props.lmcache.controller.worker_ports)
+                for i, p in enumerate(names.lmcache_worker_ports(engine.tensor_parallel_size))
             ]
         http = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
         resources = {
-            "cpu": q(engine.cpu),
-            "memory": q(f"{engine.memory_gib}Gi"),
-            names.GPU_RESOURCE: q(engine.tensor_parallel_size),
+            "cpu": quantity(engine.cpu),
+            "memory": quantity(f"{engine.memory_gib}Gi"),
+            names.GPU_RESOURCE: quantity(engine.tensor_parallel_size),
         }
         container = k8s.Container(
             name="vllm",
@@ -256,19 +233,19 @@ class EngineDeployment(Construct):
             # Root: the image defines no other user, and the L2 files on the shared Curvine mount are written by
             # every engine as the same owner. Every capability is dropped, so root cannot bypass file permissions;
             # the root filesystem is read-only, with each written path an explicit volume (ENGINE_WRITABLE).
-            security_context=k8s_container_context(container_context(root=True)),
+            security_context=container_security_context(root=True),
         )
-        selector = engine.pod_labels
+        # The GPU taint last: the instance group's own taints come first, as the group declares them.
         tolerations = [
             k8s.Toleration(key=t.key, operator=t.operator, effect=t.effect, value=t.value) for t in engine.tolerations
-        ]
+        ] + [k8s.Toleration(key=names.GPU_RESOURCE, operator="Exists", effect="NoSchedule")]
         self.deployment = k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=k8s.ObjectMeta(name=self.name, namespace=ns, labels=engine.pod_labels),
+            metadata=k8s.ObjectMeta(name=self.name, namespace=ns, labels=labels),
             spec=k8s.DeploymentSpec(
                 replicas=engine.replicas,
-                selector=k8s.LabelSelector(match_labels=selector),
+                selector=k8s.LabelSelector(match_labels=labels),
                 # GPU-bound: replace one pod at a time, never surge (a surge pod waits for a GPU that is not free).
                 strategy=k8s.DeploymentStrategy(
                     type="RollingUpdate",
@@ -278,12 +255,12 @@ class EngineDeployment(Construct):
                 ),
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(
-                        labels=engine.pod_labels, annotations={CONFIG_CHECKSUM_ANNOTATION: self.config_checksum}
+                        labels=labels, annotations={CONFIG_CHECKSUM_ANNOTATION: self.config_checksum}
                     ),
                     spec=k8s.PodSpec(
-                        service_account_name=engine.service_account_name,
+                        service_account_name=names.engine_service_account_name(name),
                         automount_service_account_token=False,
-                        security_context=k8s_pod_context(pod_context(root=True)),
+                        security_context=pod_security_context(root=True),
                         node_selector={names.HYPERPOD_INSTANCE_GROUP: engine.instance_group},
                         tolerations=tolerations,
                         topology_spread_constraints=[
@@ -291,7 +268,7 @@ class EngineDeployment(Construct):
                                 max_skew=1,
                                 topology_key="kubernetes.io/hostname",
                                 when_unsatisfiable="DoNotSchedule",
-                                label_selector=k8s.LabelSelector(match_labels=selector),
+                                label_selector=k8s.LabelSelector(match_labels=labels),
                                 match_label_keys=["pod-template-hash"],
                             )
                         ],
@@ -306,13 +283,16 @@ class EngineDeployment(Construct):
         self.service = k8s.KubeService(
             self,
             "Service",
-            metadata=k8s.ObjectMeta(name=self.name, namespace=ns, labels=engine.pod_labels),
+            metadata=k8s.ObjectMeta(name=self.name, namespace=ns, labels=labels),
             spec=k8s.ServiceSpec(
                 type="ClusterIP",
-                selector=selector,
+                selector=labels,
                 ports=[
                     k8s.ServicePort(
-                        name="http", port=ENGINE_PORT, target_port=k8s.IntOrString.from_string("http"), protocol="TCP"
+                        name="http",
+                        port=names.ENGINE_PORT,
+                        target_port=k8s.IntOrString.from_string("http"),
+                        protocol="TCP",
                     )
                 ],
             ),
@@ -320,8 +300,8 @@ class EngineDeployment(Construct):
         self.pdb = k8s.KubePodDisruptionBudget(
             self,
             "Pdb",
-            metadata=k8s.ObjectMeta(name=self.name, namespace=ns, labels=engine.pod_labels),
+            metadata=k8s.ObjectMeta(name=self.name, namespace=ns, labels=labels),
             spec=k8s.PodDisruptionBudgetSpec(
-                max_unavailable=k8s.IntOrString.from_number(1), selector=k8s.LabelSelector(match_labels=selector)
+                max_unavailable=k8s.IntOrString.from_number(1), selector=k8s.LabelSelector(match_labels=labels)
             ),
         )

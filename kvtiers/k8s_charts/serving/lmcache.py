@@ -18,50 +18,58 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 import yaml
 
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import POD_TMP_DIR_PREFIX
-from kvtiers.k8s_charts.serving.props import LMCacheProps
+from kvtiers.k8s_charts.vllm import LMCache
 
 INSTANCE_ID_ENV = "LMCACHE_LMCACHE_INSTANCE_ID"
 EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
 POD_NAME_ENV = "POD_NAME"
 
 
-def lmcache_config(props: LMCacheProps) -> dict:
-    """The keys LMCache's ``LMCacheEngineConfig`` reads (checked against the engine's LMCache by the tests)."""
-    config: dict = {
-        "chunk_size": props.chunk_size,
+def lmcache_config(lmcache: LMCache, *, router_host: str, tensor_parallel_size: int) -> dict[str, Any]:
+    """The keys LMCache's ``LMCacheEngineConfig`` reads (checked against the engine's LMCache by the tests).
+
+    :param router_host: where a kvaware engine reaches the controller (:func:`names.router_host`).
+    :param tensor_parallel_size: GPU workers per engine, each with its own LMCache worker port (kvaware).
+    """
+    config: dict[str, Any] = {
+        "chunk_size": lmcache.chunk_size,
         "local_cpu": True,
-        "max_local_cpu_size": float(props.max_local_cpu_size_gib),
+        "max_local_cpu_size": float(lmcache.max_local_cpu_size_gib),
         # A trailing partial chunk can only be hit by an identical prompt: storing it costs L1/L2 space and writes.
         "save_unfull_chunk": False,
     }
-    if props.remote_url is not None:
-        config["remote_url"] = props.remote_url
-        config["remote_serde"] = props.remote_serde
-    if props.controller is not None:
+    if lmcache.remote_url is not None:
+        config["remote_url"] = lmcache.remote_url
+        config["remote_serde"] = lmcache.remote_serde
+    if lmcache.controller is not None:
         config["enable_controller"] = True
-        config["controller_pull_url"] = props.controller.pull_url
-        config["controller_reply_url"] = props.controller.reply_url
-        config["lmcache_worker_ports"] = list(props.controller.worker_ports)
-        config["lmcache_worker_heartbeat_time"] = props.controller.heartbeat_seconds
-        config["lmcache_worker_heartbeat_delay_time"] = props.controller.heartbeat_delay_seconds
+        config["controller_pull_url"] = f"{router_host}:{names.LMCACHE_CONTROLLER_PULL_PORT}"
+        config["controller_reply_url"] = f"{router_host}:{names.LMCACHE_CONTROLLER_REPLY_PORT}"
+        config["lmcache_worker_ports"] = list(names.lmcache_worker_ports(tensor_parallel_size))
+        config["lmcache_worker_heartbeat_time"] = lmcache.controller.heartbeat_seconds
+        config["lmcache_worker_heartbeat_delay_time"] = lmcache.controller.heartbeat_delay_seconds
     return config
 
 
-def render_lmcache_config(props: LMCacheProps) -> str:
-    return yaml.safe_dump(lmcache_config(props), sort_keys=True, default_flow_style=False)
+def render_lmcache_config(lmcache: LMCache, *, router_host: str, tensor_parallel_size: int) -> str:
+    config = lmcache_config(lmcache, router_host=router_host, tensor_parallel_size=tensor_parallel_size)
+    text: str = yaml.safe_dump(config, sort_keys=True, default_flow_style=False)
+    return text
 
 
-def per_pod_env(props: LMCacheProps, pod_name: str = f"$({POD_NAME_ENV})") -> dict[str, str]:
+def per_pod_env(lmcache: LMCache, pod_name: str = f"$({POD_NAME_ENV})") -> dict[str, str]:
     """The ``LMCACHE_*`` overrides each pod sets, with the pod name as Kubernetes substitutes it (``$(POD_NAME)``,
     declared before them). The tests pass a concrete name to load them as the engine does."""
     env: dict[str, str] = {}
-    if props.controller is not None:
+    if lmcache.controller is not None:
         env[INSTANCE_ID_ENV] = pod_name
-    if props.remote_url is not None:
+    if lmcache.remote_url is not None:
         env[EXTRA_CONFIG_ENV] = json.dumps({"fs_connector_relative_tmp_dir": f"{POD_TMP_DIR_PREFIX}{pod_name}"})
     return env
 

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+import cdk8s
+import cdk8s_plus_33 as kplus
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.security import container_context, pod_context
-from kvtiers.k8s_charts.serving.endpoint import k8s_container_context, k8s_pod_context, q
-from kvtiers.k8s_charts.serving.props import (
-    ENGINE_PORT,
-    LMCACHE_CONTROLLER_PULL_PORT,
-    LMCACHE_CONTROLLER_REPLY_PORT,
-    ROUTER_PORT,
-    ROUTER_SERVICE_PORT,
-    ServingProps,
-)
+from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
+from kvtiers.k8s_charts.serving.props import Router
+from kvtiers.k8s_charts.vllm import LMCacheController
 
 READINESS_TIMEOUT_SECONDS = 5
 READINESS_FAILURES = 6
@@ -39,72 +36,87 @@ NLB_ANNOTATIONS = {
 }
 
 
-def router_args(props: ServingProps) -> list[str]:
-    router = props.router
+def router_args(*, name: str, namespace: str, router: Router, controller: LMCacheController | None) -> list[str]:
+    """The router's command line: discover the endpoint's engine pods, route by ``router.routing``."""
     args = [
         "--host",
         "0.0.0.0",
         "--port",
-        str(ROUTER_PORT),
+        str(names.ROUTER_PORT),
         "--service-discovery",
         "k8s",
         "--k8s-namespace",
-        router.namespace,
+        namespace,
         "--k8s-service-discovery-type",
         "pod-ip",
         "--k8s-port",
-        str(ENGINE_PORT),
+        str(names.ENGINE_PORT),
         "--k8s-label-selector",
-        router.label_selector,
+        names.label_selector(names.engine_selector(name)),
         "--routing-logic",
         router.routing,
     ]
-    if router.routing == "session":
-        args += ["--session-key", str(router.session_key)]
-    if router.controller is not None:
+    if router.routing == "session" and router.session_key is not None:
+        args += ["--session-key", router.session_key]
+    if controller is not None:
         args += [
             "--lmcache-controller-port",
-            str(LMCACHE_CONTROLLER_PULL_PORT),
+            str(names.LMCACHE_CONTROLLER_PULL_PORT),
             "--lmcache-controller-reply-port",
-            str(LMCACHE_CONTROLLER_REPLY_PORT),
-            # Consistent with the engines' heartbeat (same ControllerProps): a live engine is never deregistered.
+            str(names.LMCACHE_CONTROLLER_REPLY_PORT),
+            # Consistent with the engines' heartbeat (the same LMCacheController): a live engine is never dropped.
             "--lmcache-worker-timeout",
-            str(router.controller.worker_timeout_seconds),
+            str(controller.worker_timeout_seconds),
         ]
     return args
 
 
-class Router(Construct):
-    def __init__(self, scope: Construct, id: str, *, props: ServingProps) -> None:
+class RouterDeployment(Construct):
+    """The router's RBAC for pod discovery, its Deployment, its ClusterIP Service and, when asked, an internal NLB.
+    Built by :class:`~kvtiers.k8s_charts.serving.ServingChart`, which checks that its inputs agree."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        name: str,
+        namespace: str,
+        router: Router,
+        controller: LMCacheController | None,
+        hash_seed: str,
+    ) -> None:
         super().__init__(scope, id)
-        router = props.router
-        ns = router.namespace
-        meta_labels = router.pod_labels
+        ns = namespace
+        meta_labels = names.router_pod_labels(name)
+        deployment_name = service_name = account_name = names.router_name(name)
+        # Not cdk8s-plus's ServiceAccount: it would set automountServiceAccountToken false on the account, which
+        # the pod overrides anyway (discovery needs the token), and change the rendered object.
         self.service_account = k8s.KubeServiceAccount(
             self,
             "ServiceAccount",
-            metadata=k8s.ObjectMeta(name=router.service_account_name, namespace=ns, labels=meta_labels),
+            metadata=k8s.ObjectMeta(name=account_name, namespace=ns, labels=meta_labels),
         )
-        role_name = f"{router.deployment_name}-discovery"
-        self.role = k8s.KubeRole(
-            self,
-            "Role",
-            metadata=k8s.ObjectMeta(name=role_name, namespace=ns, labels=meta_labels),
-            rules=[k8s.PolicyRule(api_groups=[""], resources=["pods"], verbs=DISCOVERY_VERBS)],
+        role_name = names.router_discovery_role_name(name)
+        self.role = kplus.Role(
+            self, "Role", metadata=cdk8s.ApiObjectMetadata(name=role_name, namespace=ns, labels=meta_labels)
         )
+        # jsii declares the interfaces a class implements by decorator, which type checkers do not read.
+        self.role.allow(DISCOVERY_VERBS, cast(kplus.IApiResource, kplus.ApiResource.PODS))
+        # Not cdk8s-plus's RoleBinding: it writes apiGroup "" into the ServiceAccount subject.
         self.role_binding = k8s.KubeRoleBinding(
             self,
             "RoleBinding",
             metadata=k8s.ObjectMeta(name=role_name, namespace=ns, labels=meta_labels),
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role_name),
-            subjects=[k8s.Subject(kind="ServiceAccount", name=router.service_account_name, namespace=ns)],
+            subjects=[k8s.Subject(kind="ServiceAccount", name=account_name, namespace=ns)],
         )
         env = [
-            k8s.EnvVar(name="PYTHONHASHSEED", value=props.l2.hash_seed),
+            k8s.EnvVar(name="PYTHONHASHSEED", value=hash_seed),
             k8s.EnvVar(name="HOME", value=ROUTER_HOME),
             k8s.EnvVar(name="HF_HOME", value=f"{ROUTER_HOME}/.cache/huggingface"),
         ]
-        if router.controller is not None and router.hf_token_secret:
+        if controller is not None and router.hf_token_secret:
             env.append(
                 k8s.EnvVar(
                     name="HF_TOKEN",
@@ -113,27 +125,32 @@ class Router(Construct):
                     ),
                 )
             )
-        ports = [k8s.ContainerPort(name="http", container_port=ROUTER_PORT)]
+        ports = [k8s.ContainerPort(name="http", container_port=names.ROUTER_PORT)]
         service_ports = [
             k8s.ServicePort(
-                name="http", port=ROUTER_SERVICE_PORT, target_port=k8s.IntOrString.from_string("http"), protocol="TCP"
+                name="http",
+                port=names.ROUTER_SERVICE_PORT,
+                target_port=k8s.IntOrString.from_string("http"),
+                protocol="TCP",
             )
         ]
-        if router.controller is not None:
-            for name, port in (
-                ("lmc-pull", LMCACHE_CONTROLLER_PULL_PORT),
-                ("lmc-reply", LMCACHE_CONTROLLER_REPLY_PORT),
+        if controller is not None:
+            for port_name, port in (
+                ("lmc-pull", names.LMCACHE_CONTROLLER_PULL_PORT),
+                ("lmc-reply", names.LMCACHE_CONTROLLER_REPLY_PORT),
             ):
-                ports.append(k8s.ContainerPort(name=name, container_port=port))
+                ports.append(k8s.ContainerPort(name=port_name, container_port=port))
                 service_ports.append(
-                    k8s.ServicePort(name=name, port=port, target_port=k8s.IntOrString.from_string(name), protocol="TCP")
+                    k8s.ServicePort(
+                        name=port_name, port=port, target_port=k8s.IntOrString.from_string(port_name), protocol="TCP"
+                    )
                 )
         http = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
-        resources = {k: q(v) for k, v in ROUTER_RESOURCES.items()}
+        resources = {k: quantity(v) for k, v in ROUTER_RESOURCES.items()}
         container = k8s.Container(
             name="router",
             image=router.image,
-            args=router_args(props),
+            args=router_args(name=name, namespace=ns, router=router, controller=controller),
             env=env,
             ports=ports,
             resources=k8s.ResourceRequirements(requests=resources, limits=dict(resources)),
@@ -145,14 +162,16 @@ class Router(Construct):
                 failure_threshold=READINESS_FAILURES,
             ),
             liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
-            volume_mounts=[k8s.VolumeMount(name=name, mount_path=path) for name, (path, _) in ROUTER_WRITABLE.items()],
-            security_context=k8s_container_context(container_context()),
+            volume_mounts=[
+                k8s.VolumeMount(name=volume, mount_path=path) for volume, (path, _) in ROUTER_WRITABLE.items()
+            ],
+            security_context=container_security_context(),
         )
         hyperpod_key, hyperpod_value = next(iter(names.HYPERPOD_NODE_SELECTOR.items()))
         self.deployment = k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=k8s.ObjectMeta(name=router.deployment_name, namespace=ns, labels=meta_labels),
+            metadata=k8s.ObjectMeta(name=deployment_name, namespace=ns, labels=meta_labels),
             spec=k8s.DeploymentSpec(
                 replicas=router.replicas,
                 selector=k8s.LabelSelector(match_labels=meta_labels),
@@ -160,17 +179,17 @@ class Router(Construct):
                 # run two controllers, and engines connected to the old one would feed an index nobody queries.
                 # Recreate stops the old router first; engines re-register by heartbeat (a heartbeat carries the
                 # registration) once the new one is up.
-                strategy=k8s.DeploymentStrategy(type="Recreate") if router.controller is not None else None,
+                strategy=k8s.DeploymentStrategy(type="Recreate") if controller is not None else None,
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(labels=meta_labels),
                     spec=k8s.PodSpec(
-                        service_account_name=router.service_account_name,
+                        service_account_name=account_name,
                         # Pod discovery lists and watches pods through the API.
                         automount_service_account_token=True,
-                        security_context=k8s_pod_context(pod_context()),
+                        security_context=pod_security_context(),
                         volumes=[
-                            k8s.Volume(name=name, empty_dir=k8s.EmptyDirVolumeSource(size_limit=q(limit)))
-                            for name, (_, limit) in ROUTER_WRITABLE.items()
+                            k8s.Volume(name=volume, empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(limit)))
+                            for volume, (_, limit) in ROUTER_WRITABLE.items()
                         ],
                         # Prefer the system node group: keep GPU nodes' memory for engines.
                         affinity=k8s.Affinity(
@@ -197,7 +216,7 @@ class Router(Construct):
         self.service = k8s.KubeService(
             self,
             "Service",
-            metadata=k8s.ObjectMeta(name=router.service_name, namespace=ns, labels=meta_labels),
+            metadata=k8s.ObjectMeta(name=service_name, namespace=ns, labels=meta_labels),
             spec=k8s.ServiceSpec(type="ClusterIP", selector=meta_labels, ports=service_ports),
         )
         self.load_balancer = None
@@ -206,7 +225,10 @@ class Router(Construct):
                 self,
                 "InternalNlb",
                 metadata=k8s.ObjectMeta(
-                    name=f"{router.service_name}-nlb", namespace=ns, labels=meta_labels, annotations=NLB_ANNOTATIONS
+                    name=names.router_load_balancer_name(name),
+                    namespace=ns,
+                    labels=meta_labels,
+                    annotations=NLB_ANNOTATIONS,
                 ),
                 spec=k8s.ServiceSpec(type="LoadBalancer", selector=meta_labels, ports=service_ports[:1]),
             )

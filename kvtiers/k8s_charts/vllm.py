@@ -1,0 +1,151 @@
+"""What both serving paths run (the self-managed Deployment and the operator's ``InferenceEndpointConfig``): vLLM
+with LMCache. The vLLM command line, the model weights and the LMCache settings are defined here once, so that the
+two paths cannot render them differently."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from kvtiers.k8s_charts.checks import at_least, one_of
+
+Routing = Literal["prefixaware", "kvaware", "session", "roundrobin"]
+"""The production-stack router's ``--routing-logic`` (and the operator's ``routingStrategy``)."""
+ROUTINGS: tuple[str, ...] = get_args(Routing)
+Dtype = Literal["bfloat16", "float16"]
+DTYPES: tuple[str, ...] = get_args(Dtype)
+Serde = Literal["naive"]
+"""LMCache's ``remote_serde``: ``naive`` stores the KV tensors as they are (the only serde the L2 contract tests)."""
+SERDES: tuple[str, ...] = get_args(Serde)
+
+LMCACHE_CHUNK_TOKENS = 256
+"""LMCache chunk size; prompts shorter than one chunk are never stored in L1/L2."""
+LMCACHE_SERDE: Serde = "naive"
+LMCACHE_HEARTBEAT_SECONDS = 10
+"""kvaware: ``lmcache_worker_heartbeat_time``. Unset (LMCache's default), a worker never sends a heartbeat and the
+router's controller deregisters it, with its whole cache index, ``--lmcache-worker-timeout`` after it registers."""
+LMCACHE_HEARTBEAT_DELAY_SECONDS = 10
+"""kvaware: ``lmcache_worker_heartbeat_delay_time`` (LMCache's default, set explicitly because the timeout below
+depends on it): the first heartbeat follows registration after this delay."""
+LMCACHE_MISSED_HEARTBEATS = 3
+"""kvaware: heartbeats a worker may miss (a GC pause, a busy engine) before the controller drops it."""
+
+KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":"))
+"""vLLM's ``--kv-transfer-config``: LMCache stores and loads every request's KV."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class S3Weights:
+    """Model weights under an S3 prefix, copied into the pod before vLLM starts."""
+
+    bucket: str
+    prefix: str
+    """Key prefix holding the weights, without leading or trailing slash."""
+
+    def __post_init__(self) -> None:
+        if not self.bucket or not self.prefix or self.prefix.startswith("/") or self.prefix.endswith("/"):
+            raise ValueError(
+                f"S3Weights: bucket {self.bucket!r} and prefix {self.prefix!r} must be non-empty, the prefix without "
+                "a leading or trailing slash"
+            )
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HuggingFaceWeights:
+    """Model weights downloaded from the Hugging Face Hub by model id."""
+
+    token_secret: str | None = None
+    """Kubernetes Secret (key ``token``) with a Hugging Face token, for gated models. @default None (public model)"""
+    revision: str | None = None
+    """Model commit to serve. @default None (the main branch when the pod starts)"""
+
+
+Weights = S3Weights | HuggingFaceWeights
+
+
+@dataclass(frozen=True, kw_only=True)
+class LMCacheController:
+    """kvaware only: the engines report their cache to the LMCache controller embedded in the router."""
+
+    heartbeat_seconds: int = LMCACHE_HEARTBEAT_SECONDS
+    """Interval of the engines' heartbeats. @default ``LMCACHE_HEARTBEAT_SECONDS`` (10)"""
+    heartbeat_delay_seconds: int = LMCACHE_HEARTBEAT_DELAY_SECONDS
+    """Delay of the first heartbeat after registration. @default ``LMCACHE_HEARTBEAT_DELAY_SECONDS`` (10)"""
+
+    def __post_init__(self) -> None:
+        at_least("LMCacheController", "heartbeat_seconds", self.heartbeat_seconds, 1)
+        at_least("LMCacheController", "heartbeat_delay_seconds", self.heartbeat_delay_seconds, 0)
+
+    @property
+    def worker_timeout_seconds(self) -> int:
+        """The router's ``--lmcache-worker-timeout``: the first heartbeat's delay plus a few missed heartbeats, so a
+        live engine is never dropped and a dead one leaves the index within a minute."""
+        return self.heartbeat_delay_seconds + LMCACHE_MISSED_HEARTBEATS * self.heartbeat_seconds
+
+
+@dataclass(frozen=True, kw_only=True)
+class LMCache:
+    """The LMCache settings of one endpoint's engines (both serving paths)."""
+
+    max_local_cpu_size_gib: float
+    """L1: pinned host DRAM per GPU worker process (LMCache's ``max_local_cpu_size``)."""
+    chunk_size: int = LMCACHE_CHUNK_TOKENS
+    """Tokens per stored chunk. @default ``LMCACHE_CHUNK_TOKENS`` (256)"""
+    remote_url: str | None = None
+    """The L2: LMCache's ``remote_url`` (``L2Volume.remote_url``). @default None (no L2)"""
+    remote_serde: Serde = LMCACHE_SERDE
+    """Serde of the L2's files. @default ``LMCACHE_SERDE`` (``naive``)"""
+    controller: LMCacheController | None = None
+    """kvaware: report the cache to the router's controller. @default None (only kvaware routing uses one)"""
+
+    def __post_init__(self) -> None:
+        if not self.max_local_cpu_size_gib > 0:
+            raise ValueError(f"LMCache: max_local_cpu_size_gib must be positive, got {self.max_local_cpu_size_gib}")
+        at_least("LMCache", "chunk_size", self.chunk_size, 1)
+        one_of("LMCache", "remote_serde", self.remote_serde, SERDES)
+        if self.remote_url is not None and not self.remote_url:
+            raise ValueError("LMCache: remote_url is empty; leave it None for no L2")
+
+
+def vllm_args(
+    *,
+    model_path: str,
+    served_model_name: str,
+    tensor_parallel_size: int,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    dtype: Dtype | None = None,
+    port: int | None = None,
+    revision: str | None = None,
+) -> list[str]:
+    """``vllm serve`` arguments with LMCache as the KV connector and prefix caching on.
+
+    :param model_path: what vLLM loads: a local directory or a Hugging Face model id.
+    :param served_model_name: the name clients and the router see.
+    :param dtype: ``--dtype``. @default None (vLLM's ``auto``: the model's own dtype)
+    :param port: listen on all interfaces at this port. @default None (vLLM's default address and port 8000)
+    :param revision: ``--revision`` of a Hugging Face model. @default None (the main branch)
+    """
+    args = [model_path]
+    if port is not None:
+        args += ["--host", "0.0.0.0", "--port", str(port)]
+    args += ["--served-model-name", served_model_name, "--tensor-parallel-size", str(tensor_parallel_size)]
+    if dtype is not None:
+        args += ["--dtype", dtype]
+    args += [
+        "--max-model-len",
+        str(max_model_len),
+        "--gpu-memory-utilization",
+        str(gpu_memory_utilization),
+        "--enable-prefix-caching",
+        "--kv-transfer-config",
+        KV_TRANSFER_CONFIG,
+    ]
+    if revision is not None:
+        args += ["--revision", revision]
+    return args

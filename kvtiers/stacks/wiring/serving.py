@@ -1,0 +1,296 @@
+"""Serving and the operator path: the environment's endpoints as :mod:`kvtiers.k8s_charts` props and charts.
+
+Every derived number (pod memory, the L1 per GPU worker, the L2 decision) is read from the environment's sizing,
+computed once by :mod:`kvtiers.config.sizing`; both serving paths, ``kvtiers plan`` and the synth read it from here.
+
+The chart packages are imported inside the functions that need them: ``kvtiers plan`` reads only the L2 names and
+would otherwise start cdk8s's JavaScript runtime.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvtiers.config.schema import Endpoint, Environment, HuggingFaceModelSource, NewVpc, S3ModelSource
+from kvtiers.config.sizing import GIB
+from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.l2 import UNPINNED_REVISION, L2Namespace, L2Volume
+from kvtiers.k8s_charts.vllm import (
+    LMCACHE_CHUNK_TOKENS,
+    LMCACHE_SERDE,
+    HuggingFaceWeights,
+    LMCache,
+    LMCacheController,
+    S3Weights,
+    Weights,
+)
+
+if TYPE_CHECKING:
+    from constructs import Construct
+
+    from kvtiers.k8s_charts.hyperpod_operator import InferenceEndpointConfigChart, OperatorEndpoint
+    from kvtiers.k8s_charts.namespaces import NamespaceChart
+    from kvtiers.k8s_charts.network_policies import (
+        ClusterNetwork,
+        CurvineNetworkPolicyChart,
+        EndpointTraffic,
+        ServingNetworkPolicyChart,
+    )
+    from kvtiers.k8s_charts.scraper_rbac import ScraperRbacChart
+    from kvtiers.k8s_charts.serving import Engine, Router, ServingChart
+
+
+def endpoint(env: Environment, name: str) -> Endpoint:
+    found = next((e for e in env.serving.endpoints if e.name == name), None)
+    if found is None:
+        known = ", ".join(e.name for e in env.serving.endpoints) or "none"
+        raise ValueError(f"serving.endpoints: no endpoint named {name!r} (known: {known})")
+    return found
+
+
+def _serving(env: Environment, name: str, serving: str) -> Endpoint:
+    found = endpoint(env, name)
+    if found.serving != serving:
+        raise ValueError(f"serving.endpoints {name}: serving is {found.serving!r}, not {serving!r}")
+    return found
+
+
+# ------------------------------------------------------------------------------------------------- the L2
+
+
+def l2_volume(env: Environment) -> L2Volume:
+    return L2Volume(claim_name=env.serving.l2_claim_name, mount_path=env.serving.l2_mount_path)
+
+
+def l2_namespace(env: Environment, e: Endpoint) -> L2Namespace:
+    """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan`` and ``verify``)."""
+    return L2Namespace(
+        model=e.model,
+        revision=e.source.revision or UNPINNED_REVISION,
+        dtype=e.dtype,
+        kv_dtype=e.dtype,
+        tensor_parallel_size=e.tensor_parallel_size,
+        chunk_size=LMCACHE_CHUNK_TOKENS,
+        lmcache_version=env.serving.images.engine.lmcache,
+        serde=LMCACHE_SERDE,
+        hash_seed=env.serving.hash_seed,
+    )
+
+
+def l2_remote_url(env: Environment, e: Endpoint) -> str:
+    """LMCache's ``remote_url`` for the endpoint's L2 directory (whether or not its L2 is on)."""
+    return l2_volume(env).remote_url(l2_namespace(env, e))
+
+
+def l2_report(env: Environment) -> tuple[str, ...]:
+    """Synth-time L2 decisions, one line per endpoint, from the environment's sizing (nothing recomputed)."""
+    return tuple(f"{s.name}: L2 {'on' if s.l2_enabled else 'off'} ({s.l2_reason})" for s in env.sizing.endpoints)
+
+
+# ------------------------------------------------------------------------------------------------- both paths
+
+
+def weights(e: Endpoint) -> Weights:
+    source = e.source
+    if isinstance(source, S3ModelSource):
+        return S3Weights(bucket=source.bucket, prefix=source.prefix)
+    return HuggingFaceWeights(token_secret=source.token_secret, revision=source.revision)
+
+
+def lmcache(env: Environment, e: Endpoint, *, l2: bool) -> LMCache:
+    """The endpoint's LMCache: the sizing's L1 per GPU worker, the L2 directory when ``l2``, and the router's
+    controller for kvaware self-managed endpoints."""
+    sizing = env.sizing.endpoint(e.name)
+    controller = LMCacheController() if e.routing == "kvaware" and e.serving == "self_managed" else None
+    return LMCache(
+        max_local_cpu_size_gib=sizing.l1_bytes / sizing.gpus_per_replica / GIB,
+        remote_url=l2_remote_url(env, e) if l2 else None,
+        controller=controller,
+    )
+
+
+# ------------------------------------------------------------------------------------------------- self-managed
+
+
+def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) -> Engine:
+    from kvtiers.k8s_charts.serving import Engine, Toleration
+
+    sizing = env.sizing.endpoint(e.name)
+    group = env.hyperpod.group(e.instance_group)
+    return Engine(
+        model=e.model,
+        weights=weights(e),
+        image=env.serving.images.vllm_image,
+        model_sync_image=env.serving.images.model_sync_image,
+        instance_group=group.name,
+        replicas=e.replicas,
+        tensor_parallel_size=sizing.gpus_per_replica,
+        dtype=e.dtype,
+        max_model_len=e.max_model_len,
+        gpu_memory_utilization=e.gpu_memory_utilization,
+        cpu=e.cpu,
+        memory_gib=sizing.pod_memory_gib,
+        shm_gib=e.shm_gib,
+        startup_timeout_seconds=e.startup_timeout_seconds,
+        tolerations=tuple(Toleration(key=t.key, effect=t.effect, value=t.value or None) for t in group.taints),
+        model_role_arn=model_role_arn,
+        model_disk_gib=sizing.model_disk_gib,
+    )
+
+
+def router(env: Environment, e: Endpoint) -> Router:
+    from kvtiers.k8s_charts.serving import Router
+
+    source = e.source
+    return Router(
+        image=env.serving.images.router_image,
+        routing=e.routing,
+        replicas=e.router_replicas,
+        session_key=e.session_key,
+        internal_load_balancer=e.internal_load_balancer,
+        hf_token_secret=source.token_secret if isinstance(source, HuggingFaceModelSource) else source.hf_token_secret,
+    )
+
+
+def serving_chart(
+    scope: Construct, id: str, env: Environment, name: str, *, model_role_arn: str | None = None
+) -> ServingChart:
+    """The self-managed endpoint ``name``: engines with the L2 when the sizing turned it on, and the router."""
+    from kvtiers.k8s_charts.serving import ServingChart
+
+    e = _serving(env, name, "self_managed")
+    l2 = env.sizing.endpoint(name).l2_enabled
+    return ServingChart(
+        scope,
+        id,
+        name=e.name,
+        namespace=env.serving.namespace,
+        engine=engine(env, e, model_role_arn=model_role_arn),
+        router=router(env, e),
+        lmcache=lmcache(env, e, l2=l2),
+        hash_seed=env.serving.hash_seed,
+        l2=l2_volume(env) if l2 else None,
+    )
+
+
+# ------------------------------------------------------------------------------------------------- operator
+
+
+def operator_endpoint(env: Environment, name: str) -> OperatorEndpoint:
+    """The operator endpoint ``name``; with the sizing's L2 decision, on the environment's L2 backend."""
+    from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpoint
+
+    e = _serving(env, name, "operator")
+    sizing = env.sizing.endpoint(name)
+    backend = env.inference_operator.l2_backend if sizing.l2_enabled else None
+    curvine = backend == "curvine"
+    return OperatorEndpoint(
+        name=e.name,
+        namespace=env.serving.namespace,
+        model=e.model,
+        weights=weights(e),
+        region=env.region,
+        instance_type=env.hyperpod.group(e.instance_group).instance_type,
+        image=env.serving.images.vllm_image,
+        replicas=e.replicas,
+        tensor_parallel_size=sizing.gpus_per_replica,
+        cpu=e.cpu,
+        memory_gib=sizing.pod_memory_gib,
+        max_model_len=e.max_model_len,
+        gpu_memory_utilization=e.gpu_memory_utilization,
+        routing=e.routing,
+        api=e.api,
+        lmcache=lmcache(env, e, l2=curvine),
+        hash_seed=env.serving.hash_seed,
+        addon_version=env.inference_operator.addons.inference_operator,
+        l2_backend=backend,
+        l2=l2_volume(env) if curvine else None,
+    )
+
+
+def operator_endpoint_chart(scope: Construct, id: str, env: Environment, name: str) -> InferenceEndpointConfigChart:
+    from kvtiers.k8s_charts.hyperpod_operator import InferenceEndpointConfigChart
+
+    return InferenceEndpointConfigChart(scope, id, endpoint=operator_endpoint(env, name))
+
+
+def operator_pod_selector(env: Environment, name: str) -> str:
+    """``kubectl -l`` selector of an operator endpoint's pods."""
+    return names.label_selector(operator_endpoint(env, name).pod_labels)
+
+
+# ------------------------------------------------------------------------------------------------- namespace, network
+
+
+def serving_namespace_chart(scope: Construct, id: str, env: Environment) -> NamespaceChart:
+    from kvtiers.k8s_charts.namespaces import NamespaceChart, serving_enforce_level
+
+    operator = any(e.serving == "operator" for e in env.serving.endpoints)
+    ns = env.serving.namespace
+    return NamespaceChart(scope, id, names=(ns,), enforce={ns: serving_enforce_level(operator)})
+
+
+def cluster_network(env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()) -> ClusterNetwork:
+    from kvtiers.k8s_charts.network_policies import ClusterNetwork
+
+    return ClusterNetwork(
+        node_cidr=env.network.cidr, api_service_ip=env.eks.api_service_ip, control_plane_cidrs=control_plane_cidrs
+    )
+
+
+def endpoint_traffic(env: Environment) -> tuple[EndpointTraffic, ...]:
+    from kvtiers.k8s_charts.network_policies import OperatorTraffic, SelfManagedTraffic
+
+    traffic: list[EndpointTraffic] = []
+    for e in env.serving.endpoints:
+        if e.serving == "operator":
+            traffic.append(OperatorTraffic(name=e.name, object_name=operator_endpoint(env, e.name).object_name))
+            continue
+        kvaware = e.routing == "kvaware"
+        ports = names.lmcache_worker_ports(env.sizing.endpoint(e.name).gpus_per_replica) if kvaware else ()
+        traffic.append(
+            SelfManagedTraffic(name=e.name, kvaware_worker_ports=ports, s3_weights=isinstance(e.source, S3ModelSource))
+        )
+    return tuple(traffic)
+
+
+def serving_network_policy_chart(
+    scope: Construct, id: str, env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()
+) -> ServingNetworkPolicyChart:
+    from kvtiers.k8s_charts.network_policies import ServingNetworkPolicyChart
+
+    return ServingNetworkPolicyChart(
+        scope,
+        id,
+        namespace=env.serving.namespace,
+        network=cluster_network(env, control_plane_cidrs=control_plane_cidrs),
+        endpoints=endpoint_traffic(env),
+    )
+
+
+def curvine_network_policy_chart(
+    scope: Construct, id: str, env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()
+) -> CurvineNetworkPolicyChart:
+    from kvtiers.k8s_charts.network_policies import CurvineNetworkPolicyChart
+
+    ports = env.curvine.ports
+    # An existing VPC names its HyperPod subnet by ID only: fall back to the whole VPC.
+    hyperpod_cidr = env.network.hyperpod_subnet_cidr if isinstance(env.network, NewVpc) else env.network.cidr
+    return CurvineNetworkPolicyChart(
+        scope,
+        id,
+        namespace=env.curvine.namespace,
+        network=cluster_network(env, control_plane_cidrs=control_plane_cidrs),
+        hyperpod_cidr=hyperpod_cidr,
+        master_rpc_port=ports.master_rpc,
+        journal_port=ports.journal,
+        master_web_port=ports.master_web,
+        worker_rpc_port=ports.worker_rpc,
+    )
+
+
+def scraper_rbac_chart(scope: Construct, id: str, env: Environment, *, user: str) -> ScraperRbacChart:
+    """Pod discovery for the managed metrics collector in the namespaces it scrapes."""
+    from kvtiers.k8s_charts.scraper_rbac import ScraperRbacChart
+
+    return ScraperRbacChart(scope, id, user=user, namespaces=(env.serving.namespace, env.curvine.namespace))

@@ -1,0 +1,472 @@
+"""The serving and operator-path charts as a library consumer builds them: each in a bare cdk8s app with explicit,
+minimal arguments (no environment file), valid against the Kubernetes 1.33 schemas; and each rule a construct checks
+on its inputs, with the error naming the construct and the field."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import cdk8s
+import kubernetes_validate
+import pytest
+from cdk8s_plus_33 import k8s
+
+from kvtiers.k8s_charts.hyperpod_operator import (
+    CurvineL2PolicyChart,
+    InferenceEndpointConfigChart,
+    OperatorEndpoint,
+    policy_name,
+)
+from kvtiers.k8s_charts.l2 import L2Namespace, L2Volume
+from kvtiers.k8s_charts.namespaces import NamespaceChart
+from kvtiers.k8s_charts.network_policies import (
+    ClusterNetwork,
+    CurvineNetworkPolicyChart,
+    OperatorTraffic,
+    SelfManagedTraffic,
+    ServingNetworkPolicyChart,
+)
+from kvtiers.k8s_charts.scraper_rbac import ScraperRbacChart
+from kvtiers.k8s_charts.serving import (
+    Engine,
+    HuggingFaceWeights,
+    LMCache,
+    LMCacheController,
+    Router,
+    S3Weights,
+    ServingChart,
+    Toleration,
+)
+from kvtiers.k8s_charts.vllm import KV_TRANSFER_CONFIG, vllm_args
+
+L2 = L2Volume(claim_name="curvine-l2", mount_path="/mnt/l2")
+NAMESPACE = L2Namespace(
+    model="org/model",
+    revision="unpinned",
+    dtype="bfloat16",
+    kv_dtype="bfloat16",
+    tensor_parallel_size=1,
+    chunk_size=256,
+    lmcache_version="0.3.11",
+    serde="naive",
+    hash_seed="0",
+)
+REMOTE_URL = L2.remote_url(NAMESPACE)
+ENGINE = Engine(
+    model="org/model",
+    weights=HuggingFaceWeights(),
+    image="vllm/vllm-openai:v0.12.0",
+    instance_group="gpu",
+    replicas=1,
+    tensor_parallel_size=1,
+    dtype="bfloat16",
+    max_model_len=4096,
+    gpu_memory_utilization=0.9,
+    cpu=4,
+    memory_gib=32,
+    shm_gib=4,
+    startup_timeout_seconds=600,
+)
+ROUTER = Router(image="lmcache/lmstack-router:v0.1.12", routing="prefixaware", replicas=1)
+LMCACHE = LMCache(max_local_cpu_size_gib=8)
+OPERATOR = OperatorEndpoint(
+    name="op",
+    namespace="serving",
+    model="org/model",
+    weights=S3Weights(bucket="models", prefix="org/model"),
+    region="us-east-1",
+    instance_type="ml.g6e.2xlarge",
+    image="vllm/vllm-openai:v0.12.0",
+    replicas=1,
+    tensor_parallel_size=1,
+    cpu=4,
+    memory_gib=32,
+    max_model_len=4096,
+    gpu_memory_utilization=0.9,
+    routing="prefixaware",
+    api="chat",
+    lmcache=LMCACHE,
+    hash_seed="0",
+    addon_version="v1.0.0-eksbuild.1",
+)
+CURVINE_OPERATOR = dataclasses.replace(
+    OPERATOR, l2_backend="curvine", l2=L2, lmcache=dataclasses.replace(LMCACHE, remote_url=REMOTE_URL)
+)
+NETWORK = ClusterNetwork(node_cidr="10.0.0.0/16", api_service_ip="172.20.0.1")
+
+
+def serving(**overrides) -> list[dict]:
+    kwargs = {
+        "name": "ep",
+        "namespace": "serving",
+        "engine": ENGINE,
+        "router": ROUTER,
+        "lmcache": LMCACHE,
+        "hash_seed": "0",
+        **overrides,
+    }
+    return ServingChart(cdk8s.App(), "ep", **kwargs).to_json()
+
+
+def valid(objs: list[dict]) -> list[dict]:
+    for obj in objs:
+        kubernetes_validate.validate(obj, "1.33", strict=True)
+    return objs
+
+
+def container(objs: list[dict], deployment: str) -> dict:
+    obj = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == deployment)
+    return obj["spec"]["template"]["spec"]["containers"][0]
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+# --------------------------------------------------------------------------------------------- bare charts
+
+
+def test_a_minimal_serving_chart_renders_engines_and_router_in_its_namespace():
+    objs = valid(serving())
+    assert [o["kind"] for o in objs] == [
+        "ServiceAccount",
+        "ConfigMap",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+    ]
+    assert {o["metadata"]["namespace"] for o in objs} == {"serving"}
+    assert flag(container(objs, "ep-router")["args"], "--k8s-namespace") == "serving"
+    assert "--session-key" not in container(objs, "ep-router")["args"]
+    # no L2: no claim mounted and no remote backend
+    assert not [v for v in objs[2]["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert "remote_url" not in objs[1]["data"]["lmcache.yaml"]
+
+
+def test_a_kvaware_serving_chart_with_the_l2_and_s3_weights():
+    engine = dataclasses.replace(
+        ENGINE,
+        weights=S3Weights(bucket="models", prefix="org/model"),
+        model_sync_image="public.ecr.aws/aws-cli/aws-cli:2.31.3",
+        tensor_parallel_size=2,
+        memory_gib=48,
+        tolerations=(Toleration(key="dedicated", effect="NoSchedule", value="gpu"),),
+    )
+    objs = valid(
+        serving(
+            engine=engine,
+            router=dataclasses.replace(ROUTER, routing="kvaware", internal_load_balancer=True),
+            lmcache=LMCache(max_local_cpu_size_gib=8, remote_url=REMOTE_URL, controller=LMCacheController()),
+            l2=L2,
+        )
+    )
+    engine_pod = next(o for o in objs if o["metadata"]["name"] == "ep-engine" and o["kind"] == "Deployment")
+    spec = engine_pod["spec"]["template"]["spec"]
+    assert {"name": "l2-cache", "persistentVolumeClaim": {"claimName": "curvine-l2"}} in spec["volumes"]
+    assert spec["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    assert spec["initContainers"][0]["command"][3] == "s3://models/org/model"
+    config = next(o for o in objs if o["kind"] == "ConfigMap")["data"]["lmcache.yaml"]
+    assert f"remote_url: {REMOTE_URL}" in config and "controller_pull_url: ep-router.serving.svc:9000" in config
+    assert [p["containerPort"] for p in container(objs, "ep-engine")["ports"]] == [8000, 8001, 8002]
+    assert [o["spec"]["type"] for o in objs if o["kind"] == "Service"] == ["ClusterIP", "ClusterIP", "LoadBalancer"]
+
+
+def test_session_routing_renders_the_session_key():
+    objs = valid(serving(router=dataclasses.replace(ROUTER, routing="session", session_key="x-user")))
+    assert flag(container(objs, "ep-router")["args"], "--session-key") == "x-user"
+
+
+def test_the_operator_charts_in_a_bare_app():
+    app = cdk8s.App()
+    (iec,) = InferenceEndpointConfigChart(app, "iec", endpoint=CURVINE_OPERATOR).to_json()
+    (policy,) = CurvineL2PolicyChart(app, "policy", endpoint=CURVINE_OPERATOR).to_json()
+    assert iec["metadata"]["name"] == CURVINE_OPERATOR.object_name and iec["metadata"]["namespace"] == "serving"
+    assert iec["spec"]["modelSourceConfig"]["s3Storage"] == {"bucketName": "models", "region": "us-east-1"}
+    env = {e["name"]: e["value"] for e in iec["spec"]["worker"]["environmentVariables"]}
+    assert env["LMCACHE_REMOTE_URL"] == REMOTE_URL and env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == "8"
+    assert policy["metadata"]["name"] == policy_name(CURVINE_OPERATOR)
+    assert REMOTE_URL in json.dumps(policy) and L2.mount_path in json.dumps(policy)
+    # without an L2 the endpoint carries no remote backend, and its name (fingerprint) differs
+    (plain,) = InferenceEndpointConfigChart(cdk8s.App(), "iec", endpoint=OPERATOR).to_json()
+    assert "LMCACHE_REMOTE_URL" not in json.dumps(plain)
+    assert plain["metadata"]["name"] != iec["metadata"]["name"]
+
+
+def test_both_serving_paths_run_one_vllm_command_line():
+    engine_args = container(serving(), "ep-engine")["args"]
+    worker_args = OPERATOR.spec()["worker"]["args"]
+    common = {
+        "served_model_name": "org/model",
+        "tensor_parallel_size": 1,
+        "max_model_len": 4096,
+        "gpu_memory_utilization": 0.9,
+    }
+    assert engine_args == vllm_args(model_path="org/model", dtype="bfloat16", port=8000, **common)
+    assert worker_args == vllm_args(model_path="/opt/ml/model", **common)
+    # one serialisation of the JSON argument, byte for byte
+    assert flag(engine_args, "--kv-transfer-config") == flag(worker_args, "--kv-transfer-config") == KV_TRANSFER_CONFIG
+
+
+def test_the_network_policy_charts_in_a_bare_app():
+    objs = valid(
+        ServingNetworkPolicyChart(
+            cdk8s.App(),
+            "np",
+            namespace="serving",
+            network=NETWORK,
+            endpoints=(
+                SelfManagedTraffic(name="ep", kvaware_worker_ports=(8001,), s3_weights=True),
+                OperatorTraffic(name="op", object_name="op-1234abcd"),
+            ),
+        ).to_json()
+    )
+    names = [o["metadata"]["name"] for o in objs]
+    assert names == ["default-deny", "allow-dns", "ep-router", "ep-engine", "operator-managed", "op-operator-endpoint"]
+    deny = objs[0]["spec"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    assert objs[-1]["spec"]["podSelector"] == {"matchLabels": {"app": "op-1234abcd"}}
+    curvine = valid(
+        CurvineNetworkPolicyChart(
+            cdk8s.App(),
+            "cv",
+            namespace="curvine",
+            network=NETWORK,
+            hyperpod_cidr="10.0.64.0/18",
+            master_rpc_port=8995,
+            journal_port=8996,
+            master_web_port=9000,
+            worker_rpc_port=8997,
+        ).to_json()
+    )
+    assert [o["metadata"]["name"] for o in curvine] == [
+        "default-deny",
+        "allow-dns",
+        "curvine-master",
+        "curvine-csi-controller",
+    ]
+
+
+def test_the_namespace_and_collector_rbac_charts_in_a_bare_app():
+    (ns,) = valid(NamespaceChart(cdk8s.App(), "ns", names=("serving",), enforce={"serving": "privileged"}).to_json())
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    objs = valid(ScraperRbacChart(cdk8s.App(), "rbac", user="collector", namespaces=("serving", "curvine")).to_json())
+    bindings = [o for o in objs if o["kind"] == "RoleBinding"]
+    assert [b["metadata"]["namespace"] for b in bindings] == ["serving", "curvine"]
+    assert bindings[0]["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "collector"}]
+    assert bindings[0]["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "kvtiers-metrics-collector",
+    }
+
+
+def test_a_misspelled_field_of_a_typed_object_fails_at_synth():
+    """The charts build Kubernetes objects from cdk8s's typed classes: a field name that does not exist is an
+    error when the object is built, where a raw dict would have rendered it."""
+    with pytest.raises(TypeError, match="policy_type"):
+        k8s.NetworkPolicySpec(pod_selector=k8s.LabelSelector(), policy_type=["Ingress"])
+
+
+def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
+    modules = [
+        "kvtiers.k8s_charts.serving",
+        "kvtiers.k8s_charts.hyperpod_operator",
+        "kvtiers.k8s_charts.namespaces",
+        "kvtiers.k8s_charts.scraper_rbac",
+        "kvtiers.k8s_charts.l2",
+        "kvtiers.k8s_charts.vllm",
+        "kvtiers.k8s_charts.names",
+    ]
+    probe = (
+        f"import sys; import {', '.join(modules)}; print([m for m in sys.modules if m.startswith('kvtiers.config')])"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------------------------- rules
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        # The issue's cases: each rendered a broken endpoint before.
+        (
+            lambda: Router(image="r:1", routing="session", replicas=1),
+            "Router: session_key is required when routing is 'session'",
+        ),
+        (lambda: serving(l2=L2), "ServingChart: lmcache.remote_url is required when l2 is set"),
+        # The schema's endpoint rules, now the constructs' own.
+        (
+            lambda: Router(image="r:1", routing="kvaware", replicas=2),
+            "Router: replicas must be 1 when routing is 'kvaware'",
+        ),
+        (
+            lambda: serving(router=dataclasses.replace(ROUTER, routing="kvaware")),
+            "ServingChart: lmcache.controller is required when router.routing is 'kvaware'",
+        ),
+        (
+            lambda: serving(lmcache=LMCache(max_local_cpu_size_gib=8, controller=LMCacheController())),
+            "ServingChart: lmcache.controller is set but router.routing is 'prefixaware'",
+        ),
+        (
+            lambda: serving(lmcache=LMCache(max_local_cpu_size_gib=8, remote_url=REMOTE_URL)),
+            "ServingChart: lmcache.remote_url .* is set but l2 is not",
+        ),
+        (
+            lambda: serving(lmcache=LMCache(max_local_cpu_size_gib=8, remote_url="fs://localhost:0/elsewhere/"), l2=L2),
+            "ServingChart: lmcache.remote_url .* is not below l2.mount_path",
+        ),
+        (
+            lambda: serving(lmcache=LMCache(max_local_cpu_size_gib=30)),
+            "ServingChart: engine.memory_gib 32 is less than the LMCache L1",
+        ),
+        (lambda: serving(name="Ep"), "ServingChart: name 'Ep' is not a DNS-1123 label"),
+        (lambda: serving(name="e" * 53), "ServingChart: name 'e+' is not a DNS-1123 label of at most 52"),
+        (lambda: serving(namespace="serving_ns"), "ServingChart: namespace 'serving_ns' is not a DNS-1123 label"),
+        (lambda: serving(hash_seed="random"), "ServingChart: hash_seed 'random' is not a PYTHONHASHSEED"),
+        (lambda: Router(image="r:1", routing="loadaware", replicas=1), "Router: routing 'loadaware' is not one of"),
+        (lambda: Router(image="r:1", routing="prefixaware", replicas=0), "Router: replicas must be at least 1"),
+        (
+            lambda: dataclasses.replace(ENGINE, weights=S3Weights(bucket="b", prefix="p")),
+            "Engine: model_sync_image is required when weights are S3Weights",
+        ),
+        (
+            lambda: dataclasses.replace(ENGINE, gpu_memory_utilization=1.5),
+            "Engine: gpu_memory_utilization must be in",
+        ),
+        (lambda: dataclasses.replace(ENGINE, dtype="float32"), "Engine: dtype 'float32' is not one of"),
+        (
+            lambda: dataclasses.replace(ENGINE, tensor_parallel_size=0),
+            "Engine: tensor_parallel_size must be at least 1",
+        ),
+        (lambda: Toleration(key="k", effect="Never"), "Toleration: effect 'Never' is not one of"),
+        (lambda: S3Weights(bucket="b", prefix="/p/"), "S3Weights: .* without a leading or trailing slash"),
+        (lambda: LMCache(max_local_cpu_size_gib=0), "LMCache: max_local_cpu_size_gib must be positive"),
+        (lambda: LMCache(max_local_cpu_size_gib=1, chunk_size=0), "LMCache: chunk_size must be at least 1"),
+        (lambda: LMCacheController(heartbeat_seconds=0), "LMCacheController: heartbeat_seconds must be at least 1"),
+        (
+            lambda: L2Volume(claim_name="c", mount_path="relative"),
+            "L2Volume: mount_path 'relative' must be an absolute path",
+        ),
+        # The operator path.
+        (
+            lambda: dataclasses.replace(OPERATOR, routing="kvaware"),
+            "OperatorEndpoint: api must be 'completions' when routing is 'kvaware'",
+        ),
+        (
+            lambda: dataclasses.replace(OPERATOR, l2_backend="curvine"),
+            "OperatorEndpoint: l2_backend 'curvine' needs l2 and lmcache.remote_url",
+        ),
+        (
+            lambda: dataclasses.replace(CURVINE_OPERATOR, l2_backend="tieredstorage"),
+            "OperatorEndpoint: l2 and lmcache.remote_url are for l2_backend 'curvine'",
+        ),
+        (
+            lambda: dataclasses.replace(
+                CURVINE_OPERATOR, lmcache=LMCache(max_local_cpu_size_gib=8, remote_url="fs://localhost:0/x/")
+            ),
+            "OperatorEndpoint: lmcache.remote_url .* is not below l2.mount_path",
+        ),
+        (
+            lambda: dataclasses.replace(
+                OPERATOR, lmcache=LMCache(max_local_cpu_size_gib=8, controller=LMCacheController())
+            ),
+            "OperatorEndpoint: lmcache.controller must be None",
+        ),
+        (
+            lambda: dataclasses.replace(OPERATOR, memory_gib=4),
+            "OperatorEndpoint: memory_gib 4 is less than the LMCache L1",
+        ),
+        (lambda: dataclasses.replace(OPERATOR, api="responses"), "OperatorEndpoint: api 'responses' is not one of"),
+        (
+            lambda: CurvineL2PolicyChart(cdk8s.App(), "p", endpoint=OPERATOR),
+            "CurvineL2PolicyChart: endpoint.l2_backend must be 'curvine'",
+        ),
+        # Network policies, namespaces, RBAC.
+        (
+            lambda: ClusterNetwork(node_cidr="10.0.0.0/33", api_service_ip="172.20.0.1"),
+            "ClusterNetwork: node_cidr '10.0.0.0/33' is not an IPv4 CIDR",
+        ),
+        (
+            lambda: ClusterNetwork(node_cidr="10.0.0.0/16", api_service_ip="kubernetes"),
+            "ClusterNetwork: api_service_ip 'kubernetes' is not an IP address",
+        ),
+        (lambda: OperatorTraffic(name="op", object_name=""), "OperatorTraffic: object_name of endpoint 'op' is empty"),
+        (
+            lambda: ServingNetworkPolicyChart(
+                cdk8s.App(),
+                "np",
+                namespace="serving",
+                network=NETWORK,
+                endpoints=(SelfManagedTraffic(name="ep"), SelfManagedTraffic(name="ep")),
+            ),
+            r"ServingNetworkPolicyChart: endpoints has duplicate names \['ep'\]",
+        ),
+        (
+            lambda: CurvineNetworkPolicyChart(
+                cdk8s.App(),
+                "cv",
+                namespace="curvine",
+                network=NETWORK,
+                hyperpod_cidr="192.168.0.0/18",
+                master_rpc_port=8995,
+                journal_port=8996,
+                master_web_port=9000,
+                worker_rpc_port=8997,
+            ),
+            "CurvineNetworkPolicyChart: hyperpod_cidr 192.168.0.0/18 is not inside network.node_cidr",
+        ),
+        (
+            lambda: CurvineNetworkPolicyChart(
+                cdk8s.App(),
+                "cv",
+                namespace="curvine",
+                network=NETWORK,
+                hyperpod_cidr="10.0.64.0/18",
+                master_rpc_port=8995,
+                journal_port=8995,
+                master_web_port=9000,
+                worker_rpc_port=8997,
+            ),
+            "CurvineNetworkPolicyChart: the ports must be distinct",
+        ),
+        (lambda: NamespaceChart(cdk8s.App(), "ns", names=()), "NamespaceChart: names needs at least one"),
+        (
+            lambda: NamespaceChart(cdk8s.App(), "ns", names=("serving",), enforce={"curvine": "baseline"}),
+            r"NamespaceChart: enforce names \['curvine'\], which are not in names",
+        ),
+        (
+            lambda: NamespaceChart(cdk8s.App(), "ns", names=("serving",), enforce={"serving": "strict"}),
+            "NamespaceChart: enforce 'strict' is not one of",
+        ),
+        (
+            lambda: ScraperRbacChart(cdk8s.App(), "rbac", user="collector", namespaces=()),
+            "ScraperRbacChart: namespaces needs at least one",
+        ),
+    ],
+)
+def test_each_rule_names_the_construct_and_the_field(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_engines_and_router_share_the_charts_one_namespace():
+    """The issue's third case: a consumer could put engines and router in different namespaces, and the router then
+    discovered no engine. The namespace is now one argument of the chart, not a field of either part."""
+    fields = {f.name for part in (Engine, Router) for f in dataclasses.fields(part)}
+    assert "namespace" not in fields
+    objs = serving(namespace="team-a")
+    assert {o["metadata"]["namespace"] for o in objs} == {"team-a"}
+    assert flag(container(objs, "ep-router")["args"], "--k8s-namespace") == "team-a"
