@@ -240,6 +240,15 @@ def test_hyperpod_cluster_lifecycle_bucket_name_with_an_explicit_account():
     assert bucket["BucketName"] == f"sagemaker-platform-lcs-{ACCOUNT}"
 
 
+@pytest.mark.parametrize("length", [47, 48, 49, 52])
+def test_hyperpod_cluster_default_bucket_name_is_valid_for_a_long_stack_name(length):
+    """Cut at 63 characters, the default name must not end in the infix's hyphen (S3 rejects it at deploy)."""
+    stack = cdk.Stack(cdk.App(), "a" * length, env=cdk.Environment(account=ACCOUNT, region=REGION))
+    hyperpod_cluster(stack)
+    (bucket,) = resources(Template.from_stack(stack), "AWS::S3::Bucket")
+    assert re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket["BucketName"]), bucket["BucketName"]
+
+
 def test_hyperpod_cluster_takes_a_lifecycle_bucket_name():
     stack = cdk.Stack()
     hyperpod_cluster(stack, lifecycle_bucket_name="sagemaker-team-a-lifecycle")

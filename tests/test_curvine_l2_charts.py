@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import tomllib
+from types import SimpleNamespace
 
 import cdk8s
 import kubernetes_validate
@@ -17,7 +18,6 @@ from kvtiers.k8s_charts.curvine_l2 import (
     CurvineCsiChart,
     CurvineMasterChart,
     CurvineWorkerChart,
-    MasterVolumeIds,
 )
 from kvtiers.k8s_charts.curvine_l2.props import DATA_MOUNT, JOURNAL_MOUNT, META_MOUNT
 from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
@@ -27,13 +27,14 @@ from tests.conftest import CONFIG_DIR
 
 def props_for(env) -> CurvineCluster:
     n = env.curvine.master.replicas
-    return curvine_cluster(
-        env,
-        master_volumes=tuple(
-            MasterVolumeIds(meta_volume_id=f"vol-meta{i}", journal_volume_id=f"vol-journal{i}") for i in range(n)
-        ),
-        availability_zone="us-east-1b",
-    )
+    # What the wiring reads of the platform's CurvineJournalVolumes, with literal IDs instead of deploy-time tokens.
+    volumes = [
+        SimpleNamespace(
+            meta=SimpleNamespace(volume_id=f"vol-meta{i}"), journal=SimpleNamespace(volume_id=f"vol-journal{i}")
+        )
+        for i in range(n)
+    ]
+    return curvine_cluster(env, journal_volumes=SimpleNamespace(volumes=volumes, availability_zone="us-east-1b"))
 
 
 def render(env, cluster: CurvineCluster) -> dict[str, list[dict]]:

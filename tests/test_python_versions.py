@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from tests.golden_snapshot import ENVIRONMENTS, golden_path
+from tests.golden_snapshot import ENVIRONMENTS, differences, golden_path
 from tests.synth import ROOT
-from tests.test_golden_output import _differences
 from tools import python_versions
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -121,5 +120,5 @@ def test_both_environments_synthesize_identically_under(version, tmp_path):
     snapshots = json.loads(out.read_text())
     assert snapshots["python"] == version
     for environment in ENVIRONMENTS:
-        differences = _differences(json.loads(golden_path(environment).read_text()), snapshots[environment])
-        assert not differences, f"{environment} under Python {version}:\n" + "\n".join(differences[:40])
+        found = differences(json.loads(golden_path(environment).read_text()), snapshots[environment])
+        assert not found, f"{environment} under Python {version}:\n" + "\n".join(found[:40])

@@ -350,8 +350,9 @@ def default_lifecycle_bucket_name(stack: cdk.Stack) -> str:
     if check.unresolved(stack.account):
         room = 63 - len(LIFECYCLE_BUCKET_PREFIX) - len(LIFECYCLE_BUCKET_INFIX) - ACCOUNT_ID_LENGTH
         return f"{LIFECYCLE_BUCKET_PREFIX}{name[:room]}{LIFECYCLE_BUCKET_INFIX}{stack.account}"
-    # Cut as a whole, as it always was: a changed name would replace the (retained) bucket of a deployed stack.
-    return f"{LIFECYCLE_BUCKET_PREFIX}{name}{LIFECYCLE_BUCKET_INFIX}{stack.account}"[:63]
+    # Cut as a whole, as it always was: a changed name would replace the (retained) bucket of a deployed stack. A cut
+    # that ends in a hyphen was never deployable (S3 names end in a letter or digit), so stripping it renames nothing.
+    return f"{LIFECYCLE_BUCKET_PREFIX}{name}{LIFECYCLE_BUCKET_INFIX}{stack.account}"[:63].rstrip("-.")
 
 
 def _check_bucket_name(name: str) -> None:

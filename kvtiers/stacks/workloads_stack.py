@@ -19,7 +19,7 @@ from constructs import Construct
 from kvtiers.config.schema import Endpoint, Environment, NewVpc, S3ModelSource
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.curvine_l2 import CurvineCsiChart, CurvineMasterChart, CurvineWorkerChart, MasterVolumeIds
+from kvtiers.k8s_charts.curvine_l2 import CurvineCsiChart, CurvineMasterChart, CurvineWorkerChart
 from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, policy_name
 from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
 from kvtiers.stacks.platform_stack import PlatformStack
@@ -57,14 +57,7 @@ class WorkloadsStack(cdk.Stack):
             ),
             after=[self.serving_namespace],
         )
-        volumes = platform.journal_volumes.volumes
-        curvine = curvine_cluster(
-            env,
-            master_volumes=tuple(
-                MasterVolumeIds(meta_volume_id=v.meta.volume_id, journal_volume_id=v.journal.volume_id) for v in volumes
-            ),
-            availability_zone=platform.journal_volumes.availability_zone,
-        )
+        curvine = curvine_cluster(env, journal_volumes=platform.journal_volumes)
         masters = self.add_chart("CurvineMasters", CurvineMasterChart(self.k8s_app, "curvine-masters", cluster=curvine))
         # The static PersistentVolumes need the EBS CSI driver (and the HyperPod nodes it attaches through).
         masters.node.add_dependency(platform.ebs_csi)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from constructs import Construct
 
 from kvtiers.config.schema import Environment
+from kvtiers.constructs.journal_volumes import CurvineJournalVolumes
 from kvtiers.k8s_charts.curvine_l2 import (
     CurvineCluster,
     CurvineEviction,
@@ -16,6 +19,7 @@ from kvtiers.k8s_charts.curvine_l2 import (
     Resources,
     Toleration,
 )
+from kvtiers.k8s_charts.curvine_l2.props import TaintEffect
 
 
 def curvine_ports(env: Environment) -> CurvinePorts:
@@ -25,18 +29,20 @@ def curvine_ports(env: Environment) -> CurvinePorts:
 def hyperpod_tolerations(env: Environment) -> tuple[Toleration, ...]:
     """:attr:`~kvtiers.config.schema.HyperPod.taint_tolerations` (one per distinct custom taint), typed."""
     return tuple(
-        Toleration(key=t["key"], value=t.get("value"), effect=t["effect"]) for t in env.hyperpod.taint_tolerations
+        Toleration(key=t["key"], value=t.get("value"), effect=cast("TaintEffect", t["effect"]))
+        for t in env.hyperpod.taint_tolerations
     )
 
 
-def curvine_cluster(
-    env: Environment, *, master_volumes: tuple[MasterVolumeIds, ...], availability_zone: str
-) -> CurvineCluster:
-    """``master_volumes`` and ``availability_zone``: the platform's journal volumes (deploy-time tokens)."""
+def curvine_cluster(env: Environment, *, journal_volumes: CurvineJournalVolumes) -> CurvineCluster:
+    """``journal_volumes``: the platform's EBS volumes of the masters (their IDs are deploy-time tokens)."""
     c = env.curvine
     return CurvineCluster(
-        master_volumes=master_volumes,
-        availability_zone=availability_zone,
+        master_volumes=tuple(
+            MasterVolumeIds(meta_volume_id=v.meta.volume_id, journal_volume_id=v.journal.volume_id)
+            for v in journal_volumes.volumes
+        ),
+        availability_zone=journal_volumes.availability_zone,
         hyperpod_groups=tuple(g.name for g in env.hyperpod.instance_groups),
         worker_nodes=env.sizing.curvine_workers,
         worker_groups=None if c.worker_group is None else (c.worker_group,),

@@ -17,13 +17,13 @@ from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
 from kvtiers.constructs.journal_volumes import CurvineJournalVolumes
 from kvtiers.constructs.network import ExistingVpcAttributes, HyperPodNetwork, NewVpcOptions
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
-from kvtiers.k8s_charts.hyperpod_operator import PORT as OPERATOR_INVOCATION_PORT
-from kvtiers.k8s_charts.serving.props import (
+from kvtiers.k8s_charts.names import (
     ENGINE_PORT,
     LMCACHE_CONTROLLER_PULL_PORT,
     LMCACHE_CONTROLLER_REPLY_PORT,
     LMCACHE_WORKER_PORT_BASE,
 )
+from kvtiers.k8s_charts.names import OPERATOR_PORT as OPERATOR_INVOCATION_PORT
 
 if TYPE_CHECKING:
     from kvtiers.constructs.hyperpod_inference import InferenceOperator
