@@ -55,14 +55,16 @@ def container_security_context(*, root: bool = False) -> k8s.SecurityContext:
     )
 
 
-def pod_security_context(*, root: bool = False) -> k8s.PodSecurityContext:
-    """:func:`pod_context` (without ``fs_group``) as the typed object of cdk8s's Kubernetes classes."""
-    context = pod_context(root=root)
+def pod_security_context(*, root: bool = False, fs_group: bool = False) -> k8s.PodSecurityContext:
+    """:func:`pod_context` as the typed object of cdk8s's Kubernetes classes."""
+    context = pod_context(root=root, fs_group=fs_group)
     return k8s.PodSecurityContext(
         seccomp_profile=k8s.SeccompProfile(type=context["seccompProfile"]["type"]),
         run_as_non_root=context.get("runAsNonRoot"),
         run_as_user=context.get("runAsUser"),
         run_as_group=context.get("runAsGroup"),
+        fs_group=context.get("fsGroup"),
+        fs_group_change_policy=context.get("fsGroupChangePolicy"),
     )
 
 

@@ -53,7 +53,7 @@ from kvtiers.k8s_charts.names import (
     curvine_master_host,
 )
 from kvtiers.k8s_charts.namespaces import pod_security_labels
-from kvtiers.k8s_charts.security import container_context, pod_context
+from kvtiers.k8s_charts.security import container_security_context, pod_security_context
 
 CURVINE_ENFORCE = "privileged"
 """Pod Security level enforced in the Curvine namespace: the CSI node plugin is privileged (FUSE mounts with
@@ -91,33 +91,6 @@ def _env(name: str, *, field: str | None = None, value: str | None = None) -> k8
     if field:
         return k8s.EnvVar(name=name, value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path=field)))
     return k8s.EnvVar(name=name, value=value)
-
-
-def _container_security(*, root: bool = False) -> k8s.SecurityContext:
-    """:func:`kvtiers.k8s_charts.security.container_context`, typed."""
-    context = container_context(root=root)
-    return k8s.SecurityContext(
-        allow_privilege_escalation=context["allowPrivilegeEscalation"],
-        capabilities=k8s.Capabilities(drop=context["capabilities"]["drop"]),
-        read_only_root_filesystem=context["readOnlyRootFilesystem"],
-        seccomp_profile=k8s.SeccompProfile(type=context["seccompProfile"]["type"]),
-        run_as_non_root=context.get("runAsNonRoot"),
-        run_as_user=context.get("runAsUser"),
-        run_as_group=context.get("runAsGroup"),
-    )
-
-
-def _pod_security(*, root: bool = False, fs_group: bool = False) -> k8s.PodSecurityContext:
-    """:func:`kvtiers.k8s_charts.security.pod_context`, typed."""
-    context = pod_context(root=root, fs_group=fs_group)
-    return k8s.PodSecurityContext(
-        seccomp_profile=k8s.SeccompProfile(type=context["seccompProfile"]["type"]),
-        run_as_non_root=context.get("runAsNonRoot"),
-        run_as_user=context.get("runAsUser"),
-        run_as_group=context.get("runAsGroup"),
-        fs_group=context.get("fsGroup"),
-        fs_group_change_policy=context.get("fsGroupChangePolicy"),
-    )
 
 
 def _in_groups(groups: tuple[str, ...]) -> k8s.NodeAffinity:
@@ -183,7 +156,7 @@ def _server_container(
         volume_mounts=mounts,
         # The server writes only its configured directories (meta/journal or data, all volumes) and logs to
         # stdout (LogConf default, logger.rs): the image's root filesystem stays read-only.
-        security_context=_container_security(root=root),
+        security_context=container_security_context(root=root),
     )
 
 
@@ -300,7 +273,7 @@ class CurvineMasterChart(cdk8s.Chart):
                         # Non-root although the image defines no user: the server binary needs none, and fsGroup
                         # makes the EBS meta and journal volumes writable (fresh or written by an older root
                         # master: the kubelet changes their group once, OnRootMismatch). No API calls: no token.
-                        security_context=_pod_security(fs_group=True),
+                        security_context=pod_security_context(fs_group=True),
                         automount_service_account_token=False,
                         termination_grace_period_seconds=GRACE_SECONDS["master"],
                         # Preempts serving pods on a replaced node: without a master there is no L2 at all.
@@ -393,7 +366,7 @@ class CurvineWorkerChart(cdk8s.Chart):
                         # FUSE clients on other nodes dial) and root, because its data directory is a hostPath
                         # on the node's NVMe owned by root, which fsGroup does not reach. Capabilities are all
                         # dropped: root writes the root-owned directory as its owner. No API calls: no token.
-                        security_context=_pod_security(root=True),
+                        security_context=pod_security_context(root=True),
                         automount_service_account_token=False,
                         host_network=True,
                         dns_policy="ClusterFirstWithHostNet",
@@ -429,7 +402,7 @@ def _nvme_check(cluster: CurvineCluster) -> k8s.Container:
         resources=cluster.resources.sidecar.to_k8s(),
         volume_mounts=[k8s.VolumeMount(name="nvme", mount_path=NVME_CHECK_TARGET, read_only=True)],
         # Reads only world-readable files (the mount table, sysfs): no root needed.
-        security_context=_container_security(),
+        security_context=container_security_context(),
     )
 
 
@@ -444,7 +417,7 @@ def _sidecar(
         args=args,
         resources=cluster.resources.sidecar.to_k8s(),
         volume_mounts=mounts,
-        security_context=_container_security(root=root),
+        security_context=container_security_context(root=root),
     )
 
 
@@ -536,7 +509,7 @@ class CurvineCsiChart(cdk8s.Chart):
                         # directories owned by this UID with mode 0755 (curvine-cli cmds/fs/common.rs), and the
                         # engines, root without capabilities, must be able to write below them (FUSE mounts with
                         # default_permissions, fuse_conf.rs). The sidecars share the root-owned socket.
-                        security_context=_pod_security(root=True),
+                        security_context=pod_security_context(root=True),
                         node_selector={"kubernetes.io/os": "linux"},
                         containers=[
                             k8s.Container(
@@ -557,7 +530,7 @@ class CurvineCsiChart(cdk8s.Chart):
                                 # CreateVolume runs `curvine-fuse validate-config` against this file.
                                 # /tmp: scratch for the helper processes the driver runs.
                                 volume_mounts=[socket_mount, config_mount, tmp_mount],
-                                security_context=_container_security(root=True),
+                                security_context=container_security_context(root=True),
                             ),
                             _sidecar(
                                 "csi-provisioner",
@@ -603,7 +576,7 @@ class CurvineCsiChart(cdk8s.Chart):
                         # The driver does not start without in-cluster credentials (k8s_client.go
                         # NewK8sClient, node.go newNodeService), although its account is granted nothing.
                         automount_service_account_token=True,
-                        security_context=_pod_security(root=True),
+                        security_context=pod_security_context(root=True),
                         priority_class_name="system-node-critical",
                         host_network=True,
                         dns_policy="ClusterFirstWithHostNet",
@@ -797,7 +770,7 @@ class CurvineStorageChart(cdk8s.Chart):
                 automount_service_account_token=False,
                 # Root without capabilities: the engines (root, their image has no user) own the chunk files, and
                 # only their owner may delete them; the root filesystem stays read-only.
-                security_context=_pod_security(root=True),
+                security_context=pod_security_context(root=True),
                 affinity=k8s.Affinity(node_affinity=_in_groups(cluster.hyperpod_groups)),
                 tolerations=[t.to_k8s() for t in cluster.tolerations],
                 containers=[
@@ -815,7 +788,7 @@ class CurvineStorageChart(cdk8s.Chart):
                         ],
                         resources=cluster.resources.sidecar.to_k8s(),
                         env=[_env("PYTHONDONTWRITEBYTECODE", value="1")],
-                        security_context=_container_security(root=True),
+                        security_context=container_security_context(root=True),
                         volume_mounts=[
                             k8s.VolumeMount(name="l2", mount_path=JANITOR_L2_MOUNT),
                             k8s.VolumeMount(name="script", mount_path="/janitor", read_only=True),
