@@ -3,6 +3,7 @@ needs less, the chart that renders it says why next to the exception."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from cdk8s_plus_33 import k8s
@@ -68,6 +69,8 @@ def pod_security_context(*, root: bool = False, fs_group: bool = False) -> k8s.P
     )
 
 
+@cache
 def quantity(value: str | int) -> k8s.Quantity:
-    """A Kubernetes quantity: ``"2Gi"`` as written, an int as a number."""
+    """A Kubernetes quantity: ``"2Gi"`` as written, an int as a number; one jsii object per distinct value, however
+    many containers share it."""
     return k8s.Quantity.from_string(value) if isinstance(value, str) else k8s.Quantity.from_number(value)

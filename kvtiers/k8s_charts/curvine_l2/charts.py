@@ -33,7 +33,6 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     check_image,
     check_range,
     check_schedule,
-    quantity,
 )
 from kvtiers.k8s_charts.names import (
     CURVINE_CONFIG_CHECKSUM_ANNOTATION,
@@ -53,7 +52,7 @@ from kvtiers.k8s_charts.names import (
     curvine_master_host,
 )
 from kvtiers.k8s_charts.namespaces import pod_security_labels
-from kvtiers.k8s_charts.security import container_security_context, pod_security_context
+from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
 
 CURVINE_ENFORCE = "privileged"
 """Pod Security level enforced in the Curvine namespace: the CSI node plugin is privileged (FUSE mounts with

@@ -11,13 +11,14 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, fields
-from functools import cache
 from typing import Any, Literal, get_args
 
 import tomli_w
 from cdk8s_plus_33 import k8s
 
+from kvtiers.k8s_charts.checks import DNS_LABEL
 from kvtiers.k8s_charts.names import curvine_master_host, curvine_master_pod
+from kvtiers.k8s_charts.security import quantity
 
 GB = 1000**3
 """Curvine's capacity unit (``[SSD:<n>GB]``, ``dir_reserved``): decimal gigabytes."""
@@ -56,7 +57,6 @@ Network = Literal["host", "pod"]
 EvictionPolicy = Literal["lru", "lfu"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _PINNED_IMAGE = re.compile(
     r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[a-f0-9]{64})$"
 )
@@ -71,7 +71,7 @@ def _error(owner: object, name: str, problem: str) -> ValueError:
 
 
 def check_dns_label(owner: object, name: str, value: str) -> None:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if len(value) > 63 or not DNS_LABEL.match(value):
         raise _error(owner, name, f"{value!r} is not a DNS-1123 label (lower-case alphanumerics and '-', <= 63)")
 
 
@@ -98,12 +98,6 @@ def check_range(owner: object, name: str, value: int, low: int, high: int | None
     if value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"{low} to {high}"
         raise _error(owner, name, f"{value} is out of range ({bound})")
-
-
-@cache
-def quantity(value: str) -> k8s.Quantity:
-    """One jsii object per distinct quantity, however many containers share it."""
-    return k8s.Quantity.from_string(value)
 
 
 @dataclass(frozen=True, kw_only=True)
