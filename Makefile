@@ -46,6 +46,23 @@ LMCACHE_VENVS := $(foreach v,$(LMCACHE_VERSIONS),.venv-lmcache-$(v)/.installed)
 	$(PINS) lmcache-contract | .venv-lmcache-$*/bin/pip install --quiet --disable-pip-version-check -r /dev/stdin
 	touch $@
 
+# The engine image's LMCache with a CPU torch and the packages its cache engine imports, for the L2 fault drill
+# (tests/test_l2_faults.py runs LMCache's own store, lookup and retrieve over a fault-injecting file system layer).
+ENGINE_LMCACHE := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --engine-lmcache))
+.venv-engine/.installed: kvtiers/config/versions.py pyproject.toml | check-python
+	$(PYTHON) -m venv .venv-engine
+	$(PINS) lmcache-engine | .venv-engine/bin/pip install --quiet --disable-pip-version-check -r /dev/stdin
+	.venv-engine/bin/pip install --quiet --disable-pip-version-check --no-deps lmcache==$(ENGINE_LMCACHE)
+	touch $@
+
+# The engine image's vLLM wheel, unpacked by no one: the contract tests read its source files (tests/upstream.py).
+ENGINE_VLLM := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --engine-vllm))
+VLLM_WHEEL_DIR := .upstream/vllm-$(ENGINE_VLLM)
+$(VLLM_WHEEL_DIR)/.downloaded: kvtiers/config/versions.py | check-python
+	rm -rf $(VLLM_WHEEL_DIR)
+	$(PYTHON) -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: vllm==$(ENGINE_VLLM) -d $(VLLM_WHEEL_DIR)
+	touch $@
+
 # The app with its plot extra, editable, and the test and lint tools.
 $(VENV)/.installed: pyproject.toml | check-python
 	$(PYTHON) -m venv $(VENV)
@@ -91,7 +108,7 @@ lint: $(VENV)/.installed
 python-versions: $(VENV)/.installed
 	$(PY) tools/python_versions.py install
 
-test: install $(LMCACHE_VENVS) $(HYPERPOD_SDK)/.installed .venv-checkov/.installed python-versions lint
+test: install $(LMCACHE_VENVS) .venv-engine/.installed $(VLLM_WHEEL_DIR)/.downloaded $(HYPERPOD_SDK)/.installed .venv-checkov/.installed python-versions lint
 	$(PY) -m pytest -n 2 --dist loadfile
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating;

@@ -1,6 +1,6 @@
 """A small PromQL evaluator for the simple forms the rules use, over synthetic series, on promql-parser's AST.
 
-Supported: selectors with ``=`` matchers, ``rate`` over a range (counters given as functions of time, so a rate is
+Supported: selectors with ``=`` and ``=~`` matchers, ``rate`` and ``increase`` over a range (counters given as functions of time, so a rate is
 the exact slope over the window), ``sum``/``max`` with ``by``, ``clamp_min``, arithmetic and comparison operators
 between vectors (one-to-one, ``ignoring``) and with scalars, ``and`` and ``or``. Anything else raises, so a rule that
 leaves these forms is noticed rather than mis-evaluated. Instant vectors are ``{frozenset(labels): value}``.
@@ -9,6 +9,7 @@ leaves these forms is noticed rather than mis-evaluated. Instant vectors are ``{
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -53,16 +54,22 @@ class World:
 def _select(world: World, node, t: float, window: float | None = None) -> Vector:
     name = node.name
     matchers = [(m.name, str(m.op), m.value) for m in node.matchers.matchers]
-    assert all(op == "MatchOp.Equal" for _, op, _ in matchers), matchers
+    assert all(op in ("MatchOp.Equal", "MatchOp.Re") for _, op, _ in matchers), matchers
+
+    def matches(labels: dict) -> bool:
+        return all(
+            re.fullmatch(v, labels.get(k, "")) if op == "MatchOp.Re" else labels.get(k) == v for k, op, v in matchers
+        )
+
     out: Vector = {}
     if name in world.recorded:
         assert window is None, "rate over a recorded series"
         for labels, value in world.recorded[name].items():
-            if all(dict(labels).get(k) == v for k, v in ((k, v) for k, _, v in matchers)):
+            if matches(dict(labels)):
                 out[labels] = value
         return out
     for s in world.series:
-        if s.labels["__name__"] != name or any(s.labels.get(k) != v for k, _, v in matchers):
+        if s.labels["__name__"] != name or not matches(s.labels):
             continue
         value = s.value(t) if window is None else (s.value(t) - s.value(t - window)) / window
         out[frozenset(s.labels.items())] = value
@@ -87,12 +94,11 @@ def _eval(world: World, node, t: float):
         return _select(world, node, t)
     if isinstance(node, pp.Call):
         name = node.func.name
-        if name == "rate":
+        if name in ("rate", "increase"):
             matrix = node.args[0]
-            return {
-                _drop_name(k): v
-                for k, v in _select(world, matrix.vector_selector, t, matrix.range.total_seconds()).items()
-            }
+            window = matrix.range.total_seconds()
+            scale = window if name == "increase" else 1.0
+            return {_drop_name(k): v * scale for k, v in _select(world, matrix.vector_selector, t, window).items()}
         if name == "clamp_min":
             vector, low = _eval(world, node.args[0], t), _eval(world, node.args[1], t)
             return {_drop_name(k): max(v, low) for k, v in vector.items()}

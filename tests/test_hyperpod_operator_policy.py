@@ -12,7 +12,15 @@ import subprocess
 import pytest
 
 from kvtiers.config import load_environment
-from kvtiers.k8s_charts.hyperpod_operator import L2_VOLUME, MODEL_MOUNT, contract, policy, policy_name
+from kvtiers.k8s_charts.hyperpod_operator import (
+    L2_GUARD_DIR,
+    L2_GUARD_VOLUME,
+    L2_VOLUME,
+    MODEL_MOUNT,
+    contract,
+    policy,
+    policy_name,
+)
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
@@ -51,6 +59,14 @@ def assert_has_l2(pod: dict, name: str, l2: L2Volume, remote_url: str) -> None:
     assert {"name": L2_VOLUME, "mountPath": l2.mount_path} in c["volumeMounts"]
     assert {"name": "LMCACHE_REMOTE_URL", "value": remote_url} in c["env"]
     assert {"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}} in pod["spec"]["volumes"]
+    # the L2 guard vLLM loads as its KV connector: mounted where the worker's PYTHONPATH points
+    guard = next(v for v in pod["spec"]["volumes"] if v["name"] == L2_GUARD_VOLUME)
+    mount = next(m for m in c["volumeMounts"] if m["name"] == L2_GUARD_VOLUME)
+    assert {"name": "PYTHONPATH", "value": mount["mountPath"]} in c["env"]
+    assert guard["configMap"]["name"].endswith("-l2-guard")
+
+
+ADDED_VOLUMES = {L2_VOLUME, L2_GUARD_VOLUME}
 
 
 def test_the_operator_pod_is_admitted_with_the_l2_mounted(kubectl, l2_policy, props):
@@ -59,10 +75,11 @@ def test_the_operator_pod_is_admitted_with_the_l2_mounted(kubectl, l2_policy, pr
     assert admitted.reviewed
     assert_has_l2(admitted.pod, model_container_name(props), props.l2, props.lmcache.remote_url)
     # every volume and mount the operator set is still there; the sidecar is untouched
-    assert [v for v in admitted.pod["spec"]["volumes"] if v["name"] != L2_VOLUME] == pod["spec"]["volumes"]
+    assert [v for v in admitted.pod["spec"]["volumes"] if v["name"] not in ADDED_VOLUMES] == pod["spec"]["volumes"]
     assert container(admitted.pod, "sidecar") == container(pod, "sidecar")
     model = container(admitted.pod, model_container_name(props))
-    assert [m for m in model["volumeMounts"] if m["name"] != L2_VOLUME] == container(pod, model["name"])["volumeMounts"]
+    added = [m for m in model["volumeMounts"] if m["name"] not in ADDED_VOLUMES]
+    assert added == container(pod, model["name"])["volumeMounts"]
 
 
 @pytest.mark.parametrize(
@@ -135,6 +152,7 @@ def test_the_check_alone_refuses_an_unmutated_pod(l2_policy, props):
     messages = kyverno.validate(l2_policy, operator_pod(props))
     assert any(f"no volume {L2_VOLUME}" in m for m in messages)
     assert any("does not mount" in m for m in messages)
+    assert any("does not mount the L2 guard" in m for m in messages)
 
 
 def test_only_this_endpoints_pods_reach_the_fail_closed_webhook(kubectl, l2_policy, props, prod):
@@ -185,7 +203,10 @@ def test_the_mutation_has_no_anchors_and_is_keyed_by_container_name(l2_policy):
     assert containers == [
         {
             "name": "{{ element.name }}",
-            "volumeMounts": [{"name": L2_VOLUME, "mountPath": patched_mount_path(l2_policy)}],
+            "volumeMounts": [
+                {"name": L2_VOLUME, "mountPath": patched_mount_path(l2_policy)},
+                {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
+            ],
         }
     ]
     assert MODEL_MOUNT in each["preconditions"]["all"][0]["key"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import zipfile
 from pathlib import Path
 
 import promql_parser as pp
@@ -17,6 +16,7 @@ from kvtiers.observability import metrics as m
 from kvtiers.observability import rules as r
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.promql_eval import World, run_rules, value
+from tests.upstream import ENGINE, vllm_source
 
 ENVIRONMENTS = {name: load_environment(CONFIG_DIR / f"{name}.yaml") for name in ("dev", "prod")}
 
@@ -72,6 +72,8 @@ def test_derived_splits_are_labelled_and_alerts_cover_what_an_operator_acts_on()
         "KvtiersCurvineWorkerDown",
         "KvtiersTTFTHigh",
         "KvtiersL2HitRateCollapsed",
+        "KvtiersL2UnreadableChunks",
+        "KvtiersL2Stalled",
     }
     ttft = {a["labels"]["endpoint"] for a in alerts if a["alert"] == "KvtiersTTFTHigh"}
     assert ttft == {e.name for e in ENVIRONMENTS["prod"].serving.endpoints}
@@ -87,15 +89,17 @@ LMCACHE_SITE = ROOT / f".venv-lmcache-{engine_release(DEFAULT_ENGINE_IMAGE).lmca
 def upstream_text(source: str) -> str | None:
     """The source file a catalogue entry names, where it is on this machine: LMCache from the version the contract
     tests install; the others from bare git mirrors under ``$KVTIERS_UPSTREAM_MIRRORS`` (``<owner>+<repo>/repo``) or
-    the vLLM wheel at ``$KVTIERS_VLLM_WHEEL``. ``None``: not available offline."""
+    the engine image's vLLM wheel that ``make test`` downloads. ``None``: not available offline."""
     repo_tag, path = source.split(":", 1)
+    if repo_tag == "kvtiers":
+        return (ROOT / path).read_text()
     repo, tag = repo_tag.split("@")
     if repo == "LMCache/LMCache":
         found = list(LMCACHE_SITE.glob(f"python3*/site-packages/{path}"))
         return found[0].read_text() if found else None
-    if repo == "vllm-project/vllm" and os.environ.get("KVTIERS_VLLM_WHEEL"):
-        with zipfile.ZipFile(os.environ["KVTIERS_VLLM_WHEEL"]) as wheel:
-            return wheel.read(path).decode()
+    if repo == "vllm-project/vllm":
+        assert tag == f"v{ENGINE.vllm}", f"{source} is not the engine image's vLLM {ENGINE.vllm}"
+        return vllm_source(path)
     mirrors = os.environ.get("KVTIERS_UPSTREAM_MIRRORS")
     git_dir = Path(mirrors or "/nonexistent") / repo.replace("/", "+") / "repo"
     if git_dir.is_dir():
@@ -116,7 +120,7 @@ def test_each_catalogued_metric_is_registered_in_its_pinned_source(metric):
     if text is None:
         if metric.source == m.LMCACHE_SOURCE:
             pytest.fail(f"LMCache is installed by `make test`; {metric.source} not found under {LMCACHE_SITE}")
-        pytest.skip(f"{metric.source} not available offline (set KVTIERS_UPSTREAM_MIRRORS / KVTIERS_VLLM_WHEEL)")
+        pytest.skip(f"{metric.source} not available offline (set KVTIERS_UPSTREAM_MIRRORS)")
     assert f'"{metric.registered}"' in text, f"{metric.registered} is not registered in {metric.source}"
 
 
@@ -230,6 +234,26 @@ def test_alerts_fire_on_a_full_l2_a_collapsed_hit_rate_and_slow_ttft():
     assert not any(dict(k).get("endpoint") == "qwen25-32b" for k in alerts["KvtiersTTFTHigh"])
     world = engine_world(env, "qwen25-32b")
     assert any(dict(k)["endpoint"] == "qwen25-32b" for k in run_rules(world, r.rule_groups(slow), T)["KvtiersTTFTHigh"])
+
+
+def test_the_l2_guard_alerts_fire_on_deleted_chunks_and_stalls_per_endpoint():
+    env = ENVIRONMENTS["prod"]
+    world = engine_world(env, "qwen25-32b")
+    labels = {"component": "engine", "endpoint": "qwen25-32b"}
+    # 2 unreadable chunks per hour from one pod, a stall every 10 minutes from the other; "intact" (no L1 buffer)
+    # and "missing" (the janitor was first) are no alert
+    world.add(m.L2_LOAD_FAILURES.name, counter(2 / 3600), pod="a", reason="unreadable", **labels)
+    world.add(m.L2_LOAD_FAILURES.name, counter(50 / 3600), pod="a", reason="intact", **labels)
+    world.add(m.L2_LOAD_FAILURES.name, counter(50 / 3600), pod="b", reason="missing", **labels)
+    world.add(m.L2_BREAKER_TRIPS.name, counter(1 / 600), pod="b", **labels)
+    firing = run_rules(world, r.rule_groups(env), T)
+    unreadable = firing["KvtiersL2UnreadableChunks"]
+    assert [dict(k)["endpoint"] for k in unreadable] == ["qwen25-32b"]
+    assert list(unreadable.values()) == [pytest.approx(0.5)]  # chunks in 15 minutes
+    assert [dict(k)["endpoint"] for k in firing["KvtiersL2Stalled"]] == ["qwen25-32b"]
+    quiet = engine_world(env, "qwen25-32b")
+    quiet.add(m.L2_LOAD_FAILURES.name, counter(50 / 3600), pod="a", reason="intact", **labels)
+    assert not run_rules(quiet, r.rule_groups(env), T).get("KvtiersL2UnreadableChunks")
 
 
 @pytest.mark.parametrize("workers_up, fires", [(None, True), (1, True), ("all", False)])

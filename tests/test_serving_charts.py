@@ -143,7 +143,8 @@ def test_lmcache_is_configured_only_through_the_file(env, charts):
     for name, objs in charts.items():
         container = vllm(objs)
         variables = env_of(container)
-        lmcache_vars = {k for k in variables if k.startswith("LMCACHE_")}
+        # LMCACHE_TRACK_USAGE is no configuration key: LMCache's usage reporting reads it (usage_context.py).
+        lmcache_vars = {k for k in variables if k.startswith("LMCACHE_")} - {"LMCACHE_TRACK_USAGE"}
         # Only the per-pod values come from variables: the instance id (kvaware) and the temp dir (L2 on).
         endpoint = wiring.endpoint(env, name)
         lmcache = wiring.lmcache(env, endpoint, l2=env.sizing.endpoint(name).l2_enabled)
@@ -169,9 +170,11 @@ def test_config_checksum_annotation_follows_the_config(env, charts):
     import hashlib
 
     for objs in charts.values():
-        text = one(objs, "ConfigMap")["data"][LMCACHE_CONFIG_KEY]
+        data = one(objs, "ConfigMap")["data"]
+        # the LMCache config, then (with an L2) the L2 guard the engines load from the same ConfigMap
+        texts = [data[LMCACHE_CONFIG_KEY], *(v for k, v in data.items() if k != LMCACHE_CONFIG_KEY)]
         annotations = engine_deployment(objs)["spec"]["template"]["metadata"]["annotations"]
-        assert annotations[CONFIG_CHECKSUM_ANNOTATION] == hashlib.sha256(text.encode()).hexdigest()
+        assert annotations[CONFIG_CHECKSUM_ANNOTATION] == hashlib.sha256("\0".join(texts).encode()).hexdigest()
     assert (
         len(
             {
@@ -292,7 +295,14 @@ def test_group_taints_are_tolerated():
 def test_vllm_arguments(charts):
     args = vllm(charts["qwen2-7b"])["args"]
     assert args[0] == "Qwen/Qwen2-7B-Instruct"
+    # qwen2-7b has the L2: LMCache is loaded through the L2 guard (kvtiers/k8s_charts/kvtiers_l2_guard.py)
     assert json.loads(flag(args, "--kv-transfer-config")) == {
+        "kv_connector": "KvtiersLMCacheConnectorV1",
+        "kv_connector_module_path": "kvtiers_l2_guard",
+        "kv_role": "kv_both",
+    }
+    plain = vllm(charts["llama-8b"])["args"]
+    assert json.loads(flag(plain, "--kv-transfer-config")) == {
         "kv_connector": "LMCacheConnectorV1",
         "kv_role": "kv_both",
     }

@@ -8,12 +8,14 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import cdk8s
 import kubernetes_validate
 import pytest
 from cdk8s_plus_33 import k8s
 
+from kvtiers.k8s_charts import kvtiers_l2_guard
 from kvtiers.k8s_charts.hyperpod_operator import (
     CurvineL2PolicyChart,
     InferenceEndpointConfigChart,
@@ -40,7 +42,8 @@ from kvtiers.k8s_charts.serving import (
     ServingChart,
     Toleration,
 )
-from kvtiers.k8s_charts.vllm import KV_TRANSFER_CONFIG, vllm_args
+from kvtiers.k8s_charts.serving import endpoint as endpoint_module
+from kvtiers.k8s_charts.vllm import kv_transfer_config, vllm_args
 
 L2 = L2Volume(claim_name="curvine-l2", mount_path="/mnt/l2")
 NAMESPACE = L2Namespace(
@@ -190,7 +193,10 @@ def test_session_routing_renders_the_session_key():
 def test_the_operator_charts_in_a_bare_app():
     app = cdk8s.App()
     (iec,) = InferenceEndpointConfigChart(app, "iec", endpoint=CURVINE_OPERATOR).to_json()
-    (policy,) = CurvineL2PolicyChart(app, "policy", endpoint=CURVINE_OPERATOR).to_json()
+    guard, policy = CurvineL2PolicyChart(app, "policy", endpoint=CURVINE_OPERATOR).to_json()
+    # the ConfigMap with the L2 guard comes first (pods the policy admits mount it), named by the endpoint object
+    assert guard["kind"] == "ConfigMap" and guard["metadata"]["name"] == f"{CURVINE_OPERATOR.object_name}-l2-guard"
+    assert guard["data"] == {"kvtiers_l2_guard.py": Path(kvtiers_l2_guard.__file__).read_text()}
     assert iec["metadata"]["name"] == CURVINE_OPERATOR.object_name and iec["metadata"]["namespace"] == "serving"
     assert iec["spec"]["modelSourceConfig"]["s3Storage"] == {"bucketName": "models", "region": "us-east-1"}
     env = {e["name"]: e["value"] for e in iec["spec"]["worker"]["environmentVariables"]}
@@ -203,19 +209,54 @@ def test_the_operator_charts_in_a_bare_app():
     assert plain["metadata"]["name"] != iec["metadata"]["name"]
 
 
-def test_both_serving_paths_run_one_vllm_command_line():
-    engine_args = container(serving(), "ep-engine")["args"]
-    worker_args = OPERATOR.spec()["worker"]["args"]
+@pytest.mark.parametrize("l2", [False, True], ids=["no-l2", "l2"])
+def test_both_serving_paths_run_one_vllm_command_line(l2):
+    lmcache = dataclasses.replace(LMCACHE, remote_url=REMOTE_URL) if l2 else LMCACHE
+    engine_args = container(serving(lmcache=lmcache, l2=L2 if l2 else None), "ep-engine")["args"]
+    operator = CURVINE_OPERATOR if l2 else OPERATOR
+    worker_args = operator.spec()["worker"]["args"]
     common = {
         "served_model_name": "org/model",
         "tensor_parallel_size": 1,
         "max_model_len": 4096,
         "gpu_memory_utilization": 0.9,
+        "lmcache": lmcache,
     }
     assert engine_args == vllm_args(model_path="org/model", dtype="bfloat16", port=8000, **common)
     assert worker_args == vllm_args(model_path="/opt/ml/model", **common)
     # one serialisation of the JSON argument, byte for byte
-    assert flag(engine_args, "--kv-transfer-config") == flag(worker_args, "--kv-transfer-config") == KV_TRANSFER_CONFIG
+    assert flag(engine_args, "--kv-transfer-config") == flag(worker_args, "--kv-transfer-config")
+    assert flag(engine_args, "--kv-transfer-config") == kv_transfer_config(l2=l2)
+
+
+def test_with_an_l2_the_engines_load_lmcache_through_the_shipped_l2_guard():
+    objs = serving(lmcache=dataclasses.replace(LMCACHE, remote_url=REMOTE_URL), l2=L2)
+    engine = container(objs, "ep-engine")
+    transfer = json.loads(flag(engine["args"], "--kv-transfer-config"))
+    module = transfer["kv_connector_module_path"]
+    env = {e["name"]: e.get("value") for e in engine["env"]}
+    config_map = next(o for o in objs if o["kind"] == "ConfigMap")
+    mount = next(m for m in engine["volumeMounts"] if m["name"] == "lmcache-config")
+    # vLLM imports the module by name from PYTHONPATH: the mounted ConfigMap must hold <module>.py there
+    assert env["PYTHONPATH"] == mount["mountPath"]
+    assert config_map["data"][f"{module}.py"] == Path(kvtiers_l2_guard.__file__).read_text()
+    assert transfer["kv_connector"] == kvtiers_l2_guard.CONNECTOR_CLASS
+    assert env["LMCACHE_TRACK_USAGE"] == "false"
+    # without an L2 nothing of the guard is shipped
+    plain = container(serving(), "ep-engine")
+    assert "PYTHONPATH" not in {e["name"] for e in plain["env"]}
+    assert "kv_connector_module_path" not in flag(plain["args"], "--kv-transfer-config")
+
+
+def test_a_change_of_the_l2_guard_rolls_the_engines(monkeypatch):
+    def checksum() -> str:
+        objs = serving(lmcache=dataclasses.replace(LMCACHE, remote_url=REMOTE_URL), l2=L2)
+        deployment = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "ep-engine")
+        return deployment["spec"]["template"]["metadata"]["annotations"]["kvtiers.io/lmcache-config-sha256"]
+
+    before = checksum()
+    monkeypatch.setattr(endpoint_module, "l2_guard_source", lambda: "# another guard\n")
+    assert checksum() != before
 
 
 def test_the_network_policy_charts_in_a_bare_app():

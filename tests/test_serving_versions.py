@@ -73,8 +73,14 @@ def test_digest_pins_are_accepted_and_keep_their_matrix_row():
 def test_kvaware_rejects_engines_and_router_on_different_lmcache():
     message = error(routing="kvaware", api="completions", images={"vllm_image": "lmcache/vllm-openai:v0.3.7"})
     assert "one LMCache release" in message and "LMCache 0.3.7" in message and "LMCache 0.3.11" in message
-    # without kvaware no controller protocol is spoken, so the pair is allowed
-    env_with(images={"vllm_image": "lmcache/vllm-openai:v0.3.7"})
+    # without kvaware no controller protocol is spoken, so the pair is allowed (without the L2: see below)
+    env_with(l2="off", images={"vllm_image": "lmcache/vllm-openai:v0.3.7"})
+
+
+def test_an_endpoint_with_the_l2_needs_the_lmcache_the_l2_guard_is_tested_with():
+    message = error(images={"vllm_image": "lmcache/vllm-openai:v0.3.7"})
+    assert "serving.images.vllm_image" in message and "L2 guard" in message
+    assert "LMCache 0.3.7" in message and "LMCache 0.3.11" in message and "['qwen2-7b']" in message
 
 
 # ----------------------------------------------------------------------------------------------- kvaware
@@ -171,7 +177,8 @@ def test_anything_that_changes_the_kv_bytes_changes_the_namespace(change):
 
 def test_lmcache_version_serde_and_seed_are_in_the_namespace():
     base = namespace(env_with(), "qwen2-7b")
-    older = namespace(env_with(images={"vllm_image": "lmcache/vllm-openai:v0.3.7"}), "qwen2-7b")
+    # (an engine without the L2 guarded LMCache may not use the L2: the namespace is computed all the same)
+    older = namespace(env_with(l2="off", images={"vllm_image": "lmcache/vllm-openai:v0.3.7"}), "qwen2-7b")
     assert base.lmcache_version == "0.3.11" and older.lmcache_version == "0.3.7"
     assert base.fingerprint != older.fingerprint
     raw = copy.deepcopy(DEV)

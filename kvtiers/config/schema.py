@@ -34,6 +34,7 @@ from kvtiers.config.versions import (
     DEFAULT_ENGINE_IMAGE,
     DEFAULT_ROUTER_IMAGE,
     ENGINE_IMAGES,
+    L2_GUARD_LMCACHE,
     OPERATOR_ADDON_MODEL_SOURCES,
     ROUTER_IMAGES,
     EngineRelease,
@@ -831,6 +832,15 @@ class Environment(Strict):
                     f"add-on {addon} accepts (its CRD allows {', '.join(sources)}); copy the weights to S3"
                 )
         self._sizing = _size_environment(self)
+        with_l2 = [e.name for e, sized in self.sized_endpoints() if sized.l2_enabled]
+        engine_lmcache = self.serving.images.engine.lmcache
+        if with_l2 and engine_lmcache != L2_GUARD_LMCACHE:
+            raise ValueError(
+                f"serving.images.vllm_image: endpoints {with_l2} use the L2, whose read failures only the kvtiers L2 "
+                f"guard turns into recomputes, and the guard is tested with LMCache {L2_GUARD_LMCACHE}; "
+                f"{self.serving.images.vllm_image} carries LMCache {engine_lmcache} (version matrix: "
+                "kvtiers/config/versions.py)"
+            )
         return self
 
     _sizing: EnvironmentSizing = PrivateAttr()

@@ -81,6 +81,12 @@ DEFAULT_ENGINE_IMAGE = "lmcache/vllm-openai:v0.3.11"
 DEFAULT_ROUTER_IMAGE = "lmcache/lmstack-router:v0.1.12"
 
 
+L2_GUARD_LMCACHE = "0.3.11"
+"""The LMCache version the L2 guard (``kvtiers/k8s_charts/kvtiers_l2_guard.py``, ``SUPPORTED_LMCACHE``) is tested
+against: engines with an L2 must carry it (the guard refuses to start under another, and without the guard an
+unreadable L2 chunk gives wrong output)."""
+
+
 def image_key(image: str) -> str:
     """``repo:tag`` of an image reference, without a ``@sha256:`` digest (the digest pins the contents; the tag
     names the matrix row)."""
@@ -103,7 +109,17 @@ def lmcache_versions_to_install() -> list[str]:
 
 
 if __name__ == "__main__":
-    print(" ".join(lmcache_versions_to_install()))
+    import sys
+
+    # --engine-lmcache / --engine-vllm: what the default engine image carries (the fault drill's venv, the vLLM wheel
+    # the contract tests read); default: every LMCache version a contract test installs.
+    default_engine = ENGINE_IMAGES[DEFAULT_ENGINE_IMAGE]
+    if "--engine-lmcache" in sys.argv:
+        print(default_engine.lmcache)
+    elif "--engine-vllm" in sys.argv:
+        print(default_engine.vllm)
+    else:
+        print(" ".join(lmcache_versions_to_install()))
 
 
 OPERATOR_ADDON_MODEL_SOURCES: dict[str, tuple[str, ...]] = {

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Literal, get_args
 
+from kvtiers.k8s_charts import kvtiers_l2_guard
 from kvtiers.k8s_charts.checks import at_least, one_of
 
 Routing = Literal["prefixaware", "kvaware", "session", "roundrobin"]
@@ -31,8 +34,33 @@ depends on it): the first heartbeat follows registration after this delay."""
 LMCACHE_MISSED_HEARTBEATS = 3
 """kvaware: heartbeats a worker may miss (a GC pause, a busy engine) before the controller drops it."""
 
-KV_TRANSFER_CONFIG = json.dumps({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":"))
-"""vLLM's ``--kv-transfer-config``: LMCache stores and loads every request's KV."""
+LMCACHE_L2_TIMEOUT_SECONDS = 2
+"""LMCache's ``blocking_timeout_secs``, which the L2 guard applies to every existence check and read of the L2: the
+longest an engine's forward step waits for a hung L2 mount, once per ``kvtiers_l2_guard.BREAKER_SECONDS`` (the guard
+then treats the L2 as absent). A chunk file holds 10 to 16 MiB for the models in the sizing table, which even at
+100 MB/s reads in under 0.2 s; a read that takes seconds costs more than recomputing it (the source design
+prefilled 2,500 tokens cold in 774 ms)."""
+L2_GUARD_MODULE = Path(kvtiers_l2_guard.__file__).stem
+"""The module vLLM imports as its KV connector when the engines have an L2 (``kv_connector_module_path``); the
+serving charts ship its file in a ConfigMap on the engines' ``PYTHONPATH``."""
+
+
+def kv_transfer_config(*, l2: bool) -> str:
+    """vLLM's ``--kv-transfer-config``: LMCache stores and loads every request's KV; with an L2, through the kvtiers
+    L2 guard (``kvtiers_l2_guard``: an unreadable chunk costs a recompute, never a wrong answer)."""
+    connector = (
+        {"kv_connector": kvtiers_l2_guard.CONNECTOR_CLASS, "kv_connector_module_path": L2_GUARD_MODULE}
+        if l2
+        else {"kv_connector": "LMCacheConnectorV1"}
+    )
+    config = {**connector, "kv_role": "kv_both"}
+    return json.dumps(config, separators=(",", ":"))
+
+
+@cache
+def l2_guard_source() -> str:
+    """The L2 guard's file, as the ConfigMaps ship it."""
+    return Path(kvtiers_l2_guard.__file__).read_text()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +130,9 @@ class LMCache:
     """Serde of the L2's files. @default ``LMCACHE_SERDE`` (``naive``)"""
     controller: LMCacheController | None = None
     """kvaware: report the cache to the router's controller. @default None (only kvaware routing uses one)"""
+    l2_timeout_seconds: int = LMCACHE_L2_TIMEOUT_SECONDS
+    """Bound of every L2 existence check and read (LMCache's ``blocking_timeout_secs``, enforced by the L2 guard).
+    @default ``LMCACHE_L2_TIMEOUT_SECONDS`` (2)"""
 
     def __post_init__(self) -> None:
         if not self.max_local_cpu_size_gib > 0:
@@ -110,11 +141,17 @@ class LMCache:
         one_of("LMCache", "remote_serde", self.remote_serde, SERDES)
         if self.remote_url is not None and not self.remote_url:
             raise ValueError("LMCache: remote_url is empty; leave it None for no L2")
+        at_least("LMCache", "l2_timeout_seconds", self.l2_timeout_seconds, 1)
+
+    @property
+    def kv_transfer_config(self) -> str:
+        return kv_transfer_config(l2=self.remote_url is not None)
 
 
 def vllm_args(
     *,
     model_path: str,
+    lmcache: LMCache,
     served_model_name: str,
     tensor_parallel_size: int,
     max_model_len: int,
@@ -126,6 +163,7 @@ def vllm_args(
     """``vllm serve`` arguments with LMCache as the KV connector and prefix caching on.
 
     :param model_path: what vLLM loads: a local directory or a Hugging Face model id.
+    :param lmcache: the engines' LMCache settings (with an L2, vLLM loads LMCache through the L2 guard).
     :param served_model_name: the name clients and the router see.
     :param dtype: ``--dtype``. @default None (vLLM's ``auto``: the model's own dtype)
     :param port: listen on all interfaces at this port. @default None (vLLM's default address and port 8000)
@@ -144,7 +182,7 @@ def vllm_args(
         str(gpu_memory_utilization),
         "--enable-prefix-caching",
         "--kv-transfer-config",
-        KV_TRANSFER_CONFIG,
+        lmcache.kv_transfer_config,
     ]
     if revision is not None:
         args += ["--revision", revision]

@@ -31,6 +31,9 @@ ROUTER_SOURCE = "vllm-project/production-stack@vllm-stack-0.1.12:src/vllm_router
 CURVINE_MASTER_SOURCE = "CurvineIO/curvine@v0.4.1:curvine-master/src/master/master_metrics.rs"
 CURVINE_WORKER_SOURCE = "CurvineIO/curvine@v0.4.1:curvine-worker/src/worker/worker_metrics.rs"
 PROMETHEUS_SOURCE = "Prometheus: the synthetic per-target series every scrape writes"
+L2_GUARD_SOURCE = "kvtiers:kvtiers/k8s_charts/kvtiers_l2_guard.py"
+"""kvtiers' own L2 guard, which the engines with an L2 load (its counters land in the engine's multiprocess registry,
+so vLLM's ``/metrics`` serves them; tests/test_l2_faults.py reads them from a run of the guard)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,14 @@ LMCACHE_HIT_TOKENS = _py_counter("lmcache:num_hit_tokens", LMCACHE_SOURCE)
 LMCACHE_REMOTE_READ_BYTES = _py_counter("lmcache:num_remote_read_bytes", LMCACHE_SOURCE)
 LMCACHE_REMOTE_READ_REQUESTS = _py_counter("lmcache:num_remote_read_requests", LMCACHE_SOURCE)
 
+# The L2 guard (in the engine): what happened to chunks the lookup found but the load could not read.
+L2_LOAD_FAILURES = _py_counter("kvtiers_l2_load_failures", L2_GUARD_SOURCE)
+"""Label ``reason``: ``unreadable``, ``truncated``, ``oversized``, ``corrupt`` (the file was deleted), ``missing``
+(gone before the read), ``intact`` (no L1 buffer free; the file stays), ``timeout``."""
+L2_QUARANTINED_FILES = _py_counter("kvtiers_l2_quarantined_files", L2_GUARD_SOURCE)
+L2_CORRECTED_TOKENS = _py_counter("kvtiers_l2_corrected_tokens", L2_GUARD_SOURCE)
+L2_BREAKER_TRIPS = _py_counter("kvtiers_l2_breaker_trips", L2_GUARD_SOURCE)
+
 # The router
 ROUTER_HEALTHY_PODS = Metric("vllm:healthy_pods_total", "gauge", ROUTER_SOURCE)
 
@@ -91,6 +102,10 @@ CATALOGUE: tuple[Metric, ...] = (
     LMCACHE_HIT_TOKENS,
     LMCACHE_REMOTE_READ_BYTES,
     LMCACHE_REMOTE_READ_REQUESTS,
+    L2_LOAD_FAILURES,
+    L2_QUARANTINED_FILES,
+    L2_CORRECTED_TOKENS,
+    L2_BREAKER_TRIPS,
     ROUTER_HEALTHY_PODS,
     CURVINE_CAPACITY,
     CURVINE_FS_USED,

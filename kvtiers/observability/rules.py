@@ -143,7 +143,9 @@ def alert_rules(env: Environment) -> list[Rule]:
             labels=dict(page),
             annotations={
                 "summary": f"fewer than {env.curvine.master.replicas} Curvine master(s) answer /metrics",
-                "description": "Without a master leader the L2 is unavailable and engines recompute.",
+                "description": "Without a master leader the L2 is unavailable: engines recompute what they cannot "
+                "read, and the L2 guard stops a stalled L2 call after the LMCache timeout and skips the L2 for a "
+                "while (KvtiersL2Stalled).",
             },
         ),
         Rule(
@@ -157,6 +159,8 @@ def alert_rules(env: Environment) -> list[Rule]:
             },
         ),
     ]
+    if any(sized.l2_enabled for _, sized in env.sized_endpoints()):
+        rules += l2_guard_alerts()
     for endpoint, sized in env.sized_endpoints():
         name = endpoint.name
         rules.append(
@@ -194,6 +198,42 @@ def alert_rules(env: Environment) -> list[Rule]:
                 )
             )
     return rules
+
+
+BROKEN_CHUNK_REASONS = ("unreadable", "truncated", "oversized", "corrupt")
+"""``kvtiers_l2_load_failures_total`` reasons for which the guard deleted the chunk file."""
+
+
+def l2_guard_alerts() -> list[Rule]:
+    """What the engines' L2 guard reports (kvtiers/k8s_charts/kvtiers_l2_guard.py): chunks it deleted because they
+    could not be read, and an L2 that stalled. Both cost recomputes, never wrong output; both need a person when
+    they persist."""
+    broken = "|".join(BROKEN_CHUNK_REASONS)
+    failures = f'{m.L2_LOAD_FAILURES.name}{{{COMPONENT}="{ENGINE}",reason=~"{broken}"}}'
+    trips = f"{m.L2_BREAKER_TRIPS.name}{ENGINES}"
+    return [
+        Rule(
+            f"{BY} (increase({failures}[15m])) > 0",
+            alert="KvtiersL2UnreadableChunks",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": "{{ $labels.endpoint }}: {{ $value }} L2 chunk(s) could not be read in 15 minutes",
+                "description": "The engines recomputed them and deleted the files (stored again on the next "
+                "request). Expected once after a Curvine worker's node was replaced; if it persists, check the "
+                "workers' disks and `kvtiers verify` (README, L2 read failures).",
+            },
+        ),
+        Rule(
+            f"{BY} (increase({trips}[10m])) > 0",
+            alert="KvtiersL2Stalled",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": "{{ $labels.endpoint }}: an L2 call stalled past the LMCache timeout",
+                "description": "The engines skip the L2 for 30 s after each stall (recompute instead). Check the "
+                "Curvine CSI node plugin (FUSE) and the masters on the engines' nodes.",
+            },
+        ),
+    ]
 
 
 def rule_groups(env: Environment) -> dict:

@@ -9,6 +9,8 @@ new object replacing the old one (and is printed at synth), never as an in-place
 
 from kvtiers.k8s_charts.hyperpod_operator.endpoint import (
     API_VERSION,
+    L2_GUARD_DIR,
+    L2_GUARD_VOLUME,
     L2_VOLUME,
     MODEL_MOUNT,
     InferenceEndpointConfigChart,
@@ -19,6 +21,8 @@ from kvtiers.k8s_charts.hyperpod_operator.policy import CurvineL2PolicyChart, po
 
 __all__ = [
     "API_VERSION",
+    "L2_GUARD_DIR",
+    "L2_GUARD_VOLUME",
     "L2_VOLUME",
     "MODEL_MOUNT",
     "CurvineL2PolicyChart",

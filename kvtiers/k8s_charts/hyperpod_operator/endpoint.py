@@ -26,6 +26,10 @@ INVOCATION_ENDPOINTS: dict[str, str] = {"completions": "v1/completions", "chat":
 L2Backend = Literal["curvine", "tieredstorage"]
 L2_BACKENDS: tuple[str, ...] = get_args(L2Backend)
 L2_VOLUME = "curvine-l2"
+L2_GUARD_VOLUME = "kvtiers-l2-guard"
+L2_GUARD_DIR = "/etc/kvtiers"
+"""Where the admission policy mounts the L2 guard in the model-server containers (on ``PYTHONPATH``): a path of its
+own, apart from the operator's volumes."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,11 +125,17 @@ class OperatorEndpoint:
             {"name": "LMCACHE_CHUNK_SIZE", "value": str(lmcache.chunk_size)},
             {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
             {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{lmcache.max_local_cpu_size_gib:g}"},
+            # LMCache's usage reporting (lmcache/usage_context.py): egress the network policies deny anyway.
+            {"name": "LMCACHE_TRACK_USAGE", "value": "false"},
         ]
         if lmcache.remote_url is not None:
             env += [
                 {"name": "LMCACHE_REMOTE_URL", "value": lmcache.remote_url},
                 {"name": "LMCACHE_REMOTE_SERDE", "value": lmcache.remote_serde},
+                {"name": "LMCACHE_BLOCKING_TIMEOUT_SECS", "value": str(lmcache.l2_timeout_seconds)},
+                # vLLM imports the L2 guard (the KV connector of --kv-transfer-config) from the directory the
+                # admission policy mounts.
+                {"name": "PYTHONPATH", "value": L2_GUARD_DIR},
             ]
         return env
 
@@ -177,6 +187,7 @@ class OperatorEndpoint:
                 "image": self.image,
                 "args": vllm_args(
                     model_path=MODEL_MOUNT,
+                    lmcache=self.lmcache,
                     served_model_name=self.model,
                     tensor_parallel_size=self.tensor_parallel_size,
                     max_model_len=self.max_model_len,

@@ -1,9 +1,11 @@
-"""Kyverno policy: mount the Curvine L2 into every model-server container of one operator endpoint's pods, and
-refuse those pods when the mount or LMCache's L2 URL is missing.
+"""Kyverno policy: mount the Curvine L2 and the kvtiers L2 guard into every model-server container of one operator
+endpoint's pods, and refuse those pods when a mount or LMCache's L2 URL is missing.
 
 Why a policy: the operator has no field for a Curvine volume (its L2 backends are ``redis`` and ``tieredstorage``)
 and reverts patches to the Deployments it owns; a mutation at pod admission survives every reconcile. Everything
-else LMCache needs is in the endpoint's worker environment (endpoint.py); the policy adds only the volume and mount.
+else LMCache needs is in the endpoint's worker environment (endpoint.py); the policy adds only the volumes and mounts:
+the L2 claim, and the ConfigMap with the L2 guard (``kvtiers_l2_guard.py``, rendered by this chart) that vLLM loads
+as its KV connector (the worker's ``--kv-transfer-config`` and ``PYTHONPATH`` name it).
 
 How it avoids depending on anything unconfirmed about the operator's pods:
 - Which pods: those with the operator's endpoint label (``app: <object name>``, names.OPERATOR_POD_LABEL), in
@@ -25,11 +27,19 @@ import json
 from typing import Any
 
 import cdk8s
+from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts.hyperpod_operator import contract
-from kvtiers.k8s_charts.hyperpod_operator.endpoint import L2_VOLUME, MODEL_MOUNT, OperatorEndpoint
+from kvtiers.k8s_charts.hyperpod_operator.endpoint import (
+    L2_GUARD_DIR,
+    L2_GUARD_VOLUME,
+    L2_VOLUME,
+    MODEL_MOUNT,
+    OperatorEndpoint,
+)
 from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.k8s_charts.vllm import L2_GUARD_MODULE, l2_guard_source
 
 CONTAINERS = "request.object.spec.containers"
 IS_MODEL_SERVER = "{{ contains(element.volumeMounts[].mountPath || `[]`, '" + MODEL_MOUNT + "') }}"
@@ -40,6 +50,11 @@ REMOTE_URL_ENV = "LMCACHE_REMOTE_URL"
 def _cel(value: str) -> str:
     """A CEL string literal (JSON's escaping is valid CEL for these values)."""
     return json.dumps(value)
+
+
+def guard_config_map_name(endpoint: OperatorEndpoint) -> str:
+    """The ConfigMap with the L2 guard the endpoint's engines load (named like the policy: one per endpoint object)."""
+    return f"{endpoint.object_name}-l2-guard"
 
 
 def policy_name(endpoint: OperatorEndpoint) -> str:
@@ -72,6 +87,12 @@ def cel_variables() -> list[dict[str, Any]]:
 def cel_expressions(l2: L2Volume, remote_url: str) -> list[dict[str, Any]]:
     return [
         {
+            "expression": "variables.modelServers.all(c, c.volumeMounts.exists(m, "
+            f"m.name == {_cel(L2_GUARD_VOLUME)} && m.mountPath == {_cel(L2_GUARD_DIR)}))",
+            "message": f"a model-server container does not mount the L2 guard at {L2_GUARD_DIR}: vLLM cannot load "
+            "its KV connector",
+        },
+        {
             "expression": "size(variables.modelServers) > 0",
             "message": f"no container mounts the model at {MODEL_MOUNT}: the Curvine L2 mutation matched nothing",
         },
@@ -94,7 +115,7 @@ def cel_expressions(l2: L2Volume, remote_url: str) -> list[dict[str, Any]]:
     ]
 
 
-def mutation(l2: L2Volume) -> dict[str, Any]:
+def mutation(endpoint: OperatorEndpoint, l2: L2Volume) -> dict[str, Any]:
     return {
         "foreach": [
             {
@@ -102,11 +123,17 @@ def mutation(l2: L2Volume) -> dict[str, Any]:
                 "preconditions": {"all": [{"key": IS_MODEL_SERVER, "operator": "Equals", "value": True}]},
                 "patchStrategicMerge": {
                     "spec": {
-                        "volumes": [{"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}}],
+                        "volumes": [
+                            {"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}},
+                            {"name": L2_GUARD_VOLUME, "configMap": {"name": guard_config_map_name(endpoint)}},
+                        ],
                         "containers": [
                             {
                                 "name": "{{ element.name }}",
-                                "volumeMounts": [{"name": L2_VOLUME, "mountPath": l2.mount_path}],
+                                "volumeMounts": [
+                                    {"name": L2_VOLUME, "mountPath": l2.mount_path},
+                                    {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
+                                ],
                             }
                         ],
                     }
@@ -150,7 +177,7 @@ def policy(endpoint: OperatorEndpoint) -> dict[str, Any]:
                 "matchConditions": [{"name": "operator-endpoint-pods", "expression": match_condition(endpoint)}],
             },
             "rules": [
-                {"name": "mount-curvine-l2", "match": match, "mutate": mutation(endpoint.l2)},
+                {"name": "mount-curvine-l2", "match": match, "mutate": mutation(endpoint, endpoint.l2)},
                 {
                     "name": "require-curvine-l2",
                     "match": match,
@@ -187,3 +214,11 @@ class CurvineL2PolicyChart(cdk8s.Chart):
             ),
         )
         self.policy.add_json_patch(cdk8s.JsonPatch.add("/spec", body["spec"]))
+        # Before the policy in the manifest: a pod admitted by the policy finds the ConfigMap it mounts.
+        self.guard = k8s.KubeConfigMap(
+            self,
+            "l2-guard",
+            metadata=k8s.ObjectMeta(name=guard_config_map_name(endpoint), namespace=endpoint.namespace),
+            data={f"{L2_GUARD_MODULE}.py": l2_guard_source()},
+        )
+        self.policy.node.add_dependency(self.guard)

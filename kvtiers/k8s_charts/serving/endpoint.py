@@ -14,7 +14,14 @@ from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import MODELS_DIR, Engine
-from kvtiers.k8s_charts.vllm import HuggingFaceWeights, LMCache, S3Weights, vllm_args
+from kvtiers.k8s_charts.vllm import (
+    L2_GUARD_MODULE,
+    HuggingFaceWeights,
+    LMCache,
+    S3Weights,
+    l2_guard_source,
+    vllm_args,
+)
 
 LMCACHE_CONFIG_DIR = "/etc/lmcache"
 LMCACHE_CONFIG_KEY = "lmcache.yaml"
@@ -83,7 +90,9 @@ class EngineDeployment(Construct):
         self.config_text = render_lmcache_config(
             lmcache, router_host=names.router_host(name, ns), tensor_parallel_size=engine.tensor_parallel_size
         )
-        self.config_checksum = config_checksum(self.config_text)
+        # With an L2, vLLM loads LMCache through the L2 guard, shipped in the same ConfigMap (one checksum).
+        guard = {f"{L2_GUARD_MODULE}.py": l2_guard_source()} if lmcache.remote_url is not None else {}
+        self.config_checksum = config_checksum(self.config_text, *guard.values())
 
         sa_annotations = {MODEL_ROLE_ANNOTATION: engine.model_role_arn} if engine.model_role_arn else None
         self.service_account = kplus.ServiceAccount(
@@ -99,14 +108,16 @@ class EngineDeployment(Construct):
             self,
             "LMCacheConfig",
             metadata=k8s.ObjectMeta(name=config_map_name, namespace=ns, labels=labels),
-            data={LMCACHE_CONFIG_KEY: self.config_text},
+            data={LMCACHE_CONFIG_KEY: self.config_text, **guard},
         )
 
         env = [
             k8s.EnvVar(name="PYTHONHASHSEED", value=hash_seed),
             k8s.EnvVar(name="LMCACHE_CONFIG_FILE", value=f"{LMCACHE_CONFIG_DIR}/{LMCACHE_CONFIG_KEY}"),
-            # vLLM would report usage to stats.vllm.ai (and write ~/.config/vllm): egress the policies deny anyway.
+            # vLLM would report usage to stats.vllm.ai (and write ~/.config/vllm), LMCache to stats.lmcache.ai:8080
+            # (lmcache/usage_context.py, unless LMCACHE_TRACK_USAGE is "false"): egress the policies deny anyway.
             k8s.EnvVar(name="VLLM_NO_USAGE_STATS", value="1"),
+            k8s.EnvVar(name="LMCACHE_TRACK_USAGE", value="false"),
             # One prometheus_client multiprocess directory for the API server, engine core and workers: without it
             # vLLM 0.12.0 (one API server) serves only its own process's registry, and LMCache's metrics, written
             # by the workers, never reach /metrics (kvtiers/observability/metrics.py).
@@ -118,6 +129,9 @@ class EngineDeployment(Construct):
             ),
         ]
         env += [k8s.EnvVar(name=k, value=v) for k, v in per_pod_env(lmcache).items()]
+        if guard:
+            # vLLM imports the guard by module name (kv_connector_module_path) from the mounted ConfigMap.
+            env.append(k8s.EnvVar(name="PYTHONPATH", value=LMCACHE_CONFIG_DIR))
         models_size = quantity(f"{engine.model_disk_gib}Gi") if engine.model_disk_gib is not None else None
         volumes = [
             k8s.Volume(
@@ -192,6 +206,7 @@ class EngineDeployment(Construct):
             revision = weights.revision
         args = vllm_args(
             model_path=engine.model_path,
+            lmcache=lmcache,
             served_model_name=engine.model,
             tensor_parallel_size=engine.tensor_parallel_size,
             max_model_len=engine.max_model_len,

@@ -47,6 +47,8 @@ def lmcache_config(lmcache: LMCache, *, router_host: str, tensor_parallel_size: 
     if lmcache.remote_url is not None:
         config["remote_url"] = lmcache.remote_url
         config["remote_serde"] = lmcache.remote_serde
+        # The L2 guard bounds every L2 existence check and read by this (LMCache bounds only its reads).
+        config["blocking_timeout_secs"] = lmcache.l2_timeout_seconds
     if lmcache.controller is not None:
         config["enable_controller"] = True
         config["controller_pull_url"] = f"{router_host}:{names.LMCACHE_CONTROLLER_PULL_PORT}"
@@ -74,6 +76,6 @@ def per_pod_env(lmcache: LMCache, pod_name: str = f"$({POD_NAME_ENV})") -> dict[
     return env
 
 
-def config_checksum(text: str) -> str:
-    """Pod-template annotation value: a config change rolls the engines."""
-    return hashlib.sha256(text.encode()).hexdigest()
+def config_checksum(*texts: str) -> str:
+    """Pod-template annotation value: a change of the config (or of the L2 guard the pods load) rolls the engines."""
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()

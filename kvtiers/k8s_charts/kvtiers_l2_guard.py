@@ -1,0 +1,403 @@
+"""kvtiers L2 guard: an LMCache L2 chunk that cannot be read costs a recompute, never a wrong answer.
+
+This file runs inside the engine image (LMCache 0.3.11 under vLLM 0.12.0, Python 3.12), not in kvtiers: the serving
+charts ship it in a ConfigMap, put its directory on ``PYTHONPATH`` and name it in vLLM's ``--kv-transfer-config``
+(``kv_connector`` = :data:`CONNECTOR_CLASS`, ``kv_connector_module_path`` = this module). vLLM's
+``KVConnectorFactory`` imports the module and takes the class by name; the class is vLLM's own
+``LMCacheConnectorV1`` that, before it builds LMCache's engine, makes LMCache's engine builder guard every engine.
+
+What LMCache 0.3.11 does when a chunk its lookup found cannot be read, and what the guard does instead (LMCache
+files; line numbers of the 0.3.11 wheel are in docs/serving-contract.md):
+
+1. ``cache_engine.py`` ``_process_tokens_internal`` keeps for the GPU copy only the chunks that end strictly before
+   the failed chunk starts, yet reports the chunk just before it as loaded. vLLM's scheduler recomputes from the
+   first block reported missing, so it treats KV it never received as computed: wrong output, cached in vLLM's
+   prefix cache for later requests. The guard reports as loaded exactly the prefix the GPU copy covered.
+2. The same function never releases the buffers of chunks it read but did not copy (L1 memory, once per failure).
+   The guard releases them.
+3. ``remote_backend.py`` ``contains`` waits for the file system without a bound, and every read waits
+   ``blocking_timeout_secs``. The guard bounds each existence check and read by ``blocking_timeout_secs``; after one
+   times out it treats the L2 as absent for :data:`BREAKER_SECONDS` (misses, no writes), so a hung mount costs one
+   bound per window instead of every request.
+4. ``fs_connector.py`` ``get`` turns every error into a silent miss and never removes what it cannot read, so every
+   later request fails on the same chunk. The guard inspects a chunk file that failed to load and deletes it when it
+   cannot be read, its length disagrees with its header, or its header does not parse; the next request then
+   recomputes the chunk and stores a good copy.
+5. Every event is counted (``prometheus_client`` in the pod's multiprocess directory, so vLLM's ``/metrics`` serves
+   it) and logged with the prefix ``kvtiers-l2-guard``.
+
+Not detectable at LMCache 0.3.11: a chunk file of the right length with wrong bytes (the format has no checksum).
+The guard refuses to start under another LMCache version or with asynchronous or layerwise loading, whose code paths
+it has not been tested against: an engine that fails at start is visible, a silently unguarded one is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+SUPPORTED_LMCACHE = "0.3.11"
+"""The only LMCache version whose internals the guard is tested against (tests/test_l2_faults.py)."""
+CONNECTOR_CLASS = "KvtiersLMCacheConnectorV1"
+BREAKER_SECONDS = 30.0
+"""After an L2 call times out, the L2 counts as absent for this long: one stalled call per window, not per request."""
+WRITE_TIMEOUT_SECONDS = 30.0
+"""A chunk write still running after this is abandoned (its buffer released). Writes never stall a request, so the
+bound only keeps a hung mount from holding L1 memory; it does not open the breaker, which a write burst could do."""
+LOG_PREFIX = "kvtiers-l2-guard"
+
+MISSING = "missing"
+"""The file vanished between lookup and load (the janitor, another engine's rewrite): nothing to repair."""
+UNREADABLE = "unreadable"
+"""Opening or reading the file fails (Curvine: all replicas of its block lost; a failing disk)."""
+TRUNCATED = "truncated"
+"""Fewer data bytes than the header declares."""
+OVERSIZED = "oversized"
+"""More data bytes than the header declares."""
+CORRUPT = "corrupt"
+"""The header is short, does not parse, or disagrees with itself."""
+INTACT = "intact"
+"""The file reads back whole: the load failed for another reason (no free L1 buffer), so the file stays."""
+TIMEOUT = "timeout"
+BROKEN = frozenset({UNREADABLE, TRUNCATED, OVERSIZED, CORRUPT})
+"""Verdicts that delete the file."""
+
+logger = logging.getLogger("kvtiers.l2_guard")
+
+
+class GuardMetrics:
+    """The guard's counters, created once per process (``prometheus_client`` refuses a second registration)."""
+
+    _instance: GuardMetrics | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        from prometheus_client import Counter
+
+        self.load_failures = Counter(
+            "kvtiers_l2_load_failures", "L2 chunks the lookup found but the load could not read", ["reason"]
+        )
+        self.quarantined = Counter("kvtiers_l2_quarantined_files", "Unreadable L2 chunk files deleted")
+        self.corrected_tokens = Counter(
+            "kvtiers_l2_corrected_tokens",
+            "Tokens LMCache reported loaded that were not copied to the GPU, reported to vLLM as not loaded",
+        )
+        self.released_buffers = Counter(
+            "kvtiers_l2_released_buffers", "Chunk buffers read but not copied, released by the guard"
+        )
+        self.timeouts = Counter("kvtiers_l2_timeouts", "L2 calls that exceeded their bound", ["call"])
+        self.breaker_trips = Counter("kvtiers_l2_breaker_trips", "Times the L2 was treated as absent for a window")
+        self.skipped_writes = Counter("kvtiers_l2_skipped_writes", "Chunk writes skipped while the L2 counted absent")
+
+    @classmethod
+    def get(cls) -> GuardMetrics:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+
+class Breaker:
+    """Treats the L2 as absent for ``cooldown_seconds`` after a call timed out."""
+
+    def __init__(self, cooldown_seconds: float, metrics: GuardMetrics, clock: Callable[[], float] = time.monotonic):
+        self._cooldown = cooldown_seconds
+        self._metrics = metrics
+        self._clock = clock
+        self._open_until = -math.inf
+
+    @property
+    def open(self) -> bool:
+        return self._clock() < self._open_until
+
+    def trip(self) -> None:
+        if not self.open:
+            self._metrics.breaker_trips.inc()
+            logger.warning("%s: the L2 counts as absent for %gs after a call timed out", LOG_PREFIX, self._cooldown)
+        self._open_until = self._clock() + self._cooldown
+
+
+def inspect_chunk_file(path: str) -> str:
+    """Read a chunk file whole and say whether it is intact (one of the verdict constants above).
+
+    The layout is LMCache 0.3.11's fs connector's: a ``RemoteMetadata`` header of ``METADATA_BYTES_LEN`` bytes
+    (data length, memory format, dtype, a 4-dimensional shape), then the data."""
+    from lmcache.v1.protocol import RemoteMetadata
+    from lmcache.v1.storage_backend.connector.fs_connector import METADATA_BYTES_LEN
+
+    data_bytes = 0
+    try:
+        with open(path, "rb") as chunk_file:
+            header = chunk_file.read(METADATA_BYTES_LEN)
+            if len(header) < METADATA_BYTES_LEN:
+                return CORRUPT
+            try:
+                metadata = RemoteMetadata.deserialize(header)
+            except (KeyError, ValueError):
+                return CORRUPT
+            while block := chunk_file.read(1 << 20):
+                data_bytes += len(block)
+    except FileNotFoundError:
+        return MISSING
+    except OSError:
+        return UNREADABLE
+    declared = metadata.length
+    elements = math.prod(metadata.shape)
+    if declared < 0 or (elements > 0 and metadata.dtype is not None and declared != elements * metadata.dtype.itemsize):
+        return CORRUPT
+    if data_bytes < declared:
+        return TRUNCATED
+    if data_bytes > declared:
+        return OVERSIZED
+    return INTACT
+
+
+class GuardedConnector:
+    """Wraps the L2 connector LMCache's remote backend calls (inside its ``InstrumentedRemoteConnector``, so LMCache
+    still counts what it reads and releases a skipped write's buffer): bounded calls, the breaker, and for the
+    ``fs://`` connector the inspection and deletion of chunk files that fail to load."""
+
+    def __init__(self, inner: Any, *, timeout_seconds: float, breaker: Breaker, metrics: GuardMetrics) -> None:
+        self._inner = inner
+        self._timeout = timeout_seconds
+        self._breaker = breaker
+        self._metrics = metrics
+        self._file_path: Callable[[Any], Any] | None = getattr(inner, "_get_file_path", None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _timed_out(self, call: str, key: Any) -> None:
+        self._metrics.timeouts.labels(call=call).inc()
+        logger.warning("%s: %s of %s exceeded %gs", LOG_PREFIX, call, key, self._timeout)
+        self._breaker.trip()
+
+    async def exists(self, key: Any) -> bool:
+        if self._breaker.open:
+            return False
+        try:
+            found: bool = await asyncio.wait_for(self._inner.exists(key), self._timeout)
+        except TimeoutError:
+            self._timed_out("exists", key)
+            return False
+        return found
+
+    async def get(self, key: Any) -> Any:
+        if self._breaker.open:
+            return None
+        try:
+            memory_obj = await asyncio.wait_for(self._inner.get(key), self._timeout)
+        except TimeoutError:
+            self._metrics.load_failures.labels(reason=TIMEOUT).inc()
+            self._timed_out("read", key)
+            return None
+        if memory_obj is None:
+            await self._after_failed_read(key)
+        return memory_obj
+
+    async def put(self, key: Any, memory_obj: Any) -> None:
+        if self._breaker.open:
+            self._metrics.skipped_writes.inc()
+            return
+        try:
+            await asyncio.wait_for(self._inner.put(key, memory_obj), WRITE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            self._metrics.timeouts.labels(call="write").inc()
+            logger.warning("%s: write of %s exceeded %gs, abandoned", LOG_PREFIX, key, WRITE_TIMEOUT_SECONDS)
+
+    async def _after_failed_read(self, key: Any) -> None:
+        if self._file_path is None:
+            self._metrics.load_failures.labels(reason=UNREADABLE).inc()
+            return
+        path = str(self._file_path(key))
+        loop = asyncio.get_running_loop()
+        try:
+            verdict = await asyncio.wait_for(loop.run_in_executor(None, inspect_chunk_file, path), self._timeout)
+        except TimeoutError:
+            self._metrics.load_failures.labels(reason=TIMEOUT).inc()
+            self._timed_out("inspect", key)
+            return
+        self._metrics.load_failures.labels(reason=verdict).inc()
+        if verdict not in BROKEN:
+            logger.warning("%s: %s did not load (%s); left in place", LOG_PREFIX, path, verdict)
+            return
+        try:
+            await asyncio.wait_for(loop.run_in_executor(None, os.unlink, path), self._timeout)
+        except FileNotFoundError:
+            return
+        except (OSError, TimeoutError) as error:
+            logger.error("%s: %s is %s and could not be deleted: %s", LOG_PREFIX, path, verdict, error)
+            return
+        self._metrics.quarantined.inc()
+        logger.warning("%s: deleted %s (%s); the next request stores it again", LOG_PREFIX, path, verdict)
+
+
+class _RetrieveRecord(threading.local):
+    """What one ``retrieve`` call on this thread read (buffers) and copied to the GPU (buffer, start, end)."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.fetched: list[Any] = []
+        self.copied: list[tuple[Any, int, int]] = []
+
+
+def first_wanted(mask: Any, length: int) -> int:
+    """The first token the caller asked for (the mask is False on the prefix vLLM already holds)."""
+    if mask is None:
+        return 0
+    wanted = mask.nonzero()
+    return int(wanted[0]) if len(wanted) > 0 else length
+
+
+def copied_prefix_end(first: int, copied: list[tuple[Any, int, int]]) -> int:
+    """End of the contiguous token range from ``first`` that the GPU copy covered."""
+    end = first
+    for start, stop in sorted((start, stop) for _, start, stop in copied):
+        if start > end:
+            break
+        end = max(end, stop)
+    return end
+
+
+def guard_retrieve(engine: Any, metrics: GuardMetrics) -> None:
+    """Make ``engine.retrieve`` report as loaded exactly the copied prefix and release what it read but did not
+    copy. Only the engine's own instance attributes are wrapped; the classes stay LMCache's."""
+    import torch
+
+    record = _RetrieveRecord()
+    storage_manager = engine.storage_manager
+    gpu_connector = engine.gpu_connector
+    original_retrieve = engine.retrieve
+    original_batched_get = storage_manager.batched_get
+    original_to_gpu = gpu_connector.batched_to_gpu
+
+    def batched_get(keys: Any, location: Any = None) -> Any:
+        memory_objs = original_batched_get(keys, location)
+        if record.active and memory_objs:
+            record.fetched.extend(obj for obj in memory_objs if obj is not None)
+        return memory_objs
+
+    def batched_to_gpu(memory_objs: Any, starts: Any, ends: Any, **kwargs: Any) -> Any:
+        if record.active:
+            record.copied.extend(zip(memory_objs, starts, ends, strict=True))
+        return original_to_gpu(memory_objs, starts, ends, **kwargs)
+
+    def retrieve(tokens: Any, mask: Any = None, **kwargs: Any) -> Any:
+        record.active, record.fetched, record.copied = True, [], []
+        try:
+            ret_mask = original_retrieve(tokens, mask, **kwargs)
+        finally:
+            record.active = False
+        with torch.inference_mode():  # LMCache's retrieve returns an inference-mode tensor
+            return _report_copied_prefix(ret_mask, mask)
+
+    def _report_copied_prefix(ret_mask: Any, mask: Any) -> Any:
+        first = first_wanted(mask, len(ret_mask))
+        end = copied_prefix_end(first, record.copied)
+        gaps = (~ret_mask[first:end]).nonzero()
+        if len(gaps) > 0:
+            end = first + int(gaps[0])
+        overstated = int(ret_mask[end:].sum())
+        if overstated:
+            ret_mask[end:] = False
+            metrics.corrected_tokens.inc(overstated)
+            logger.warning(
+                "%s: LMCache reported %d token(s) loaded that were not copied; vLLM recomputes from token %d",
+                LOG_PREFIX,
+                overstated,
+                end,
+            )
+        copied_ids = {id(obj) for obj, _, _ in record.copied}
+        leftovers = [obj for obj in record.fetched if id(obj) not in copied_ids]
+        for obj in leftovers:
+            obj.ref_count_down()
+        if leftovers:
+            metrics.released_buffers.inc(len(leftovers))
+        return ret_mask
+
+    storage_manager.batched_get = batched_get
+    gpu_connector.batched_to_gpu = batched_to_gpu
+    engine.retrieve = retrieve
+
+
+def guard_engine(engine: Any) -> None:
+    """Guard one LMCache engine (idempotent): its retrieve report and, when it has an L2, every L2 call."""
+    if getattr(engine, "_kvtiers_guarded", False):
+        return
+    config = engine.config
+    if config.enable_async_loading or config.use_layerwise:
+        raise RuntimeError(
+            f"{LOG_PREFIX}: enable_async_loading and use_layerwise must be false (the guard covers LMCache "
+            f"{SUPPORTED_LMCACHE}'s synchronous retrieve only)"
+        )
+    metrics = GuardMetrics.get()
+    storage_manager = engine.storage_manager
+    if storage_manager is not None and engine.gpu_connector is not None:
+        guard_retrieve(engine, metrics)
+    remote = None if storage_manager is None else storage_manager.storage_backends.get("RemoteBackend")
+    if remote is not None and remote.connection is not None:
+        instrumented = remote.connection
+        breaker = Breaker(BREAKER_SECONDS, metrics)
+        instrumented._connector = GuardedConnector(
+            instrumented._connector,
+            timeout_seconds=float(config.blocking_timeout_secs),
+            breaker=breaker,
+            metrics=metrics,
+        )
+    engine._kvtiers_guarded = True
+    logger.info("%s: guarding LMCache engine (L2 %s)", LOG_PREFIX, "on" if remote is not None else "off")
+
+
+def install() -> None:
+    """Make LMCache's engine builder guard every engine it builds. Refuses any LMCache but :data:`SUPPORTED_LMCACHE`."""
+    version = importlib.metadata.version("lmcache")
+    if version != SUPPORTED_LMCACHE:
+        raise RuntimeError(
+            f"{LOG_PREFIX}: tested with LMCache {SUPPORTED_LMCACHE} only, this engine has {version}: update "
+            "kvtiers (kvtiers/config/versions.py) rather than run unguarded"
+        )
+    from lmcache.v1.cache_engine import LMCacheEngineBuilder
+
+    if getattr(LMCacheEngineBuilder, "_kvtiers_guarded", False):
+        return
+    build = LMCacheEngineBuilder.get_or_create.__func__
+
+    def get_or_create(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        engine = build(cls, *args, **kwargs)
+        guard_engine(engine)
+        return engine
+
+    LMCacheEngineBuilder.get_or_create = classmethod(get_or_create)
+    LMCacheEngineBuilder._kvtiers_guarded = True
+
+
+_connector: type | None = None
+
+
+def connector_class() -> type:
+    """vLLM's ``LMCacheConnectorV1``, guarded. Built on first use: importing vLLM needs the engine image."""
+    global _connector
+    if _connector is None:
+        from vllm.distributed.kv_transfer.kv_connector.v1.lmcache_connector import LMCacheConnectorV1
+
+        class KvtiersLMCacheConnectorV1(LMCacheConnectorV1):  # type: ignore[misc]
+            def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
+                install()
+                super().__init__(vllm_config, role, kv_cache_config)
+
+        _connector = KvtiersLMCacheConnectorV1
+    return _connector
+
+
+def __getattr__(name: str) -> Any:
+    """vLLM's factory takes the connector class with ``getattr(module, name)``."""
+    if name == CONNECTOR_CLASS:
+        return connector_class()
+    raise AttributeError(name)
