@@ -265,3 +265,37 @@ def test_vllm_recomputes_from_the_first_block_reported_not_loaded():
     adapter = lmcache_source("lmcache/integration/vllm/vllm_v1_adapter.py")
     # LMCache reports as failed exactly the expected tokens its retrieve did not mark loaded
     assert "missing_mask = expected_mask_cpu & ~ret_mask_cpu" in adapter
+
+
+CITATIONS = [
+    # (package, file, line, what the line holds): the rows of docs/serving-contract.md "L2 read failures"
+    ("lmcache", "lmcache/v1/storage_backend/connector/fs_connector.py", 196, "except Exception as e:"),
+    ("lmcache", "lmcache/v1/storage_backend/connector/fs_connector.py", 197, "isinstance(e, FileNotFoundError)"),
+    ("lmcache", "lmcache/v1/cache_engine.py", 1487, "ret_mask[last_failed_block_start:] = False"),
+    ("lmcache", "lmcache/v1/cache_engine.py", 1492, "if end < last_failed_block_start"),
+    (
+        "lmcache",
+        "lmcache/integration/vllm/vllm_v1_adapter.py",
+        1105,
+        "missing_mask = expected_mask_cpu & ~ret_mask_cpu",
+    ),
+    ("lmcache", "lmcache/integration/vllm/vllm_v1_adapter.py", 1572, "if need_to_allocate <= 0:"),
+    ("lmcache", "lmcache/v1/storage_backend/remote_backend.py", 150, "res = future.result()"),
+    ("lmcache", "lmcache/v1/storage_backend/remote_backend.py", 292, "future.result(self.blocking_timeout_secs)"),
+    ("lmcache", "lmcache/v1/config.py", 335, '"blocking_timeout_secs": {"type": int, "default": 10'),
+    ("lmcache", "lmcache/v1/config.py", 356, '"enable_async_loading": {'),
+    ("lmcache", "lmcache/usage_context.py", 408, 'os.getenv("LMCACHE_TRACK_USAGE") == "false"'),
+    ("vllm", "vllm/v1/core/sched/scheduler.py", 1661, "# Truncate the computed tokens at the first failed block"),
+    ("vllm", "vllm/v1/core/sched/scheduler.py", 1718, '"Recovered from KV load failure: "'),
+    ("vllm", "vllm/distributed/kv_transfer/kv_connector/factory.py", 116, "import_module(connector_module_path)"),
+    ("vllm", "vllm/distributed/kv_transfer/kv_connector/factory.py", 118, "getattr(connector_module, connector_name)"),
+]
+
+
+@pytest.mark.parametrize("package, path, line, holds", CITATIONS, ids=lambda v: str(v).rsplit("/", 1)[-1])
+def test_the_failure_semantics_cite_the_pinned_lines(package, path, line, holds):
+    text = (lmcache_source if package == "lmcache" else vllm_source)(path)
+    assert holds in text.splitlines()[line - 1], f"{path}:{line} no longer holds {holds!r}"
+    doc = (Path(__file__).parent.parent / "docs" / "serving-contract.md").read_text()
+    section = doc[doc.index("## L2 read failures") :]
+    assert f"{Path(path).name}:{line}" in section or f":{line}" in section
