@@ -63,10 +63,11 @@ $(VLLM_WHEEL_DIR)/.downloaded: kvtiers/config/versions.py | check-python
 	$(PYTHON) -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: vllm==$(ENGINE_VLLM) -d $(VLLM_WHEEL_DIR)
 	touch $@
 
-# The app with its plot extra, editable, and the test and lint tools.
+# The app with its cli and plot extras, editable, at the app's exact pins (the `app` group, as constraints: the
+# library itself declares ranges), and the test and lint tools.
 $(VENV)/.installed: pyproject.toml | check-python
 	$(PYTHON) -m venv $(VENV)
-	$(PINS) test lint | $(PY) -m pip install --quiet --disable-pip-version-check -e '.[plot]' -r /dev/stdin
+	$(PINS) test lint | $(PY) -m pip install --quiet --disable-pip-version-check -e '.[cli,plot]' -r /dev/stdin -c <($(PINS) app)
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

@@ -9,10 +9,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.synth import ROOT
 
@@ -120,3 +123,91 @@ def test_example_app_synthesizes_from_the_installed_package(installed_venv, tmp_
     assert "team-llama8b-engine" in body and "fs://localhost:0/mnt/curvine/l2cache/" in body
     roles = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"]
     assert roles and roles[0]["Properties"]["ServiceAccount"] == "team-llama8b-engine"
+
+
+# --------------------------------------------------------------------------------------------------- version ranges
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def library_requirements() -> list[Requirement]:
+    project = PYPROJECT["project"]
+    return [
+        Requirement(r)
+        for r in (*project["dependencies"], *(r for e in project["optional-dependencies"].values() for r in e))
+    ]
+
+
+def test_the_library_declares_ranges_and_the_app_pins_a_version_inside_each():
+    pins = {canonicalize_name(r.name): r for r in map(Requirement, PYPROJECT["dependency-groups"]["app"])}
+    for requirement in library_requirements():
+        assert not any(s.operator == "==" for s in requirement.specifier), f"{requirement} is an exact pin"
+        pin = pins[canonicalize_name(requirement.name)]
+        (exact,) = pin.specifier
+        assert exact.operator == "==" and requirement.specifier.contains(exact.version), (requirement, pin)
+
+
+def lowest(name: str) -> str:
+    (requirement,) = [r for r in library_requirements() if canonicalize_name(r.name) == canonicalize_name(name)]
+    (floor,) = [s.version for s in requirement.specifier if s.operator == ">="]
+    return floor
+
+
+@pytest.fixture(scope="module")
+def consumer_with_another_cdk(tmp_path_factory, wheel) -> Path:
+    """A team's venv: the kvtiers wheel resolved by pip from PyPI next to the lowest aws-cdk-lib its range admits (a
+    different minor from the app's pin), the rest at the app's pins."""
+    cdk = lowest("aws-cdk-lib")
+    venv = tmp_path_factory.mktemp("team") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    constraints = venv.parent / "constraints.txt"
+    constraints.write_text(
+        "\n".join(r for r in PYPROJECT["dependency-groups"]["app"] if not r.startswith("aws-cdk-lib")) + "\n"
+    )
+    subprocess.run(
+        [
+            str(venv / "bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-c",
+            str(constraints),
+            str(wheel),
+            f"aws-cdk-lib=={cdk}",
+        ],
+        check=True,
+        timeout=900,
+    )
+    return venv
+
+
+def test_the_wheel_installs_and_synthesizes_beside_another_aws_cdk_lib(consumer_with_another_cdk, tmp_path):
+    version = subprocess.check_output(
+        [
+            str(consumer_with_another_cdk / "bin/python"),
+            "-c",
+            "import importlib.metadata as m; print(m.version('aws-cdk-lib'))",
+        ],
+        text=True,
+    ).strip()
+    assert version == lowest("aws-cdk-lib") and version.split(".")[1] != "275"
+    shutil.copy(EXAMPLE, tmp_path / "app.py")
+    env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run(
+        [str(consumer_with_another_cdk / "bin/python"), "app.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "out" / "team-endpoint.template.json").is_file()
+
+
+def test_without_the_cli_extra_the_tool_names_the_extra(consumer_with_another_cdk):
+    run = subprocess.run([str(consumer_with_another_cdk / "bin/kvtiers"), "--help"], capture_output=True, text=True)
+    assert run.returncode == 1 and "pip install 'kvtiers[cli]'" in run.stderr and "Traceback" not in run.stderr

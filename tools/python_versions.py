@@ -118,7 +118,8 @@ def up_to_date(version: str) -> bool:
 
 def install(found: list[Found]) -> list[str]:
     """Build the venvs that are missing, or update those older than pyproject.toml; return a line per version."""
-    dependencies = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    # The app's exact pins (the library itself declares ranges), so every Python synthesizes with the same versions.
+    dependencies = tomllib.loads(PYPROJECT.read_text())["dependency-groups"]["app"]
     lines, building = [], []
     for f in found:
         assert f.python is not None
