@@ -205,9 +205,8 @@ def test_unused_tiered_storage_is_reported(dev_env):
     )
 
 
-def test_tiered_storage_used_by_the_operator_backend_is_not_reported(tmp_path):
-    from kvtiers.config import load_environment
-    from kvtiers.config.report import tiered_storage_report
+def test_the_operators_tieredstorage_l2_is_refused_while_it_cannot_be_guarded(tmp_path):
+    from kvtiers.config import ConfigError, load_environment
     from tests.test_config import write_variant
 
     def operator_tiered(raw):
@@ -215,7 +214,8 @@ def test_tiered_storage_used_by_the_operator_backend_is_not_reported(tmp_path):
         raw["serving"]["endpoints"][0]["source"] = {"type": "s3", "bucket": "models", "prefix": "qwen"}
         raw["inference_operator"] = {"l2_backend": "tieredstorage"}
 
-    assert tiered_storage_report(load_environment(write_variant(tmp_path, operator_tiered))) == ()
+    with pytest.raises(ConfigError, match="inference_operator.l2_backend: 'tieredstorage' is refused for"):
+        load_environment(write_variant(tmp_path, operator_tiered))
 
 
 @pytest.mark.parametrize("percentage, in_range", [(0, True), (100, True), (101, False), (-1, False)])

@@ -36,7 +36,15 @@ HANG = 3
 CHUNK = 256
 BROKEN = ["io_error", "short_file", "corrupt_header"]
 """Faults that leave a chunk file that can never be read."""
-GUARDED = [*BROKEN, "deleted_before_read", "wrong_bytes", "hung_read", "hung_lookup"]
+GUARDED = [
+    *BROKEN,
+    "deleted_before_read",
+    "io_error_after_held_prefix",
+    "wrong_bytes",
+    "hung_mount",
+    "stalled_read",
+    "hung_lookup",
+]
 UNGUARDED = [*BROKEN, "deleted_before_read", "hung_lookup"]
 
 
@@ -63,6 +71,7 @@ def start_drill(tmp: Path, faultfs: Path, *, guarded: bool, scenarios: list[str]
         "rules": str(tmp / "rules"),
         "guard_dir": None if guard_dir is None else str(guard_dir),
         "timeout": TIMEOUT,
+        "hang_seconds": HANG,
         "scenarios": scenarios,
         **extra,
     }
@@ -110,13 +119,14 @@ def unguarded(drills) -> dict:
 
 
 def copied_prefix(request: dict) -> int:
-    """Tokens from the start that the GPU received, in order and without a gap."""
-    end = 0
+    """Tokens from the first one asked for (after what vLLM holds) that the GPU received, in order without a gap."""
+    first = request.get("held", 0)
+    end = first
     for start, stop, _ in sorted(request["copied"]):
         if start != end:
             break
         end = stop
-    return end
+    return end - first
 
 
 def right_values(request: dict) -> bool:
@@ -169,7 +179,8 @@ def test_a_failed_chunk_costs_a_recompute_of_exactly_what_was_not_copied(guarded
     assert first.get("reported_is_prefix", True)
     # Reported loaded == copied; vLLM recomputes the rest (found - reported tokens).
     assert first["reported"] == copied_prefix(first)
-    assert first["reported"] <= 2 * CHUNK  # nothing at or after the failed chunk counts as loaded
+    # nothing at or after the failed chunk (tokens 512..) counts as loaded
+    assert first.get("held", 0) + first["reported"] <= 2 * CHUNK
     assert right_values(first)
     assert first["leaked_buffers"] == 0
 
@@ -194,8 +205,25 @@ def test_a_chunk_deleted_between_lookup_and_read_is_not_quarantined(guarded):
     assert "kvtiers_l2_quarantined_files_total" not in result["counters"]
 
 
+def test_with_a_prefix_vllm_holds_only_the_copied_tokens_after_it_count(guarded, unguarded):
+    first = guarded["io_error_after_held_prefix"]["first"]
+    # vLLM holds tokens 0..255; 256..511 were read but dropped with the failed 512..767: nothing counts as loaded
+    assert first["held"] == CHUNK and first["reported"] == 0 and first["reported_is_prefix"]
+
+
+def test_a_stalled_read_stalls_a_request_at_most_the_bound_and_its_buffer_comes_back(guarded):
+    stalled = guarded["stalled_read"]
+    first = stalled["first"]
+    assert first["retrieve_seconds"] < TIMEOUT + 0.5  # the read itself stalls HANG seconds
+    assert first["reported"] == copied_prefix(first) <= 2 * CHUNK
+    assert first["leaked_after_late_reads"] == 0
+    assert stalled["counters"]['kvtiers_l2_timeouts_total{"call": "read"}'] == 1
+    assert stalled["counters"]["kvtiers_l2_breaker_trips_total"] == 1
+    assert stalled["file_after"]  # a slow file is no broken file
+
+
 def test_a_hung_mount_stalls_a_request_at_most_the_bound_then_counts_as_absent(guarded):
-    read = guarded["hung_read"]
+    read = guarded["hung_mount"]
     assert read["first"]["retrieve_seconds"] < TIMEOUT + 0.5
     assert read["next"]["found"] == 0  # the breaker window: the L2 counts as absent, without a call
     assert read["counters"]["kvtiers_l2_breaker_trips_total"] == 1
@@ -214,10 +242,15 @@ def test_same_length_corruption_is_served_undetected(guarded):
     first = guarded["wrong_bytes"]["first"]
     assert first["reported"] == copied_prefix(first) == 4 * CHUNK
     assert not right_values(first)
-    assert not guarded["wrong_bytes"]["counters"]
+    assert set(guarded["wrong_bytes"]["counters"]) == {"kvtiers_l2_guarded_engines_total"}
 
 
 # ----------------------------------------------------------------------------------- the guard's contract
+
+
+def test_every_guarded_engine_says_so_from_the_start(guarded):
+    # three engines per scenario (writer, reader, a later reader): the counter exists before any L2 event
+    assert guarded["wrong_bytes"]["counters"]["kvtiers_l2_guarded_engines_total"] == 3
 
 
 def test_the_guard_supports_exactly_the_engine_images_lmcache():
@@ -297,5 +330,5 @@ def test_the_failure_semantics_cite_the_pinned_lines(package, path, line, holds)
     text = (lmcache_source if package == "lmcache" else vllm_source)(path)
     assert holds in text.splitlines()[line - 1], f"{path}:{line} no longer holds {holds!r}"
     doc = (Path(__file__).parent.parent / "docs" / "serving-contract.md").read_text()
-    section = doc[doc.index("## L2 read failures") :]
-    assert f"{Path(path).name}:{line}" in section or f":{line}" in section
+    rows = [row for row in doc[doc.index("## L2 read failures") :].splitlines() if f"{Path(path).name}:" in row]
+    assert any(f":{line}`" in row for row in rows), f"no row of the doc cites {Path(path).name}:{line}"

@@ -412,7 +412,7 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
         ),
         (
             lambda: dataclasses.replace(CURVINE_OPERATOR, l2_backend="tieredstorage"),
-            "OperatorEndpoint: l2 and lmcache.remote_url are for l2_backend 'curvine'",
+            "OperatorEndpoint: l2_backend 'tieredstorage' is refused: the operator configures that L2 itself",
         ),
         (
             lambda: dataclasses.replace(

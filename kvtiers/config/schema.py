@@ -722,7 +722,8 @@ class InferenceOperator(Strict):
     """Kyverno Helm chart that mutates operator pods to mount the Curvine L2."""
     l2_backend: Literal["curvine", "tieredstorage"] = "curvine"
     """``curvine``: the shared NVMe L2 attached by the admission policy (default, cross-node hits).
-    ``tieredstorage``: the operator's native node-local HyperPod tiered storage (needs tiered storage on)."""
+    ``tieredstorage``: the operator's native node-local HyperPod tiered storage; refused for endpoints with the L2 on
+    until the L2 guard can be attached to it (an unreadable chunk would give wrong output)."""
 
 
 # --------------------------------------------------------------------------------------------------- observability
@@ -833,6 +834,14 @@ class Environment(Strict):
                 )
         self._sizing = _size_environment(self)
         with_l2 = [e.name for e, sized in self.sized_endpoints() if sized.l2_enabled]
+        operator_l2 = [e.name for e in self.serving.endpoints if e.serving == "operator" and e.name in with_l2]
+        if operator_l2 and self.inference_operator.l2_backend == "tieredstorage":
+            raise ValueError(
+                f"inference_operator.l2_backend: 'tieredstorage' is refused for {operator_l2}: the operator configures "
+                "that L2 itself, so kvtiers cannot attach the L2 guard, and LMCache 0.3.11 turns a chunk that backend "
+                "fails to return into wrong output (docs/serving-contract.md, L2 read failures); use 'curvine' "
+                "(the default), or l2: off"
+            )
         engine_lmcache = self.serving.images.engine.lmcache
         if with_l2 and engine_lmcache != L2_GUARD_LMCACHE:
             raise ValueError(

@@ -15,14 +15,17 @@ files; line numbers of the 0.3.11 wheel are in docs/serving-contract.md):
    prefix cache for later requests. The guard reports as loaded exactly the prefix the GPU copy covered.
 2. The same function never releases the buffers of chunks it read but did not copy (L1 memory, once per failure).
    The guard releases them.
-3. ``remote_backend.py`` ``contains`` waits for the file system without a bound, and every read waits
-   ``blocking_timeout_secs``. The guard bounds each existence check and read by ``blocking_timeout_secs``; after one
-   times out it treats the L2 as absent for :data:`BREAKER_SECONDS` (misses, no writes), so a hung mount costs one
-   bound per window instead of every request.
+3. ``remote_backend.py`` ``contains`` waits for the file system without a bound; its reads wait
+   ``blocking_timeout_secs`` per chunk and drop (never release) the buffers of reads still running when one fails.
+   The guard replaces the remote backend's existence check and reads with bounded ones that wait at most
+   ``blocking_timeout_secs`` in all, from the caller's side: a read still running then is left to finish in its own
+   thread and its buffer is released when it does. After a timeout the L2 counts as absent for
+   :data:`BREAKER_SECONDS` (misses, no writes), so a hung mount costs one bound per window instead of every request.
 4. ``fs_connector.py`` ``get`` turns every error into a silent miss and never removes what it cannot read, so every
-   later request fails on the same chunk. The guard inspects a chunk file that failed to load and deletes it when it
-   cannot be read, its length disagrees with its header, or its header does not parse; the next request then
-   recomputes the chunk and stores a good copy.
+   later request fails on the same chunk. The guard inspects a chunk file that failed to load, in the background
+   with its own bound, and deletes it when a read fails with an I/O error, its length disagrees with its header, or
+   its header does not parse (and only if the file is still the one inspected); the next request then recomputes
+   the chunk and stores a good copy.
 5. Every event is counted (``prometheus_client`` in the pod's multiprocess directory, so vLLM's ``/metrics`` serves
    it) and logged with the prefix ``kvtiers-l2-guard``.
 
@@ -34,10 +37,13 @@ it has not been tested against: an engine that fails at start is visible, a sile
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import errno
 import importlib.metadata
 import logging
 import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -56,20 +62,28 @@ LOG_PREFIX = "kvtiers-l2-guard"
 MISSING = "missing"
 """The file vanished between lookup and load (the janitor, another engine's rewrite): nothing to repair."""
 UNREADABLE = "unreadable"
-"""Opening or reading the file fails (Curvine: all replicas of its block lost; a failing disk)."""
+"""Reading the file fails with an I/O error (Curvine: all replicas of its block lost; a failing disk)."""
+UNAVAILABLE = "unavailable"
+"""Reading fails for a reason that says nothing about the file (a dead FUSE mount, too many open files): kept."""
 TRUNCATED = "truncated"
 """Fewer data bytes than the header declares."""
-OVERSIZED = "oversized"
-"""More data bytes than the header declares."""
 CORRUPT = "corrupt"
 """The header is short, does not parse, or disagrees with itself."""
 INTACT = "intact"
-"""The file reads back whole: the load failed for another reason (no free L1 buffer), so the file stays."""
+"""The file reads back whole: the load failed for another reason (e.g. no L1 buffer), so the file stays."""
 TIMEOUT = "timeout"
-BROKEN = frozenset({UNREADABLE, TRUNCATED, OVERSIZED, CORRUPT})
+BROKEN = frozenset({UNREADABLE, TRUNCATED, CORRUPT})
 """Verdicts that delete the file."""
+IO_ERRORS = frozenset({errno.EIO, errno.ENODATA})
+"""Errors of a read that mean the file's data is gone (Curvine's FUSE answers EIO for a block with no replica)."""
 
 logger = logging.getLogger("kvtiers.l2_guard")
+if not logger.handlers:  # vLLM configures only its own loggers; without a handler nothing would be printed
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(_handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 class GuardMetrics:
@@ -95,6 +109,9 @@ class GuardMetrics:
         self.timeouts = Counter("kvtiers_l2_timeouts", "L2 calls that exceeded their bound", ["call"])
         self.breaker_trips = Counter("kvtiers_l2_breaker_trips", "Times the L2 was treated as absent for a window")
         self.skipped_writes = Counter("kvtiers_l2_skipped_writes", "Chunk writes skipped while the L2 counted absent")
+        self.guarded_engines = Counter(
+            "kvtiers_l2_guarded_engines", "LMCache engines the guard took over (one per worker process at start)"
+        )
 
     @classmethod
     def get(cls) -> GuardMetrics:
@@ -124,8 +141,9 @@ class Breaker:
         self._open_until = self._clock() + self._cooldown
 
 
-def inspect_chunk_file(path: str) -> str:
-    """Read a chunk file whole and say whether it is intact (one of the verdict constants above).
+def inspect_chunk_file(path: str) -> tuple[str, tuple[int, int] | None]:
+    """Read a chunk file whole and say whether it is intact (one of the verdict constants above), with the identity
+    (device, inode) of the file read, so that a deletion can check it still is the same file.
 
     The layout is LMCache 0.3.11's fs connector's: a ``RemoteMetadata`` header of ``METADATA_BYTES_LEN`` bytes
     (data length, memory format, dtype, a 4-dimensional shape), then the data."""
@@ -133,74 +151,56 @@ def inspect_chunk_file(path: str) -> str:
     from lmcache.v1.storage_backend.connector.fs_connector import METADATA_BYTES_LEN
 
     data_bytes = 0
+    identity = None
     try:
         with open(path, "rb") as chunk_file:
+            stat = os.fstat(chunk_file.fileno())
+            identity = (stat.st_dev, stat.st_ino)
             header = chunk_file.read(METADATA_BYTES_LEN)
             if len(header) < METADATA_BYTES_LEN:
-                return CORRUPT
+                return CORRUPT, identity
             try:
                 metadata = RemoteMetadata.deserialize(header)
             except (KeyError, ValueError):
-                return CORRUPT
+                return CORRUPT, identity
             while block := chunk_file.read(1 << 20):
                 data_bytes += len(block)
     except FileNotFoundError:
-        return MISSING
-    except OSError:
-        return UNREADABLE
+        return MISSING, identity
+    except OSError as error:
+        return (UNREADABLE if error.errno in IO_ERRORS else UNAVAILABLE), identity
     declared = metadata.length
     elements = math.prod(metadata.shape)
     if declared < 0 or (elements > 0 and metadata.dtype is not None and declared != elements * metadata.dtype.itemsize):
-        return CORRUPT
+        return CORRUPT, identity
     if data_bytes < declared:
-        return TRUNCATED
-    if data_bytes > declared:
-        return OVERSIZED
-    return INTACT
+        return TRUNCATED, identity
+    return INTACT, identity  # extra bytes after the data: LMCache reads the declared length and ignores them
 
 
-class GuardedConnector:
-    """Wraps the L2 connector LMCache's remote backend calls (inside its ``InstrumentedRemoteConnector``, so LMCache
-    still counts what it reads and releases a skipped write's buffer): bounded calls, the breaker, and for the
-    ``fs://`` connector the inspection and deletion of chunk files that fail to load."""
+def delete_if_unchanged(path: str, identity: tuple[int, int] | None) -> bool:
+    """Delete ``path`` only if it is still the file inspected: another engine may have renamed a good copy over it."""
+    try:
+        stat = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if identity is not None and (stat.st_dev, stat.st_ino) != identity:
+        return False
+    os.unlink(path)
+    return True
 
-    def __init__(self, inner: Any, *, timeout_seconds: float, breaker: Breaker, metrics: GuardMetrics) -> None:
+
+class GuardedWrites:
+    """Wraps the L2 connector inside LMCache's ``InstrumentedRemoteConnector`` (so LMCache still counts what it writes
+    and releases a skipped write's buffer): no writes while the L2 counts absent, and a bound on each write."""
+
+    def __init__(self, inner: Any, *, breaker: Breaker, metrics: GuardMetrics) -> None:
         self._inner = inner
-        self._timeout = timeout_seconds
         self._breaker = breaker
         self._metrics = metrics
-        self._file_path: Callable[[Any], Any] | None = getattr(inner, "_get_file_path", None)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
-
-    def _timed_out(self, call: str, key: Any) -> None:
-        self._metrics.timeouts.labels(call=call).inc()
-        logger.warning("%s: %s of %s exceeded %gs", LOG_PREFIX, call, key, self._timeout)
-        self._breaker.trip()
-
-    async def exists(self, key: Any) -> bool:
-        if self._breaker.open:
-            return False
-        try:
-            found: bool = await asyncio.wait_for(self._inner.exists(key), self._timeout)
-        except TimeoutError:
-            self._timed_out("exists", key)
-            return False
-        return found
-
-    async def get(self, key: Any) -> Any:
-        if self._breaker.open:
-            return None
-        try:
-            memory_obj = await asyncio.wait_for(self._inner.get(key), self._timeout)
-        except TimeoutError:
-            self._metrics.load_failures.labels(reason=TIMEOUT).inc()
-            self._timed_out("read", key)
-            return None
-        if memory_obj is None:
-            await self._after_failed_read(key)
-        return memory_obj
 
     async def put(self, key: Any, memory_obj: Any) -> None:
         if self._breaker.open:
@@ -212,31 +212,125 @@ class GuardedConnector:
             self._metrics.timeouts.labels(call="write").inc()
             logger.warning("%s: write of %s exceeded %gs, abandoned", LOG_PREFIX, key, WRITE_TIMEOUT_SECONDS)
 
-    async def _after_failed_read(self, key: Any) -> None:
-        if self._file_path is None:
+
+class BoundedRemote:
+    """The remote backend's existence check and reads, bounded from the caller's side.
+
+    LMCache runs each L2 call as a coroutine on its own event loop and waits for the result. Waiting with a bound on
+    the caller's side never waits for a cancellation (a cancelled file read in aiofiles waits for the read it
+    cancels); a read still running at the bound finishes in its own thread, and its buffer is released then."""
+
+    def __init__(self, remote: Any, *, timeout_seconds: float, breaker: Breaker, metrics: GuardMetrics) -> None:
+        self._remote = remote
+        self._timeout = timeout_seconds
+        self._breaker = breaker
+        self._metrics = metrics
+        self._inspections: set[str] = set()
+        self._lock = threading.Lock()
+        # Inspections read whole files: their own threads, so a hung mount cannot stall LMCache's executor further.
+        self._inspector = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kvtiers-inspect")
+        self._original_init_connection = remote.init_connection
+        remote.contains = self.contains
+        remote.get_blocking = self.get_blocking
+        remote.batched_get_blocking = self.batched_get_blocking
+        remote.init_connection = self.init_connection
+        self._guard_writes()
+
+    def _guard_writes(self) -> None:
+        """Wrap the connection's connector (again after LMCache reconnects)."""
+        connection = self._remote.connection
+        if connection is not None and not isinstance(connection._connector, GuardedWrites):
+            connection._connector = GuardedWrites(connection._connector, breaker=self._breaker, metrics=self._metrics)
+
+    def init_connection(self) -> None:
+        self._original_init_connection()
+        self._guard_writes()
+
+    def _timed_out(self, call: str) -> None:
+        self._metrics.timeouts.labels(call=call).inc()
+        logger.warning("%s: L2 %s exceeded %gs", LOG_PREFIX, call, self._timeout)
+        self._breaker.trip()
+
+    def contains(self, key: Any, pin: bool = False) -> bool:  # noqa: ARG002 (LMCache's signature; no pins on L2)
+        remote = self._remote
+        if self._breaker.open or remote.connection is None:
+            return False
+        future = asyncio.run_coroutine_threadsafe(remote.connection.exists(key), remote.loop)
+        try:
+            return bool(future.result(self._timeout))
+        except concurrent.futures.TimeoutError:
+            self._timed_out("exists")
+        except Exception as error:  # noqa: BLE001 (as LMCache's own contains: any error is a miss)
+            logger.warning("%s: L2 exists failed: %s", LOG_PREFIX, error)
+        return False
+
+    def get_blocking(self, key: Any) -> Any:
+        return self.batched_get_blocking([key])[0]
+
+    def batched_get_blocking(self, keys: list[Any]) -> list[Any]:
+        remote = self._remote
+        if self._breaker.open or remote.connection is None or remote.local_cpu_backend is None:
+            return [None] * len(keys)
+        futures = [asyncio.run_coroutine_threadsafe(remote.connection.get(key), remote.loop) for key in keys]
+        deadline = time.monotonic() + self._timeout
+        results: list[Any] = []
+        for key, future in zip(keys, futures, strict=True):
+            try:
+                memory_obj = future.result(max(0.0, deadline - time.monotonic()))
+            except concurrent.futures.TimeoutError:
+                self._metrics.load_failures.labels(reason=TIMEOUT).inc()
+                future.add_done_callback(_release_late_result)
+                results.append(None)
+                continue
+            except Exception as error:  # noqa: BLE001 (as LMCache's own reads: any error is a miss)
+                logger.warning("%s: L2 read failed: %s", LOG_PREFIX, error)
+                memory_obj = None
+            if memory_obj is None:
+                self._inspect_later(key)
+            results.append(None if memory_obj is None else remote.deserializer.deserialize(memory_obj))
+        if any(not f.done() for f in futures):
+            self._timed_out("read")
+        return results
+
+    def _inspect_later(self, key: Any) -> None:
+        file_path = getattr(self._remote.connection._connector, "_get_file_path", None)
+        if file_path is None:
             self._metrics.load_failures.labels(reason=UNREADABLE).inc()
             return
-        path = str(self._file_path(key))
-        loop = asyncio.get_running_loop()
+        path = str(file_path(key))
+        with self._lock:
+            if path in self._inspections:
+                return
+            self._inspections.add(path)
+        self._inspector.submit(self._inspect, path)
+
+    def _inspect(self, path: str) -> None:
         try:
-            verdict = await asyncio.wait_for(loop.run_in_executor(None, inspect_chunk_file, path), self._timeout)
-        except TimeoutError:
-            self._metrics.load_failures.labels(reason=TIMEOUT).inc()
-            self._timed_out("inspect", key)
-            return
-        self._metrics.load_failures.labels(reason=verdict).inc()
-        if verdict not in BROKEN:
-            logger.warning("%s: %s did not load (%s); left in place", LOG_PREFIX, path, verdict)
-            return
-        try:
-            await asyncio.wait_for(loop.run_in_executor(None, os.unlink, path), self._timeout)
-        except FileNotFoundError:
-            return
-        except (OSError, TimeoutError) as error:
-            logger.error("%s: %s is %s and could not be deleted: %s", LOG_PREFIX, path, verdict, error)
-            return
-        self._metrics.quarantined.inc()
-        logger.warning("%s: deleted %s (%s); the next request stores it again", LOG_PREFIX, path, verdict)
+            verdict, identity = inspect_chunk_file(path)
+            self._metrics.load_failures.labels(reason=verdict).inc()
+            if verdict not in BROKEN:
+                logger.warning("%s: %s did not load (%s); left in place", LOG_PREFIX, path, verdict)
+                return
+            try:
+                deleted = delete_if_unchanged(path, identity)
+            except OSError as error:
+                logger.error("%s: %s is %s and could not be deleted: %s", LOG_PREFIX, path, verdict, error)
+                return
+            if deleted:
+                self._metrics.quarantined.inc()
+                logger.warning("%s: deleted %s (%s); the next request stores it again", LOG_PREFIX, path, verdict)
+        finally:
+            with self._lock:
+                self._inspections.discard(path)
+
+
+def _release_late_result(future: concurrent.futures.Future[Any]) -> None:
+    """A read that finished after its caller stopped waiting: nobody takes its buffer, so release it."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    memory_obj = future.result()
+    if memory_obj is not None:
+        memory_obj.ref_count_down()
 
 
 class _RetrieveRecord(threading.local):
@@ -342,17 +436,18 @@ def guard_engine(engine: Any) -> None:
     if storage_manager is not None and engine.gpu_connector is not None:
         guard_retrieve(engine, metrics)
     remote = None if storage_manager is None else storage_manager.storage_backends.get("RemoteBackend")
-    if remote is not None and remote.connection is not None:
-        instrumented = remote.connection
-        breaker = Breaker(BREAKER_SECONDS, metrics)
-        instrumented._connector = GuardedConnector(
-            instrumented._connector,
+    if remote is not None:
+        BoundedRemote(
+            remote,
             timeout_seconds=float(config.blocking_timeout_secs),
-            breaker=breaker,
+            breaker=Breaker(BREAKER_SECONDS, metrics),
             metrics=metrics,
         )
     engine._kvtiers_guarded = True
-    logger.info("%s: guarding LMCache engine (L2 %s)", LOG_PREFIX, "on" if remote is not None else "off")
+    metrics.guarded_engines.inc()
+    logger.warning(  # WARNING: the level vLLM's deployments keep; one line per engine process
+        "%s: guarding LMCache engine (L2 %s)", LOG_PREFIX, "connected" if remote and remote.connection else "none yet"
+    )
 
 
 def install() -> None:

@@ -75,8 +75,9 @@ LMCACHE_REMOTE_READ_REQUESTS = _py_counter("lmcache:num_remote_read_requests", L
 
 # The L2 guard (in the engine): what happened to chunks the lookup found but the load could not read.
 L2_LOAD_FAILURES = _py_counter("kvtiers_l2_load_failures", L2_GUARD_SOURCE)
-"""Label ``reason``: ``unreadable``, ``truncated``, ``oversized``, ``corrupt`` (the file was deleted), ``missing``
-(gone before the read), ``intact`` (no L1 buffer free; the file stays), ``timeout``."""
+"""Label ``reason``: ``unreadable`` (an I/O error), ``truncated``, ``corrupt`` (the file was deleted), ``missing``
+(gone before the read), ``unavailable`` (another read error, e.g. a dead mount), ``intact`` (the file reads back
+whole; it stays), ``timeout``."""
 L2_QUARANTINED_FILES = _py_counter("kvtiers_l2_quarantined_files", L2_GUARD_SOURCE)
 L2_CORRECTED_TOKENS = _py_counter("kvtiers_l2_corrected_tokens", L2_GUARD_SOURCE)
 L2_BREAKER_TRIPS = _py_counter("kvtiers_l2_breaker_trips", L2_GUARD_SOURCE)

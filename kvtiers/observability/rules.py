@@ -200,7 +200,7 @@ def alert_rules(env: Environment) -> list[Rule]:
     return rules
 
 
-BROKEN_CHUNK_REASONS = ("unreadable", "truncated", "oversized", "corrupt")
+BROKEN_CHUNK_REASONS = ("unreadable", "truncated", "corrupt")
 """``kvtiers_l2_load_failures_total`` reasons for which the guard deleted the chunk file."""
 
 

@@ -7,6 +7,7 @@
  *   eio    <path>  open succeeds, every read of the file fails with EIO (Curvine: all replicas of a block lost)
  *   gone   <path>  stat still finds the file, open fails with ENOENT (deleted between the check and the read)
  *   hang   <path>  stat and open of the file block for FAULTFS_HANG_SECONDS (default 600): a hung mount
+ *   stall  <path>  every read of the open file blocks for FAULTFS_HANG_SECONDS, then succeeds: a stalled read
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -22,9 +23,9 @@
 #include <unistd.h>
 
 #define MAX_FDS 4096
-static volatile char eio_fd[MAX_FDS];
+static volatile char fd_rule[MAX_FDS]; /* 'e' (eio) or 's' (stall) for an open file, else 0 */
 
-/* The rule for path: the first letter of its mode, 'e' (eio), 'g' (gone), 'h' (hang), or 0. */
+/* The rule for path: the first letter of its mode, 'e' (eio), 'g' (gone), 'h' (hang), 's' (stall), or 0. */
 static char rule_for(const char *path) {
     const char *rules = getenv("FAULTFS_RULES");
     if (rules == NULL || path == NULL) return 0;
@@ -50,7 +51,7 @@ static void stall(void) {
 #define NEXT(name) static __typeof__(name) *next_##name; if (!next_##name) next_##name = dlsym(RTLD_NEXT, #name)
 
 static int after_open(int fd, char rule) {
-    if (fd >= 0 && fd < MAX_FDS) eio_fd[fd] = (rule == 'e');
+    if (fd >= 0 && fd < MAX_FDS) fd_rule[fd] = (rule == 'e' || rule == 's') ? rule : 0;
     return fd;
 }
 
@@ -99,11 +100,16 @@ int openat(int dirfd, const char *path, int flags, ...) {
 
 int close(int fd) {
     NEXT(close);
-    if (fd >= 0 && fd < MAX_FDS) eio_fd[fd] = 0;
+    if (fd >= 0 && fd < MAX_FDS) fd_rule[fd] = 0;
     return next_close(fd);
 }
 
-static int failing(int fd) { return fd >= 0 && fd < MAX_FDS && eio_fd[fd]; }
+/* Whether a read of fd fails (after stalling it, for a stalled file). */
+static int failing(int fd) {
+    if (fd < 0 || fd >= MAX_FDS) return 0;
+    if (fd_rule[fd] == 's') stall();
+    return fd_rule[fd] == 'e';
+}
 
 ssize_t read(int fd, void *buf, size_t count) {
     NEXT(read);

@@ -142,8 +142,12 @@ def inject(scenario: str, path: str, rules: str) -> None:
         with open(path, "r+b") as f:
             f.seek(METADATA_BYTES_LEN)
             f.write(b"\x00" * (size - METADATA_BYTES_LEN))
-    elif scenario in ("hung_read", "hung_lookup"):
+    elif scenario in ("hung_mount", "hung_lookup"):
         write_rules(rules, f"hang {path}")
+    elif scenario == "stalled_read":
+        write_rules(rules, f"stall {path}")
+    elif scenario == "io_error_after_held_prefix":
+        write_rules(rules, f"eio {path}")
     else:
         raise ValueError(scenario)
 
@@ -175,8 +179,14 @@ def drill(scenario: str, case: dict, index: int) -> dict:
         assert found == CHUNKS * CHUNK, found
         inject(scenario, path, case["rules"])
         # The lookup above found every chunk; now the engine loads them, as vLLM's worker does after the scheduler's
-        # lookup.
-        result["first"] = retrieve_after_lookup(reader, gpu, tokens)
+        # lookup (vLLM's own prefix cache holding the first chunk in one scenario).
+        held = CHUNK if scenario == "io_error_after_held_prefix" else 0
+        result["first"] = retrieve_after_lookup(reader, gpu, tokens, held=held)
+        if scenario == "stalled_read":
+            # the stalled reads finish after the request gave up on them: their buffers must come back
+            time.sleep(2 * case["hang_seconds"] + 1.0)  # the fs connector reads the header, then the data
+            result["first"]["leaked_after_late_reads"] = active_buffers(reader) - result["first"]["buffers_before"]
+    time.sleep(0.5)  # the guard inspects a failed file in the background
     result["file_after"] = os.path.exists(path)
     write_rules(case["rules"], "")
     # The next request: it recomputes what it could not load and stores the request's chunks, as vLLM's save does.
@@ -189,14 +199,17 @@ def drill(scenario: str, case: dict, index: int) -> dict:
     return result
 
 
-def retrieve_after_lookup(built, gpu, tokens) -> dict:
+def retrieve_after_lookup(built, gpu, tokens, *, held: int = 0) -> dict:
+    """``held``: tokens vLLM's own prefix cache already holds (the mask is False on them)."""
     gpu.loaded.clear()
     found = len(tokens)
     before = active_buffers(built)
     began = time.monotonic()
+    mask = torch.ones(found, dtype=torch.bool)
+    mask[:held] = False
     ret_mask = built.retrieve(
         tokens,
-        torch.ones(found, dtype=torch.bool),
+        mask,
         kvcaches=[],
         slot_mapping=torch.arange(found),
         req_id="drill",
@@ -206,9 +219,11 @@ def retrieve_after_lookup(built, gpu, tokens) -> dict:
     reported = [int(i) for i in ret_mask.nonzero().flatten()]
     return {
         "found": found,
+        "held": held,
         "reported": len(reported),
-        "reported_is_prefix": reported == list(range(len(reported))),
+        "reported_is_prefix": reported == list(range(held, held + len(reported))),
         "copied": [list(c) for c in gpu.loaded],
+        "buffers_before": before,
         "leaked_buffers": active_buffers(built) - before,
         "retrieve_seconds": round(elapsed, 3),
     }

@@ -79,6 +79,12 @@ class OperatorEndpoint:
         checks.one_of(where, "api", self.api, APIS)
         if self.l2_backend is not None:
             checks.one_of(where, "l2_backend", self.l2_backend, L2_BACKENDS)
+        if self.l2_backend == "tieredstorage":
+            raise ValueError(
+                f"{where}: l2_backend 'tieredstorage' is refused: the operator configures that L2 itself, kvtiers "
+                "cannot attach the L2 guard to it, and LMCache 0.3.11 turns a chunk that backend fails to return "
+                "into wrong output (docs/serving-contract.md, L2 read failures); use 'curvine'"
+            )
         for field in ("replicas", "tensor_parallel_size", "cpu", "memory_gib", "max_model_len"):
             checks.at_least(where, field, getattr(self, field), 1)
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -125,11 +131,12 @@ class OperatorEndpoint:
             {"name": "LMCACHE_CHUNK_SIZE", "value": str(lmcache.chunk_size)},
             {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
             {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{lmcache.max_local_cpu_size_gib:g}"},
-            # LMCache's usage reporting (lmcache/usage_context.py): egress the network policies deny anyway.
-            {"name": "LMCACHE_TRACK_USAGE", "value": "false"},
         ]
         if lmcache.remote_url is not None:
+            # (Only here: the worker environment names the endpoint object, and an endpoint with the L2 is renamed by
+            # the L2 guard anyway.) LMCache's usage reporting (lmcache/usage_context.py): egress the policies deny.
             env += [
+                {"name": "LMCACHE_TRACK_USAGE", "value": "false"},
                 {"name": "LMCACHE_REMOTE_URL", "value": lmcache.remote_url},
                 {"name": "LMCACHE_REMOTE_SERDE", "value": lmcache.remote_serde},
                 {"name": "LMCACHE_BLOCKING_TIMEOUT_SECS", "value": str(lmcache.l2_timeout_seconds)},
