@@ -172,12 +172,17 @@ def acknowledge_hyperpod(hyperpod: HyperPodCluster) -> None:
     stack = cdk.Stack.of(hyperpod)
     acknowledge(
         hyperpod.execution_role,
-        "the VPC CNI creates, attaches and tags ENIs whose IDs exist only at run time, on HyperPod nodes whose "
-        "instance IDs are assigned by HyperPod; scoped to this account and region (and the subnet and security group "
-        "for the actions that take them), as the HyperPod reference templates do",
+        "HyperPod and the VPC CNI create, attach, share (network interface permissions) and tag ENIs whose IDs exist "
+        "only at run time, on HyperPod nodes whose instance IDs HyperPod assigns; scoped to this account and region "
+        "(and the subnet and security group for the actions that take them), as the HyperPod reference templates do. "
+        "Detaching also names HyperPod's instances, which live in a SageMaker service account: any account's "
+        "instance in this region, with this account's network interfaces only",
         *(
             wildcard_resource(hyperpod, stack.format_arn(service="ec2", resource=kind, resource_name="*"))
             for kind in ("instance", "network-interface")
+        ),
+        wildcard_resource(
+            hyperpod, stack.format_arn(service="ec2", resource="instance", resource_name="*", account="*")
         ),
     )
     acknowledge(
