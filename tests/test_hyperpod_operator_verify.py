@@ -178,3 +178,52 @@ def test_verify_fails_when_engines_lack_the_counters_the_rules_read(prod, object
 def test_dev_without_observability_does_not_read_tier_counters(dev_env):
     steps = [name for _, name, _ in runner.steps(dev_env, runner.Clients(sagemaker=None, kube=None), True, 1, 1)]
     assert "per-tier counters" not in steps
+
+
+def _operator_model_containers(prod, kubectl):
+    from tests.fakes.cluster import operator_pods
+
+    mount = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT).spec()["worker"]["modelVolumeMount"]["mountPath"]
+    return [
+        c
+        for pod in operator_pods(prod, OPERATOR_ENDPOINT, kubectl)
+        for c in pod["spec"]["containers"]
+        if any(m["mountPath"] == mount for m in c["volumeMounts"])
+    ]
+
+
+def test_operator_engines_export_lmcache_metrics_on_the_invocation_port(prod, kubectl):
+    # vLLM 0.12.0 serves the worker processes' registries (LMCache's) only from PROMETHEUS_MULTIPROC_DIR.
+    from tests.fakes.cluster import exports_lmcache_metrics
+
+    containers = _operator_model_containers(prod, kubectl)
+    assert containers and all(exports_lmcache_metrics(c) for c in containers)
+
+
+def test_verify_requires_lmcache_series_of_an_operator_endpoint_with_the_l2(prod, objects, kubectl):
+    from kubernetes.client import CoreV1Api
+
+    from kvtiers.cli.verify import tiers
+
+    assert prod.sizing.endpoint(OPERATOR_ENDPOINT).l2_enabled
+    with FakeKube() as kube:
+        handles = build_healthy(kube, prod, objects, kubectl=kubectl)
+        core, api = CoreV1Api(kube.api_client()), kube.api_client()
+        assert tiers.check_tier_counters(core, api, prod, endpoint(prod)).ok
+        for pod, engine in handles["engines"].items():
+            if pod.startswith(OPERATOR_ENDPOINT):
+                engine.lmcache = False
+        check = tiers.check_tier_counters(core, api, prod, endpoint(prod))
+        assert (
+            not check.ok
+            and "lmcache:num_remote_read_bytes" in check.detail
+            and "PROMETHEUS_MULTIPROC_DIR" in check.hint
+        )
+
+
+def test_a_model_container_without_the_multiprocess_dir_exports_no_lmcache_metrics(prod, kubectl):
+    from tests.fakes.cluster import exports_lmcache_metrics
+
+    (container, *_) = _operator_model_containers(prod, kubectl)
+    container["env"] = [e for e in container["env"] if e["name"] != "PROMETHEUS_MULTIPROC_DIR"]
+    assert not exports_lmcache_metrics(container)

@@ -113,11 +113,13 @@ class OperatorEndpoint:
     @property
     def worker_env(self) -> list[dict[str, str]]:
         """Everything LMCache needs that the CRD can carry: the L1 size and chunk size the sizing assumes, the hash
-        seed every engine on the L2 shares and, with the Curvine L2, its URL and serde. Only the mount itself, which
+        seed every engine on the L2 shares, the metrics directory and, with the Curvine L2, its URL and serde. Only the mount itself, which
         the CRD cannot express, comes from the admission policy."""
         lmcache = self.lmcache
         env = [
             {"name": "PYTHONHASHSEED", "value": self.hash_seed},
+            # LMCache's metrics on the engine port (contract.PROMETHEUS_MULTIPROC_DIR).
+            {"name": "PROMETHEUS_MULTIPROC_DIR", "value": contract.PROMETHEUS_MULTIPROC_DIR},
             {"name": "LMCACHE_CHUNK_SIZE", "value": str(lmcache.chunk_size)},
             {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
             {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{lmcache.max_local_cpu_size_gib:g}"},
