@@ -38,7 +38,7 @@ ACCOUNT, REGION = "123456789012", "eu-west-1"
 ADDONS = {
     "vpc_cni": "v1.20.4-eksbuild.1",
     "coredns": "v1.12.3-eksbuild.1",
-    "kube_proxy": "v1.33.3-eksbuild.6",
+    "kube_proxy": "v1.34.3-eksbuild.2",
     "eks_pod_identity_agent": "v1.3.9-eksbuild.3",
 }
 OPERATOR_ADDONS = {
@@ -146,7 +146,7 @@ def test_eks_cluster_pins_its_addons_and_keeps_the_api_private(stack):
     template.has_resource_properties(
         "AWS::EKS::Cluster",
         {
-            "Version": "1.33",
+            "Version": "1.34",
             "ResourcesVpcConfig": Match.object_like({"EndpointPrivateAccess": True, "EndpointPublicAccess": False}),
         },
     )
@@ -491,8 +491,8 @@ RULES = {
         "EksCluster: public_access_cidrs 'office' is not an IPv4 CIDR",
     ),
     "eks_kubernetes_version_is_one_hyperpod_supports": (
-        lambda: eks_cluster(kubernetes_version="1.29"),
-        "EksCluster: kubernetes_version must be one of",
+        lambda: eks_cluster(kubernetes_version="1.35"),
+        "EksCluster: kubernetes_version: Kubernetes 1.35 is not documented for SageMaker HyperPod; use one of",
     ),
     "eks_needs_two_subnets": (
         lambda: eks_cluster(subnet_count=1),

@@ -5,6 +5,7 @@ collection. Each function builds one construct with the environment's values; th
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,9 @@ def network_vpc(env: Environment) -> NewVpcOptions | ExistingVpcAttributes:
     )
 
 
-def eks_cluster(scope: Construct, id: str, env: Environment, network: HyperPodNetwork) -> EksCluster:
+def eks_cluster(
+    scope: Construct, id: str, env: Environment, network: HyperPodNetwork, *, support_date: date | None = None
+) -> EksCluster:
     eks = env.eks
     addons = eks.addons
     nodes = eks.system_nodegroup
@@ -73,6 +76,7 @@ def eks_cluster(scope: Construct, id: str, env: Environment, network: HyperPodNe
         ),
         cluster_name=eks.cluster_name,
         kubernetes_version=eks.kubernetes_version,
+        support_date=support_date,
         endpoint_access=eks.endpoint_access,
         public_access_cidrs=eks.public_access_cidrs,
         admin_role_arns=eks.admin_role_arns,
