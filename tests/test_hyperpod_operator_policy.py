@@ -278,6 +278,22 @@ def test_kyverno_admission_runs_highly_available(prod_synth):
     assert "maxUnavailable" not in pdb
 
 
+def test_every_kyverno_pod_runs_on_the_system_nodes(prod_synth):
+    # Kyverno chart 3.5.2: each controller, hook job and test pod takes <component>.nodeSelector, else
+    # global.nodeSelector; HyperPod reboots and replaces its nodes on its own.
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    kyverno_chart = next(
+        r
+        for r in resources.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "kyverno"
+    )
+    values = json.loads(kyverno_chart["Properties"]["Values"])
+    nodegroup = next(r for r in resources.values() if r["Type"] == "AWS::EKS::Nodegroup")["Properties"]
+    assert values["global"]["nodeSelector"] == nodegroup["Labels"]
+    components = ("admissionController", "backgroundController", "cleanupController", "reportsController")
+    assert not [c for c in components if values.get(c, {}).get("nodeSelector")]
+
+
 def test_the_namespaced_policy_filters_no_namespaces_as_kyverno_requires(l2_policy):
     from tests.fakes.kyverno import check_policy
 

@@ -70,6 +70,8 @@ class InferenceOperator(Construct):
     :param addons: exact versions of the operator add-on and its prerequisites.
     :param kyverno_chart_version: the Kyverno Helm chart version, ``X.Y.Z``.
     :param model_buckets: buckets the S3 CSI driver may read model weights from. @default none
+    :param controller_node_labels: node labels every Kyverno pod is scheduled by (the cluster's system nodes), so
+        that the fail-closed admission never runs on HyperPod nodes. @default none: anywhere
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class InferenceOperator(Construct):
         addons: OperatorAddonVersions,
         kyverno_chart_version: str,
         model_buckets: Sequence[str] = (),
+        controller_node_labels: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         if not environment_name:
@@ -195,9 +198,9 @@ class InferenceOperator(Construct):
             atomic=True,
             wait=True,
             timeout=cdk.Duration.minutes(10),
-            # Three admission replicas and a PodDisruptionBudget: the operator endpoints' pods are admitted only
-            # through Kyverno (fail-closed for them), so one replica down must not stop them.
-            values=kyverno_values(),
+            # Three admission replicas and a PodDisruptionBudget on the system nodes: the operator endpoints' pods
+            # are admitted only through Kyverno (fail-closed for them), so one replica down must not stop them.
+            values=kyverno_values(controller_node_labels),
         )
         self.kyverno.node.add_dependency(self.operator_addon)
 

@@ -8,6 +8,7 @@ and AWS's documentation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # ----------------------------------------------------------------------------------------------- operator
@@ -92,11 +93,19 @@ KYVERNO_ADMISSION_MIN_AVAILABLE = 2
 ``minAvailable`` and ``maxUnavailable`` are set, so only ``minAvailable`` is overridden."""
 
 
-def kyverno_values() -> dict[str, Any]:
-    """Helm values for the Kyverno chart: the admission controller highly available."""
-    return {
+def kyverno_values(node_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Helm values for the Kyverno chart: the admission controller highly available and, with ``node_labels``, every
+    Kyverno pod on the nodes carrying them. Chart 3.5.2 gives each controller, hook job and test pod
+    ``<component>.nodeSelector | default .Values.global.nodeSelector`` (``templates/*/deployment.yaml``,
+    ``templates/hooks/*.yaml``), so ``global.nodeSelector`` places them all (rendered with the kubectl layer's Helm
+    while developing). Kyverno's admission is fail-closed for the operator endpoints' pods: its replicas must not
+    sit on HyperPod nodes, which HyperPod reboots and replaces on its own."""
+    values: dict[str, Any] = {
         "admissionController": {
             "replicas": KYVERNO_ADMISSION_REPLICAS,
             "podDisruptionBudget": {"enabled": True, "minAvailable": KYVERNO_ADMISSION_MIN_AVAILABLE},
         }
     }
+    if node_labels:
+        values["global"] = {"nodeSelector": dict(node_labels)}
+    return values

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING
 from constructs import Construct
 
 from kvtiers.config.schema import Environment, ExistingVpc, S3ModelSource
-from kvtiers.constructs.eks_cluster import ClusterLike, CoreAddonVersions, EksCluster, SystemNodegroup
+from kvtiers.constructs.eks_cluster import (
+    SYSTEM_NODE_LABELS,
+    ClusterLike,
+    CoreAddonVersions,
+    EksCluster,
+    SystemNodegroup,
+)
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup, Taint
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
 from kvtiers.constructs.journal_volumes import CurvineJournalVolumes
@@ -190,6 +196,7 @@ def inference_operator(
         ),
         kyverno_chart_version=env.inference_operator.kyverno_chart_version,
         model_buckets=sorted({e.source.bucket for e in endpoints if isinstance(e.source, S3ModelSource)}),
+        controller_node_labels=SYSTEM_NODE_LABELS if env.eks.system_nodegroup.enabled else None,
     )
 
 
