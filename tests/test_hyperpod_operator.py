@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 
 import cdk8s
@@ -19,6 +20,7 @@ from kvtiers.k8s_charts.hyperpod_operator import (
     InferenceEndpointConfigChart,
     OperatorEndpoint,
     contract,
+    policy,
     unsupported_spec_fields,
 )
 from kvtiers.stacks.wiring import serving as wiring
@@ -292,3 +294,58 @@ def test_a_hugging_face_source_on_the_pinned_addon_is_rejected(tmp_path):
         match="source.type 'huggingface' is not a model source the Inference Operator add-on v1.0.0-eksbuild.1 accepts",
     ):
         load_environment(tmp_path / "env.yaml")
+
+
+def _operator_named(tmp_path, name):
+    from kvtiers.config import load_environment
+
+    raw = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
+    next(e for e in raw["serving"]["endpoints"] if e.get("serving") == "operator")["name"] = name
+    path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_environment(path)
+
+
+def test_the_longest_allowed_operator_name_keeps_every_derived_name_within_63(tmp_path):
+    from tests.fakes.kyverno import check_policy
+
+    name = "e" * 43
+    props = wiring.operator_endpoint(_operator_named(tmp_path, name), name)
+    body = policy(props)
+    assert len(body["metadata"]["name"]) == 63
+    check_policy(body)  # Kyverno v1.15.2 refuses longer policy names
+    label_value = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+    for value in props.pod_labels.values():
+        assert len(value) <= 63 and label_value.match(value)
+
+
+def test_an_operator_name_one_longer_is_refused_naming_the_field_and_the_limit(tmp_path):
+    from kvtiers.config import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        _operator_named(tmp_path, "e" * 44)
+    message = str(info.value)
+    assert "serving.endpoints.2: " in message and "may have at most 43" in message and "-curvine-l2" in message
+
+
+def test_the_operator_endpoint_construct_refuses_a_name_its_policy_could_not_carry(operator_props):
+    import dataclasses
+
+    with pytest.raises(
+        ValueError, match="OperatorEndpoint: name 'e{44}' is not a DNS-1123 label of at most 43 characters"
+    ):
+        dataclasses.replace(operator_props, name="e" * 44)
+
+
+def test_a_self_managed_name_is_limited_by_its_load_balancer_service(tmp_path):
+    from kvtiers.config import ConfigError, load_environment
+    from tests.test_config import write_variant
+
+    def named(length):
+        return lambda raw: raw["serving"]["endpoints"][0].update(name="s" * length)
+
+    load_environment(write_variant(tmp_path, named(52)))
+    with pytest.raises(
+        ConfigError, match=r"serving.endpoints.0: .*may have at most 52, so that its router's load balancer"
+    ):
+        load_environment(write_variant(tmp_path, named(53)))

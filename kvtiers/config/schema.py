@@ -41,6 +41,7 @@ from kvtiers.config.versions import (
     engine_release,
     router_release,
 )
+from kvtiers.k8s_charts.names import longest_endpoint_name
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -640,6 +641,16 @@ class Endpoint(Strict):
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
     """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
+
+    @model_validator(mode="after")
+    def _derived_names_fit(self) -> Endpoint:
+        limit, longest = longest_endpoint_name(self.serving)
+        if len(self.name) > limit:
+            raise ValueError(
+                f"name {self.name!r} has {len(self.name)} characters; a {self.serving} endpoint's name may have at most "
+                f"{limit}, so that {longest} stays within 63"
+            )
+        return self
 
     @model_validator(mode="after")
     def _checks(self) -> Endpoint:

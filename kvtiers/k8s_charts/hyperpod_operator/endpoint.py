@@ -68,7 +68,8 @@ class OperatorEndpoint:
 
     def __post_init__(self) -> None:
         where = "OperatorEndpoint"
-        checks.dns_label(where, "name", self.name)
+        # The Kyverno Policy name (the longest derived name) stays within 63 characters.
+        checks.dns_label(where, "name", self.name, names.longest_endpoint_name("operator")[0])
         checks.dns_label(where, "namespace", self.namespace)
         checks.hash_seed(where, self.hash_seed)
         checks.one_of(where, "routing", self.routing, ROUTINGS)
@@ -136,11 +137,13 @@ class OperatorEndpoint:
 
     @property
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.immutable_fields(), sort_keys=True).encode()).hexdigest()[:8]
+        return hashlib.sha256(json.dumps(self.immutable_fields(), sort_keys=True).encode()).hexdigest()[
+            : names.FINGERPRINT_LENGTH
+        ]
 
     @property
     def object_name(self) -> str:
-        return f"{self.name}-{self.fingerprint}"
+        return names.operator_object_name(self.name, self.fingerprint)
 
     @property
     def pod_labels(self) -> dict[str, str]:

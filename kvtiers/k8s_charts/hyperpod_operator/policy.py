@@ -27,6 +27,7 @@ from typing import Any
 import cdk8s
 from constructs import Construct
 
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.hyperpod_operator.endpoint import L2_VOLUME, MODEL_MOUNT, OperatorEndpoint
 from kvtiers.k8s_charts.l2 import L2Volume
@@ -45,7 +46,7 @@ def _cel(value: str) -> str:
 def policy_name(endpoint: OperatorEndpoint) -> str:
     """Named after the endpoint object (with its fingerprint): a replaced endpoint gets a new policy, and the
     readiness wait, which names the policy, runs again before the new endpoint's pods exist."""
-    return f"{endpoint.object_name}-curvine-l2"
+    return names.operator_policy_name(endpoint.object_name)
 
 
 def match_condition(endpoint: OperatorEndpoint) -> str:
