@@ -44,7 +44,7 @@ ADDONS = {
 OPERATOR_ADDONS = {
     "inference_operator": "v1.0.0-eksbuild.1",
     "cert_manager": "v1.18.2-eksbuild.2",
-    "s3_csi_driver": "v2.1.0-eksbuild.1",
+    "s3_csi_driver": "v1.14.1-eksbuild.1",
     "fsx_csi_driver": "v1.7.0-eksbuild.1",
     "metrics_server": "v0.8.0-eksbuild.2",
 }

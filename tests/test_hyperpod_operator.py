@@ -349,3 +349,22 @@ def test_a_self_managed_name_is_limited_by_its_load_balancer_service(tmp_path):
         ConfigError, match=r"serving.endpoints.0: .*may have at most 52, so that its router's load balancer"
     ):
         load_environment(write_variant(tmp_path, named(53)))
+
+
+def test_the_s3_csi_add_on_is_the_version_and_identity_aws_installs_for_the_operator(prod_synth):
+    # AWS's helm_to_addon.sh (charts/inference-operator/migration): aws-mountpoint-s3-csi-driver v1.14.1-eksbuild.1
+    # with --service-account-role-arn, the role trusting kube-system:s3-csi-driver-sa through the cluster's OIDC
+    # provider with the sts.amazonaws.com audience.
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    addon = next(
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "aws-mountpoint-s3-csi-driver"
+    )
+    assert addon["AddonVersion"] == "v1.14.1-eksbuild.1" and "PodIdentityAssociations" not in addon
+    role_id = addon["ServiceAccountRoleArn"]["Fn::GetAtt"][0]
+    (statement,) = resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity" and "Federated" in statement["Principal"]
+    subject = resources[statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]]["Properties"]["Value"]
+    text = "".join(p if isinstance(p, str) else "" for p in subject["Fn::Join"][1])
+    assert ':sub":"system:serviceaccount:kube-system:s3-csi-driver-sa"' in text and ':aud":"sts.amazonaws.com"' in text

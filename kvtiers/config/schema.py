@@ -740,7 +740,7 @@ class OperatorAddonVersions(Strict):
     """``amazon-sagemaker-hyperpod-inference``. This version ships the operator CRD of chart 2.0.0 (no
     ``spec.kubernetes``); the endpoint spec uses only fields of the versions listed in docs/operator-contract.md."""
     cert_manager: str = "v1.18.2-eksbuild.2"
-    s3_csi_driver: str = "v2.1.0-eksbuild.1"
+    s3_csi_driver: str = "v1.14.1-eksbuild.1"
     fsx_csi_driver: str = "v1.7.0-eksbuild.1"
     metrics_server: str = "v0.8.0-eksbuild.2"
 

@@ -334,10 +334,13 @@ def pinned_addon(
     version: str,
     role: iam.IRole | None = None,
     service_account: str | None = None,
+    service_account_role: iam.IRole | None = None,
     configuration_values: Mapping[str, Any] | None = None,
 ) -> eks_l1.CfnAddon:
     """An EKS add-on at an exact version, overwriting self-managed copies, removed with the stack, optionally with
-    an EKS Pod Identity role for its service account and configuration values (tokens allowed)."""
+    an EKS Pod Identity role for its service account (``role`` and ``service_account``), or an IAM role for its
+    service account through the cluster's OpenID Connect provider (``service_account_role``, the add-on's
+    ``ServiceAccountRoleArn``), and configuration values (tokens allowed)."""
     pod_identity = None
     if role is not None and service_account is not None:
         pod_identity = [
@@ -355,6 +358,7 @@ def pinned_addon(
         preserve_on_delete=False,
         configuration_values=cdk.Stack.of(scope).to_json_string(configuration_values) if configuration_values else None,
         pod_identity_associations=pod_identity,
+        service_account_role_arn=service_account_role.role_arn if service_account_role is not None else None,
     )
 
 

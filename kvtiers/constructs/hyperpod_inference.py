@@ -20,7 +20,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 import kvtiers.constructs._checks as check
-from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface, pinned_addon, pod_identity_role
+from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface, pinned_addon
 from kvtiers.k8s_charts.hyperpod_operator.contract import kyverno_values
 from kvtiers.platform_defaults import ADDON_VERSION_PATTERN
 
@@ -28,6 +28,9 @@ OPERATOR_ADDON = "amazon-sagemaker-hyperpod-inference"
 OPERATOR_NAMESPACE = "hyperpod-inference-system"
 OPERATOR_SERVICE_ACCOUNT = "hyperpod-inference-controller-manager"
 KEDA_SERVICE_ACCOUNT = "keda-operator"
+S3_CSI_NAMESPACE = "kube-system"
+S3_CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+"""The Mountpoint S3 CSI add-on's service account (AWS's helm_to_addon.sh trusts exactly this subject)."""
 EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
 """The add-on refuses an execution role whose name does not start with this."""
 CHART_VERSION_PATTERN = r"^\d+\.\d+\.\d+$"
@@ -108,26 +111,13 @@ class InferenceOperator(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        provider = cluster.open_id_connect_provider
-        issuer = provider.open_id_connect_provider_issuer
         self.execution_role = iam.Role(
             self,
             "ExecutionRole",
             role_name=f"{EXECUTION_ROLE_PREFIX}-{environment_name}"[:64],
             assumed_by=iam.CompositePrincipal(
                 iam.ServicePrincipal("sagemaker.amazonaws.com"),
-                iam.OpenIdConnectPrincipal(provider).with_conditions(
-                    {
-                        "StringEquals": cdk.CfnJson(
-                            self,
-                            "OperatorSubject",
-                            value={
-                                f"{issuer}:sub": f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SERVICE_ACCOUNT}",
-                                f"{issuer}:aud": "sts.amazonaws.com",
-                            },
-                        )
-                    }
-                ),
+                self._service_account_principal("OperatorSubject", OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT),
             ),
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerHyperPodInferenceAccess")],
         )
@@ -135,18 +125,7 @@ class InferenceOperator(Construct):
         self.keda_role = iam.Role(
             self,
             "KedaRole",
-            assumed_by=iam.OpenIdConnectPrincipal(provider).with_conditions(
-                {
-                    "StringEquals": cdk.CfnJson(
-                        self,
-                        "KedaSubject",
-                        value={
-                            f"{issuer}:sub": f"system:serviceaccount:{OPERATOR_NAMESPACE}:{KEDA_SERVICE_ACCOUNT}",
-                            f"{issuer}:aud": "sts.amazonaws.com",
-                        },
-                    )
-                }
-            ),
+            assumed_by=self._service_account_principal("KedaSubject", OPERATOR_NAMESPACE, KEDA_SERVICE_ACCOUNT),
         )
         self.keda_role.add_to_policy(
             iam.PolicyStatement(
@@ -154,7 +133,15 @@ class InferenceOperator(Construct):
                 resources=["*"],
             )
         )
-        s3_role = pod_identity_role(self, "S3CsiRole", description="Mountpoint S3 CSI driver: read model weights")
+        # The Mountpoint S3 CSI add-on at the version AWS's add-on migration script installs, with the identity it
+        # gives it there: an IAM role for the driver's service account (charts/inference-operator/migration/
+        # helm_to_addon.sh: --service-account-role-arn, trust on kube-system:s3-csi-driver-sa).
+        s3_role = iam.Role(
+            self,
+            "S3CsiRole",
+            description="Mountpoint S3 CSI driver: read model weights",
+            assumed_by=self._service_account_principal("S3CsiSubject", S3_CSI_NAMESPACE, S3_CSI_SERVICE_ACCOUNT),
+        )
         bucket_arns = [f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}" for bucket in model_buckets]
         self.model_object_arns = tuple(f"{arn}/*" for arn in bucket_arns)
         for bucket_arn, objects in zip(bucket_arns, self.model_object_arns, strict=True):
@@ -163,12 +150,7 @@ class InferenceOperator(Construct):
         self.s3_csi_role = s3_role
         self.prerequisites = [
             self._addon("CertManager", "cert-manager", addons.cert_manager),
-            self._addon(
-                "S3Csi",
-                "aws-mountpoint-s3-csi-driver",
-                addons.s3_csi_driver,
-                pod_identity=(s3_role, "s3-csi-driver-sa"),
-            ),
+            self._addon("S3Csi", "aws-mountpoint-s3-csi-driver", addons.s3_csi_driver, service_account_role=s3_role),
             self._addon("FsxCsi", "aws-fsx-csi-driver", addons.fsx_csi_driver),
             self._addon("MetricsServer", "metrics-server", addons.metrics_server),
         ]
@@ -210,17 +192,29 @@ class InferenceOperator(Construct):
         name: str,
         version: str,
         *,
-        pod_identity: tuple[iam.IRole, str] | None = None,
+        service_account_role: iam.IRole | None = None,
         configuration: Mapping[str, Any] | None = None,
     ) -> eks_l1.CfnAddon:
-        role, service_account = pod_identity or (None, None)
         return pinned_addon(
             self,
             id,
             cluster=self._cluster,
             name=name,
             version=version,
-            role=role,
-            service_account=service_account,
+            service_account_role=service_account_role,
             configuration_values=configuration,
         )
+
+    def _service_account_principal(self, id: str, namespace: str, service_account: str) -> iam.IPrincipal:
+        """The cluster's OpenID Connect provider, for exactly this service account and audience."""
+        provider = self._cluster.open_id_connect_provider
+        issuer = provider.open_id_connect_provider_issuer
+        subject = cdk.CfnJson(
+            self,
+            id,
+            value={
+                f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
+                f"{issuer}:aud": "sts.amazonaws.com",
+            },
+        )
+        return iam.OpenIdConnectPrincipal(provider).with_conditions({"StringEquals": subject})
