@@ -368,3 +368,35 @@ def test_the_s3_csi_add_on_is_the_version_and_identity_aws_installs_for_the_oper
     subject = resources[statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]]["Properties"]["Value"]
     text = "".join(p if isinstance(p, str) else "" for p in subject["Fn::Join"][1])
     assert ':sub":"system:serviceaccount:kube-system:s3-csi-driver-sa"' in text and ':aud":"sts.amazonaws.com"' in text
+
+
+def test_the_alb_controller_is_enabled_with_its_own_role(prod_synth):
+    # helm_to_addon.sh: alb.enabled with serviceAccount.roleArn, the role trusted by
+    # hyperpod-inference-system:aws-load-balancer-controller.
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    addon = next(
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-inference"
+    )
+    text = json.dumps(addon["ConfigurationValues"])
+    assert '\\"alb\\":{\\"enabled\\":true,\\"serviceAccount\\":{\\"create\\":true,\\"roleArn\\":\\"' in text
+    role_id = next(
+        k
+        for k in resources
+        if k.startswith("PlatformInferenceOperatorAlbControllerRole")
+        or "AlbControllerRole" in k
+        and resources[k]["Type"] == "AWS::IAM::Role"
+    )
+    assert role_id in text
+    (statement,) = resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    subject = resources[statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]]["Properties"]["Value"]
+    joined = "".join(p if isinstance(p, str) else "" for p in subject["Fn::Join"][1])
+    assert ':sub":"system:serviceaccount:hyperpod-inference-system:aws-load-balancer-controller"' in joined
+    policy = next(
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
+    )
+    deletes = next(s for s in policy if "elasticloadbalancing:DeleteLoadBalancer" in s["Action"])
+    assert deletes["Condition"] == {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}

@@ -68,6 +68,7 @@ def test_verify_checks_the_l2_instead_of_our_router_for_operator_endpoints(prod)
     ]
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached") in steps
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "operator endpoint") in steps
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "invocation through the operator's router") in steps
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "router") not in steps
     self_managed = next(e.name for e in prod.serving.endpoints if e.serving == "self_managed")
     assert (f"endpoint:{self_managed}", "router") in steps
@@ -106,9 +107,8 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
 
 
 def kube_results(env, kube):
-    results = runner.run(
-        env, runner.Clients(sagemaker=None, kube=kube.api_client()), show_progress=False, metrics_timeout=0.3, poll=0.05
-    )
+    clients = runner.Clients(sagemaker=None, kube=kube.api_client(), sagemaker_runtime=stubbed_runtime(env))
+    results = runner.run(env, clients, show_progress=False, metrics_timeout=0.3, poll=0.05)
     return [r for r in results if r.area != "hyperpod"]
 
 
@@ -227,3 +227,56 @@ def test_a_model_container_without_the_multiprocess_dir_exports_no_lmcache_metri
     (container, *_) = _operator_model_containers(prod, kubectl)
     container["env"] = [e for e in container["env"] if e["name"] != "PROMETHEUS_MULTIPROC_DIR"]
     assert not exports_lmcache_metrics(container)
+
+
+def stubbed_runtime(env, *, answer=None, error=None):
+    """A sagemaker-runtime client whose InvokeEndpoint must name the operator endpoint's SageMaker endpoint (the
+    object name the rendered InferenceEndpointConfig carries)."""
+    import io
+    import json
+
+    import boto3
+    from botocore.response import StreamingBody
+    from botocore.stub import ANY, Stubber
+
+    client = boto3.client("sagemaker-runtime", region_name=env.region, aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(client)
+    expected = {
+        "EndpointName": wiring.operator_endpoint(env, OPERATOR_ENDPOINT).spec()["endpointName"],
+        "ContentType": "application/json",
+        "Accept": "application/json",
+        "Body": ANY,
+    }
+    if error:
+        stubber.add_client_error("invoke_endpoint", service_error_code=error, expected_params=expected)
+    else:
+        data = json.dumps(answer if answer is not None else {"choices": [{"text": "x"}]}).encode()
+        stubber.add_response(
+            "invoke_endpoint",
+            {"Body": StreamingBody(io.BytesIO(data), len(data)), "ContentType": "application/json"},
+            expected,
+        )
+    stubber.activate()
+    return client
+
+
+def test_verify_invokes_the_operator_endpoint_through_its_sagemaker_endpoint(prod):
+    from kvtiers.cli.verify import aws
+
+    check = aws.check_operator_invocation(stubbed_runtime(prod), prod, endpoint(prod))
+    assert check.ok, check
+    object_name = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT).object_name
+    assert object_name in check.detail
+
+
+@pytest.mark.parametrize("answer, error", [({"error": "x"}, None), (None, "ValidationError")])
+def test_verify_fails_when_the_router_path_does_not_answer(prod, answer, error):
+    from kvtiers.cli.verify import aws
+
+    check = aws.check_operator_invocation(stubbed_runtime(prod, answer=answer, error=error), prod, endpoint(prod))
+    assert not check.ok and "describe-endpoint" in check.hint
+
+
+def test_the_operator_endpoint_has_a_sagemaker_endpoint_named_after_its_object(prod):
+    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
+    assert props.spec()["endpointName"] == props.object_name

@@ -21,6 +21,7 @@ from constructs import Construct
 
 import kvtiers.constructs._checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface, pinned_addon
+from kvtiers.constructs.load_balancer_controller import load_balancer_controller_statements
 from kvtiers.k8s_charts.hyperpod_operator.contract import kyverno_values
 from kvtiers.platform_defaults import ADDON_VERSION_PATTERN
 
@@ -28,6 +29,9 @@ OPERATOR_ADDON = "amazon-sagemaker-hyperpod-inference"
 OPERATOR_NAMESPACE = "hyperpod-inference-system"
 OPERATOR_SERVICE_ACCOUNT = "hyperpod-inference-controller-manager"
 KEDA_SERVICE_ACCOUNT = "keda-operator"
+ALB_SERVICE_ACCOUNT = "aws-load-balancer-controller"
+"""The add-on's load balancer controller (``alb.serviceAccount``; AWS's helm_to_addon.sh trusts this subject in the
+operator's namespace)."""
 S3_CSI_NAMESPACE = "kube-system"
 S3_CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 """The Mountpoint S3 CSI add-on's service account (AWS's helm_to_addon.sh trusts exactly this subject)."""
@@ -60,7 +64,7 @@ class OperatorAddonVersions:
 class InferenceOperator(Construct):
     """The operator add-on with its prerequisites, roles and TLS bucket, and Kyverno.
 
-    Attributes: ``operator_addon`` and ``kyverno`` (what endpoint manifests must depend on), ``prerequisites``,
+    Attributes: ``operator_addon`` and ``kyverno`` (what endpoint manifests must depend on), ``alb_role``, ``prerequisites``,
     ``execution_role``, ``keda_role``, ``s3_csi_role``, ``tls_bucket``, ``configuration`` (the add-on's) and
     ``model_object_arns`` (the objects the S3 CSI driver may read).
 
@@ -148,6 +152,17 @@ class InferenceOperator(Construct):
             s3_role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn]))
             s3_role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
         self.s3_csi_role = s3_role
+        # The operator's endpoints are reached through their ALB, in front of the operator's intelligent router
+        # (the CRD's loadBalancer is the ALB; a SageMaker endpoint registers on it). AWS's add-on migration script
+        # and the awslabs Terraform module both enable it with a role of its own.
+        self.alb_role = iam.Role(
+            self,
+            "AlbControllerRole",
+            description="Inference Operator add-on: AWS Load Balancer Controller for the endpoints' ALB",
+            assumed_by=self._service_account_principal("AlbSubject", OPERATOR_NAMESPACE, ALB_SERVICE_ACCOUNT),
+        )
+        for statement in load_balancer_controller_statements():
+            self.alb_role.add_to_policy(statement)
         self.prerequisites = [
             self._addon("CertManager", "cert-manager", addons.cert_manager),
             self._addon("S3Csi", "aws-mountpoint-s3-csi-driver", addons.s3_csi_driver, service_account_role=s3_role),
@@ -158,8 +173,7 @@ class InferenceOperator(Construct):
             "executionRoleArn": self.execution_role.role_arn,
             "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
             "hyperpodClusterArn": hyperpod_cluster_arn,
-            # Endpoints are reached through the operator's routing Service inside the VPC; no ALB is created.
-            "alb": {"enabled": False},
+            "alb": {"enabled": True, "serviceAccount": {"create": True, "roleArn": self.alb_role.role_arn}},
             "keda": {"enabled": True, "auth": {"aws": {"irsa": {"enabled": True, "roleArn": self.keda_role.role_arn}}}},
         }
         self.operator_addon = self._addon(

@@ -242,6 +242,32 @@ def acknowledge_inference_operator(operator: InferenceOperator) -> None:
         "read-only GetObject in the model buckets the environment names (Mountpoint mounts whole buckets)",
         *(wildcard_resource(operator, arn) for arn in operator.model_object_arns),
     )
+    acknowledge(
+        operator.alb_role,
+        "the AWS Load Balancer Controller's own least-privilege policy: describe calls take no resource; load "
+        "balancers, target groups, listeners and security groups are created with and changed only under the "
+        "elbv2.k8s.aws/cluster tag the controller sets (their IDs exist only at run time); scoped to this account and "
+        "region (kvtiers/constructs/load_balancer_controller.py)",
+        "AwsSolutions-IAM5[Resource::*]",
+        *(
+            wildcard_resource(operator, f"arn:{cdk.Aws.PARTITION}:{kind}")
+            for kind in (
+                f"ec2:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:security-group/*",
+                *(
+                    f"elasticloadbalancing:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:{resource}"
+                    for resource in (
+                        "targetgroup/*/*",
+                        "loadbalancer/net/*/*",
+                        "loadbalancer/app/*/*",
+                        "listener/net/*/*/*",
+                        "listener/app/*/*/*",
+                        "listener-rule/net/*/*/*",
+                        "listener-rule/app/*/*/*",
+                    )
+                ),
+            )
+        ),
+    )
 
 
 def acknowledge_model_access(access: ModelReadAccess) -> None:

@@ -164,7 +164,10 @@ class OperatorEndpoint:
         )
         return {
             "modelName": self.name,
-            "endpointName": "",
+            # A SageMaker endpoint per object: clients invoke it (sagemaker-runtime InvokeEndpoint), which reaches
+            # the pods through the operator's ALB and intelligent router; named after the object, so a replaced
+            # endpoint never collides with the one it replaces.
+            "endpointName": self.object_name,
             "instanceType": self.instance_type,
             "replicas": self.replicas,
             "invocationEndpoint": INVOCATION_ENDPOINTS[self.api],
