@@ -400,3 +400,10 @@ def test_the_alb_controller_is_enabled_with_its_own_role(prod_synth):
     )
     deletes = next(s for s in policy if "elasticloadbalancing:DeleteLoadBalancer" in s["Action"])
     assert deletes["Condition"] == {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}
+
+
+def test_the_newer_addon_accepts_its_crd_fields_and_the_pinned_one_refuses_them(operator_props):
+    # Chart 2.2.2's CRD (operator v3.2.0, add-on v1.3.0-eksbuild.1) adds kubernetes, dnsConfig, dataCapture, pdSpec.
+    spec = {**operator_props.spec(), "kubernetes": {}, "pdSpec": {}}
+    assert unsupported_spec_fields(spec, "v1.3.0-eksbuild.1") == []
+    assert unsupported_spec_fields(spec, "v1.0.0-eksbuild.1") == ["kubernetes", "pdSpec"]

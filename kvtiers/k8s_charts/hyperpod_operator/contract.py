@@ -44,6 +44,35 @@ ADDON_SPEC_FIELDS: dict[str, frozenset[str]] = {
             "worker",
         }
     ),
+    # Add-on v1.3.0-eksbuild.1 runs operator image v3.2.0 (aws/sagemaker-hyperpod-cli#431 names both), the operator
+    # of chart 2.2.2 (appVersion "3.2", commit a00b22d). Its CRD adds kubernetes, dnsConfig, dataCapture, pdSpec.
+    "v1.3.0-eksbuild.1": frozenset(
+        {
+            "InitialReplicaCount",
+            "autoScalingSpec",
+            "dataCapture",
+            "dnsConfig",
+            "endpointName",
+            "instanceType",
+            "instanceTypes",
+            "intelligentRoutingSpec",
+            "invocationEndpoint",
+            "kubernetes",
+            "kvCacheSpec",
+            "loadBalancer",
+            "maxDeployTimeInSeconds",
+            "metrics",
+            "modelName",
+            "modelSourceConfig",
+            "modelVersion",
+            "nodeAffinity",
+            "pdSpec",
+            "replicas",
+            "tags",
+            "tlsConfig",
+            "worker",
+        }
+    ),
 }
 """Top-level ``InferenceEndpointConfig.spec`` fields each known add-on version's CRD accepts. The CRD's schema has
 no ``x-kubernetes-preserve-unknown-fields``: kubectl's strict field validation refuses any other field."""
