@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """CDK entry point. The only module that reads the environment: the CDK context key ``config`` picks the
-environment file (default ``config/dev.yaml``), ``vendor/`` supplies the HyperPod dependency chart if fetched,
+environment file (default ``config/dev.yaml``), the clock dates the check of EKS's support for the Kubernetes
+version, ``vendor/`` supplies the HyperPod dependency chart if fetched,
 ``-c kvtiers:review=true`` allows an offline review synth without it, and ``-c kvtiers:stage=eks`` is the first
 stage of a deploy whose chart is installed by hand (``dependency_chart.source: external``)."""
 
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -39,7 +41,13 @@ def main() -> None:
             )
         chart_dir = vendored_chart(HYPERPOD_CHECKOUT, environment.hyperpod.dependency_chart.revision)
         graph = build_deploy_graph(
-            app, environment, hyperpod_chart_dir=chart_dir, review=review, eks_only=stage == "eks"
+            app,
+            environment,
+            hyperpod_chart_dir=chart_dir,
+            review=review,
+            eks_only=stage == "eks",
+            # EKS's support dates are UTC days.
+            support_date=datetime.now(UTC).date(),
         )
     except DeployGraphError as error:
         print(f"error: {config_path}: {error}", file=sys.stderr)

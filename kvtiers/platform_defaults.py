@@ -23,10 +23,6 @@ AZ_ID_PATTERN = r"^[a-z]{2,4}\d-az\d+$"
 
 # --------------------------------------------------------------------------------------------------- EKS
 
-KubernetesVersion = Literal["1.30", "1.31", "1.32", "1.33"]
-"""EKS versions HyperPod supports that are also in EKS standard support."""
-KUBERNETES_VERSION: KubernetesVersion = "1.33"
-"""The newest version HyperPod documents."""
 EndpointAccess = Literal["public_and_private", "private"]
 ENDPOINT_ACCESS: EndpointAccess = "private"
 """The Kubernetes API is reachable only inside the VPC."""

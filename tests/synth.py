@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -13,6 +14,8 @@ from kvtiers.config import load_environment
 from kvtiers.stacks.deploy_graph import DeployGraph, build_deploy_graph, synthesize
 
 ROOT = Path(__file__).resolve().parent.parent
+SUPPORT_DATE = date(2026, 12, 3)
+"""The day the tests synthesize for (EKS support of the Kubernetes version): fixed, never the clock."""
 
 
 def cdk_context() -> dict:
@@ -50,6 +53,7 @@ def synth(
         review=chart_dir is None,
         eks_only=eks_only,
         nag=nag,
+        support_date=SUPPORT_DATE,
     )
     synthesize(app, graph)
     return Synthesized(graph=graph, outdir=outdir)

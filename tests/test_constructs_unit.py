@@ -38,13 +38,13 @@ ACCOUNT, REGION = "123456789012", "eu-west-1"
 ADDONS = {
     "vpc_cni": "v1.20.4-eksbuild.1",
     "coredns": "v1.12.3-eksbuild.1",
-    "kube_proxy": "v1.33.3-eksbuild.6",
+    "kube_proxy": "v1.34.3-eksbuild.2",
     "eks_pod_identity_agent": "v1.3.9-eksbuild.3",
 }
 OPERATOR_ADDONS = {
     "inference_operator": "v1.0.0-eksbuild.1",
     "cert_manager": "v1.18.2-eksbuild.2",
-    "s3_csi_driver": "v2.1.0-eksbuild.1",
+    "s3_csi_driver": "v1.14.1-eksbuild.1",
     "fsx_csi_driver": "v1.7.0-eksbuild.1",
     "metrics_server": "v0.8.0-eksbuild.2",
 }
@@ -146,7 +146,7 @@ def test_eks_cluster_pins_its_addons_and_keeps_the_api_private(stack):
     template.has_resource_properties(
         "AWS::EKS::Cluster",
         {
-            "Version": "1.33",
+            "Version": "1.34",
             "ResourcesVpcConfig": Match.object_like({"EndpointPrivateAccess": True, "EndpointPublicAccess": False}),
         },
     )
@@ -491,8 +491,8 @@ RULES = {
         "EksCluster: public_access_cidrs 'office' is not an IPv4 CIDR",
     ),
     "eks_kubernetes_version_is_one_hyperpod_supports": (
-        lambda: eks_cluster(kubernetes_version="1.29"),
-        "EksCluster: kubernetes_version must be one of",
+        lambda: eks_cluster(kubernetes_version="1.35"),
+        "EksCluster: kubernetes_version: Kubernetes 1.35 is not documented for SageMaker HyperPod; use one of",
     ),
     "eks_needs_two_subnets": (
         lambda: eks_cluster(subnet_count=1),

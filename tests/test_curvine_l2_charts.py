@@ -1,4 +1,4 @@
-"""The Curvine L2 charts: Kubernetes 1.33 schemas (strict), the rendered TOML agrees with the objects, the static
+"""The Curvine L2 charts: Kubernetes 1.34 schemas (strict), the rendered TOML agrees with the objects, the static
 PersistentVolumes reference the CDK volumes, and the deploy order holds in the template."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_every_object_passes_the_kubernetes_133_schemas_strictly(rendered):
     _, _, charts = rendered
     for objs in charts.values():
         for obj in objs:
-            kubernetes_validate.validate(obj, "1.33", strict=True)
+            kubernetes_validate.validate(obj, "1.34", strict=True)
 
 
 def test_strict_validation_catches_a_misspelled_field(rendered):
@@ -78,7 +78,7 @@ def test_strict_validation_catches_a_misspelled_field(rendered):
     bad = copy.deepcopy(objects(charts, "StatefulSet")[0])
     bad["spec"]["replicaz"] = 1
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(bad, "1.33", strict=True)
+        kubernetes_validate.validate(bad, "1.34", strict=True)
 
 
 def test_toml_parses_and_agrees_with_the_objects(rendered):

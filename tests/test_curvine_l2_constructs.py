@@ -80,7 +80,7 @@ def test_master_chart_in_a_bare_app():
     term = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
     assert term["values"] == ["gpu"]  # worker_groups defaults to every HyperPod group
     for obj in objects:
-        kubernetes_validate.validate(obj, "1.33", strict=True)
+        kubernetes_validate.validate(obj, "1.34", strict=True)
 
 
 def test_worker_chart_in_a_bare_app():
@@ -88,7 +88,7 @@ def test_worker_chart_in_a_bare_app():
     spec = daemonset["spec"]["template"]["spec"]
     assert daemonset["kind"] == "DaemonSet" and spec["hostNetwork"] is True
     assert next(v for v in spec["volumes"] if v["name"] == "nvme")["hostPath"]["path"] == "/opt/dlami/nvme"
-    kubernetes_validate.validate(daemonset, "1.33", strict=True)
+    kubernetes_validate.validate(daemonset, "1.34", strict=True)
 
 
 def test_csi_chart_in_a_bare_app():
@@ -105,7 +105,7 @@ def test_csi_chart_in_a_bare_app():
         "ServiceAccount",
     ]
     for obj in objects:
-        kubernetes_validate.validate(obj, "1.33", strict=True)
+        kubernetes_validate.validate(obj, "1.34", strict=True)
 
 
 def test_storage_chart_in_a_bare_app():
@@ -120,7 +120,7 @@ def test_storage_chart_in_a_bare_app():
     assert janitor["image"] == ENGINE_IMAGE
     assert janitor["command"][3] == str(2 * 1000 * 1000**3)  # worker_nodes x capacity_gb, in bytes
     for obj in objects:
-        kubernetes_validate.validate(obj, "1.33", strict=True)
+        kubernetes_validate.validate(obj, "1.34", strict=True)
 
 
 def test_charts_take_keyword_arguments_only():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 
 import cdk8s
@@ -19,6 +20,7 @@ from kvtiers.k8s_charts.hyperpod_operator import (
     InferenceEndpointConfigChart,
     OperatorEndpoint,
     contract,
+    policy,
     unsupported_spec_fields,
 )
 from kvtiers.stacks.wiring import serving as wiring
@@ -291,3 +293,116 @@ def test_a_hugging_face_source_on_the_pinned_addon_is_rejected(tmp_path):
         match="source.type 'huggingface' is not a model source the Inference Operator add-on v1.0.0-eksbuild.1 accepts",
     ):
         load_environment(tmp_path / "env.yaml")
+
+
+def _operator_named(tmp_path, name):
+    from kvtiers.config import load_environment
+
+    raw = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
+    next(e for e in raw["serving"]["endpoints"] if e.get("serving") == "operator")["name"] = name
+    path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_environment(path)
+
+
+def test_the_longest_allowed_operator_name_keeps_every_derived_name_within_63(tmp_path):
+    from tests.fakes.kyverno import check_policy
+
+    name = "e" * 43
+    props = wiring.operator_endpoint(_operator_named(tmp_path, name), name)
+    body = policy(props)
+    assert len(body["metadata"]["name"]) == 63
+    check_policy(body)  # Kyverno v1.15.2 refuses longer policy names
+    label_value = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+    for value in props.pod_labels.values():
+        assert len(value) <= 63 and label_value.match(value)
+
+
+def test_an_operator_name_one_longer_is_refused_naming_the_field_and_the_limit(tmp_path):
+    from kvtiers.config import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        _operator_named(tmp_path, "e" * 44)
+    message = str(info.value)
+    assert "serving.endpoints.2: " in message and "may have at most 43" in message and "-curvine-l2" in message
+
+
+def test_the_operator_endpoint_construct_refuses_a_name_its_policy_could_not_carry(operator_props):
+    import dataclasses
+
+    with pytest.raises(
+        ValueError, match="OperatorEndpoint: name 'e{44}' is not a DNS-1123 label of at most 43 characters"
+    ):
+        dataclasses.replace(operator_props, name="e" * 44)
+
+
+def test_a_self_managed_name_is_limited_by_its_load_balancer_service(tmp_path):
+    from kvtiers.config import ConfigError, load_environment
+    from tests.test_config import write_variant
+
+    def named(length):
+        return lambda raw: raw["serving"]["endpoints"][0].update(name="s" * length)
+
+    load_environment(write_variant(tmp_path, named(52)))
+    with pytest.raises(
+        ConfigError, match=r"serving.endpoints.0: .*may have at most 52, so that its router's load balancer"
+    ):
+        load_environment(write_variant(tmp_path, named(53)))
+
+
+def test_the_s3_csi_add_on_is_the_version_and_identity_aws_installs_for_the_operator(prod_synth):
+    # AWS's helm_to_addon.sh (charts/inference-operator/migration): aws-mountpoint-s3-csi-driver v1.14.1-eksbuild.1
+    # with --service-account-role-arn, the role trusting kube-system:s3-csi-driver-sa through the cluster's OIDC
+    # provider with the sts.amazonaws.com audience.
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    addon = next(
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "aws-mountpoint-s3-csi-driver"
+    )
+    assert addon["AddonVersion"] == "v1.14.1-eksbuild.1" and "PodIdentityAssociations" not in addon
+    role_id = addon["ServiceAccountRoleArn"]["Fn::GetAtt"][0]
+    (statement,) = resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity" and "Federated" in statement["Principal"]
+    subject = resources[statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]]["Properties"]["Value"]
+    text = "".join(p if isinstance(p, str) else "" for p in subject["Fn::Join"][1])
+    assert ':sub":"system:serviceaccount:kube-system:s3-csi-driver-sa"' in text and ':aud":"sts.amazonaws.com"' in text
+
+
+def test_the_alb_controller_is_enabled_with_its_own_role(prod_synth):
+    # helm_to_addon.sh: alb.enabled with serviceAccount.roleArn, the role trusted by
+    # hyperpod-inference-system:aws-load-balancer-controller.
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    addon = next(
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-inference"
+    )
+    text = json.dumps(addon["ConfigurationValues"])
+    assert '\\"alb\\":{\\"enabled\\":true,\\"serviceAccount\\":{\\"create\\":true,\\"roleArn\\":\\"' in text
+    role_id = next(
+        k
+        for k in resources
+        if k.startswith("PlatformInferenceOperatorAlbControllerRole")
+        or "AlbControllerRole" in k
+        and resources[k]["Type"] == "AWS::IAM::Role"
+    )
+    assert role_id in text
+    (statement,) = resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    subject = resources[statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]]["Properties"]["Value"]
+    joined = "".join(p if isinstance(p, str) else "" for p in subject["Fn::Join"][1])
+    assert ':sub":"system:serviceaccount:hyperpod-inference-system:aws-load-balancer-controller"' in joined
+    policy = next(
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
+    )
+    deletes = next(s for s in policy if "elasticloadbalancing:DeleteLoadBalancer" in s["Action"])
+    assert deletes["Condition"] == {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}
+
+
+def test_the_newer_addon_accepts_its_crd_fields_and_the_pinned_one_refuses_them(operator_props):
+    # Chart 2.2.2's CRD (operator v3.2.0, add-on v1.3.0-eksbuild.1) adds kubernetes, dnsConfig, dataCapture, pdSpec.
+    spec = {**operator_props.spec(), "kubernetes": {}, "pdSpec": {}}
+    assert unsupported_spec_fields(spec, "v1.3.0-eksbuild.1") == []
+    assert unsupported_spec_fields(spec, "v1.0.0-eksbuild.1") == ["kubernetes", "pdSpec"]

@@ -122,23 +122,52 @@ def test_a_pod_the_mutation_misses_is_denied(kubectl, l2_policy, props):
         kyverno.admit(kubectl, l2_policy, operator_pod(props, model_mount="/models"))
 
 
+def _lmcache_env(props) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in props.worker_env if e["name"].startswith("LMCACHE_")}
+
+
 @pytest.mark.parametrize(
-    "env",
+    "strip",
     [
-        [],
-        [{"name": "LMCACHE_REMOTE_URL", "value": "redis://cache:6379"}],
-        "append-operator-url",
+        "url",
+        "url-replaced",
+        # aws/sagemaker-hyperpod-cli#431: operator v3.2.0 drops the worker's LMCACHE_* and sets its own URL.
+        "all-lmcache",
     ],
 )
-def test_a_model_container_without_the_l2_url_is_denied(kubectl, l2_policy, props, env):
+def test_a_stripped_or_overridden_lmcache_env_is_restored_at_admission(kubectl, l2_policy, props, strip):
     pod = operator_pod(props)
     model = container(pod, model_container_name(props))
-    if env == "append-operator-url":  # the operator appends its own URL after ours: the last one wins in Kubernetes
-        model["env"].append({"name": "LMCACHE_REMOTE_URL", "value": "lm://operator-cache:65432"})
+    if strip == "url":
+        model["env"] = [e for e in model["env"] if e["name"] != "LMCACHE_REMOTE_URL"]
+    elif strip == "url-replaced":
+        model["env"] = [
+            {**e, "value": "redis://cache:6379"} if e["name"] == "LMCACHE_REMOTE_URL" else e for e in model["env"]
+        ]
     else:
-        model["env"] = [e for e in model["env"] if e["name"] != "LMCACHE_REMOTE_URL"] + env
+        model["env"] = [e for e in model["env"] if not e["name"].startswith("LMCACHE_")] + [
+            {"name": "LMCACHE_REMOTE_URL", "value": "sagemaker-hyperpod://$(NODE_IP):9200"}
+        ]
+    admitted = kyverno.admit(kubectl, l2_policy, pod).pod
+    env = {e["name"]: e["value"] for e in container(admitted, model_container_name(props))["env"]}
+    assert {k: env.get(k) for k in _lmcache_env(props)} == _lmcache_env(props)
+
+
+def test_a_duplicated_l2_url_is_denied(kubectl, l2_policy, props):
+    # The operator appends its own URL after ours: Kubernetes takes the last one, the merge cannot say which.
+    pod = operator_pod(props)
+    container(pod, model_container_name(props))["env"].append(
+        {"name": "LMCACHE_REMOTE_URL", "value": "lm://operator-cache:65432"}
+    )
     with pytest.raises(kyverno.Denied, match="LMCACHE_REMOTE_URL"):
         kyverno.admit(kubectl, l2_policy, pod)
+
+
+def test_the_check_refuses_a_pod_without_the_lmcache_settings(l2_policy, props):
+    pod = operator_pod(props)
+    model = container(pod, model_container_name(props))
+    model["env"] = [e for e in model["env"] if e["name"] != "LMCACHE_MAX_LOCAL_CPU_SIZE"]
+    assert any("LMCACHE_MAX_LOCAL_CPU_SIZE" in m for m in kyverno.validate(l2_policy, pod))
 
 
 def test_without_the_policy_the_pod_starts_without_its_l2(kubectl, props):
@@ -203,12 +232,15 @@ def test_the_mutation_has_no_anchors_and_is_keyed_by_container_name(l2_policy):
     assert containers == [
         {
             "name": "{{ element.name }}",
+            "env": containers[0]["env"],
             "volumeMounts": [
                 {"name": L2_VOLUME, "mountPath": patched_mount_path(l2_policy)},
                 {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
             ],
         }
     ]
+    names = {e["name"] for e in containers[0]["env"]}
+    assert all(n.startswith("LMCACHE_") for n in names - {"PYTHONPATH"}) and "PYTHONPATH" in names
     assert MODEL_MOUNT in each["preconditions"]["all"][0]["key"]
 
 
@@ -297,6 +329,22 @@ def test_kyverno_admission_runs_highly_available(prod_synth):
     assert pdb["enabled"] is True and 1 <= pdb["minAvailable"] < admission["replicas"]
     # chart 3.5.2's _pdb.tpl fails when both are set, and its default minAvailable is 1
     assert "maxUnavailable" not in pdb
+
+
+def test_every_kyverno_pod_runs_on_the_system_nodes(prod_synth):
+    # Kyverno chart 3.5.2: each controller, hook job and test pod takes <component>.nodeSelector, else
+    # global.nodeSelector; HyperPod reboots and replaces its nodes on its own.
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    kyverno_chart = next(
+        r
+        for r in resources.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "kyverno"
+    )
+    values = json.loads(kyverno_chart["Properties"]["Values"])
+    nodegroup = next(r for r in resources.values() if r["Type"] == "AWS::EKS::Nodegroup")["Properties"]
+    assert values["global"]["nodeSelector"] == nodegroup["Labels"]
+    components = ("admissionController", "backgroundController", "cleanupController", "reportsController")
+    assert not [c for c in components if values.get(c, {}).get("nodeSelector")]
 
 
 def test_the_namespaced_policy_filters_no_namespaces_as_kyverno_requires(l2_policy):

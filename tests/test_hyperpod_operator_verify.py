@@ -68,6 +68,7 @@ def test_verify_checks_the_l2_instead_of_our_router_for_operator_endpoints(prod)
     ]
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached") in steps
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "operator endpoint") in steps
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "invocation through the operator's router") in steps
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "router") not in steps
     self_managed = next(e.name for e in prod.serving.endpoints if e.serving == "self_managed")
     assert (f"endpoint:{self_managed}", "router") in steps
@@ -106,9 +107,8 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
 
 
 def kube_results(env, kube):
-    results = runner.run(
-        env, runner.Clients(sagemaker=None, kube=kube.api_client()), show_progress=False, metrics_timeout=0.3, poll=0.05
-    )
+    clients = runner.Clients(sagemaker=None, kube=kube.api_client(), sagemaker_runtime=stubbed_runtime(env))
+    results = runner.run(env, clients, show_progress=False, metrics_timeout=0.3, poll=0.05)
     return [r for r in results if r.area != "hyperpod"]
 
 
@@ -178,3 +178,105 @@ def test_verify_fails_when_engines_lack_the_counters_the_rules_read(prod, object
 def test_dev_without_observability_does_not_read_tier_counters(dev_env):
     steps = [name for _, name, _ in runner.steps(dev_env, runner.Clients(sagemaker=None, kube=None), True, 1, 1)]
     assert "per-tier counters" not in steps
+
+
+def _operator_model_containers(prod, kubectl):
+    from tests.fakes.cluster import operator_pods
+
+    mount = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT).spec()["worker"]["modelVolumeMount"]["mountPath"]
+    return [
+        c
+        for pod in operator_pods(prod, OPERATOR_ENDPOINT, kubectl)
+        for c in pod["spec"]["containers"]
+        if any(m["mountPath"] == mount for m in c["volumeMounts"])
+    ]
+
+
+def test_operator_engines_export_lmcache_metrics_on_the_invocation_port(prod, kubectl):
+    # vLLM 0.12.0 serves the worker processes' registries (LMCache's) only from PROMETHEUS_MULTIPROC_DIR.
+    from tests.fakes.cluster import exports_lmcache_metrics
+
+    containers = _operator_model_containers(prod, kubectl)
+    assert containers and all(exports_lmcache_metrics(c) for c in containers)
+
+
+def test_verify_requires_lmcache_series_of_an_operator_endpoint_with_the_l2(prod, objects, kubectl):
+    from kubernetes.client import CoreV1Api
+
+    from kvtiers.cli.verify import tiers
+
+    assert prod.sizing.endpoint(OPERATOR_ENDPOINT).l2_enabled
+    with FakeKube() as kube:
+        handles = build_healthy(kube, prod, objects, kubectl=kubectl)
+        core, api = CoreV1Api(kube.api_client()), kube.api_client()
+        assert tiers.check_tier_counters(core, api, prod, endpoint(prod)).ok
+        for pod, engine in handles["engines"].items():
+            if pod.startswith(OPERATOR_ENDPOINT):
+                engine.lmcache = False
+        check = tiers.check_tier_counters(core, api, prod, endpoint(prod))
+        assert (
+            not check.ok
+            and "lmcache:num_remote_read_bytes" in check.detail
+            and "PROMETHEUS_MULTIPROC_DIR" in check.hint
+        )
+
+
+def test_a_model_container_without_the_multiprocess_dir_exports_no_lmcache_metrics(prod, kubectl):
+    from tests.fakes.cluster import exports_lmcache_metrics
+
+    (container, *_) = _operator_model_containers(prod, kubectl)
+    container["env"] = [e for e in container["env"] if e["name"] != "PROMETHEUS_MULTIPROC_DIR"]
+    assert not exports_lmcache_metrics(container)
+
+
+def stubbed_runtime(env, *, answer=None, error=None):
+    """A sagemaker-runtime client whose InvokeEndpoint must name the operator endpoint's SageMaker endpoint (the
+    object name the rendered InferenceEndpointConfig carries)."""
+    import io
+    import json
+
+    import boto3
+    from botocore.response import StreamingBody
+    from botocore.stub import ANY, Stubber
+
+    client = boto3.client("sagemaker-runtime", region_name=env.region, aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(client)
+    expected = {
+        "EndpointName": wiring.operator_endpoint(env, OPERATOR_ENDPOINT).spec()["endpointName"],
+        "ContentType": "application/json",
+        "Accept": "application/json",
+        "Body": ANY,
+    }
+    if error:
+        stubber.add_client_error("invoke_endpoint", service_error_code=error, expected_params=expected)
+    else:
+        data = json.dumps(answer if answer is not None else {"choices": [{"text": "x"}]}).encode()
+        stubber.add_response(
+            "invoke_endpoint",
+            {"Body": StreamingBody(io.BytesIO(data), len(data)), "ContentType": "application/json"},
+            expected,
+        )
+    stubber.activate()
+    return client
+
+
+def test_verify_invokes_the_operator_endpoint_through_its_sagemaker_endpoint(prod):
+    from kvtiers.cli.verify import aws
+
+    check = aws.check_operator_invocation(stubbed_runtime(prod), prod, endpoint(prod))
+    assert check.ok, check
+    object_name = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT).object_name
+    assert object_name in check.detail
+
+
+@pytest.mark.parametrize("answer, error", [({"error": "x"}, None), (None, "ValidationError")])
+def test_verify_fails_when_the_router_path_does_not_answer(prod, answer, error):
+    from kvtiers.cli.verify import aws
+
+    check = aws.check_operator_invocation(stubbed_runtime(prod, answer=answer, error=error), prod, endpoint(prod))
+    assert not check.ok and "describe-endpoint" in check.hint
+
+
+def test_the_operator_endpoint_has_a_sagemaker_endpoint_named_after_its_object(prod):
+    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
+    assert props.spec()["endpointName"] == props.object_name

@@ -1,5 +1,5 @@
 """The synthesized NetworkPolicies of every shipped environment, evaluated against the hand-written matrix in the
-README ("Network isolation"), and validated against the Kubernetes 1.33 schemas."""
+README ("Network isolation"), and validated against the Kubernetes 1.34 schemas."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_network_policies_are_valid_kubernetes_1_33(dev_synth, prod_synth):
     policies = [o for s in (dev_synth, prod_synth) for o in objects(s) if o["kind"] == "NetworkPolicy"]
     assert len(policies) > 10
     for obj in policies:
-        kubernetes_validate.validate(obj, "1.33", strict=True)
+        kubernetes_validate.validate(obj, "1.34", strict=True)
 
 
 def test_the_evaluator_applies_default_deny_and_needs_both_sides():

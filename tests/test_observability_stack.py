@@ -90,3 +90,30 @@ def test_the_full_threshold_must_be_above_the_eviction_watermark(tmp_path):
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match="must be above curvine.eviction.high_watermark 0.85"):
         load_environment(path)
+
+
+def test_the_alert_key_lets_amp_publish_to_the_encrypted_topic_as_amp_documents(prod_synth):
+    # AMP, "Giving Amazon Managed Service for Prometheus permission to send alert messages to your Amazon SNS topic":
+    # the topic policy carries aws:SourceArn (the workspace) and aws:SourceAccount; the key policy of an SSE topic
+    # grants aps.amazonaws.com kms:GenerateDataKey* and kms:Decrypt without them. A source condition in the key
+    # policy the KMS request made on AMP's behalf may not carry would drop every alert without an error.
+    resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
+    topic_id, topic = next((k, r) for k, r in resources.items() if r["Type"] == "AWS::SNS::Topic")
+    key = resources[topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]]
+    (statement,) = [
+        s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Principal") == {"Service": "aps.amazonaws.com"}
+    ]
+    assert set(statement["Action"]) == {"kms:GenerateDataKey*", "kms:Decrypt"} and "Condition" not in statement
+    topic_policy = next(
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::SNS::TopicPolicy" and {"Ref": topic_id} in r["Properties"]["Topics"]
+    )
+    (publish,) = [
+        s for s in topic_policy["PolicyDocument"]["Statement"] if s.get("Principal") == {"Service": "aps.amazonaws.com"}
+    ]
+    assert set(publish["Condition"]) == {"ArnEquals", "StringEquals"}
+    assert (
+        "aws:SourceArn" in publish["Condition"]["ArnEquals"]
+        and "aws:SourceAccount" in publish["Condition"]["StringEquals"]
+    )

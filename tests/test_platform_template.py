@@ -77,7 +77,7 @@ def test_eks_cluster_version_logging_access_and_no_auto_mode(dev_synth):
         "AWS::EKS::Cluster",
         {
             "Name": "kvtiers-dev",
-            "Version": "1.33",
+            "Version": "1.34",
             "AccessConfig": {"AuthenticationMode": "API"},
             "BootstrapSelfManagedAddons": False,
             "Logging": {
@@ -102,10 +102,10 @@ def test_core_addons_are_pinned(dev_synth, dev_env):
     assert all(a["ResolveConflicts"] == "OVERWRITE" for a in addons.values())
 
 
-def test_kubectl_provider_uses_the_v33_layer(dev_synth):
+def test_kubectl_provider_uses_the_v34_layer(dev_synth):
     platform = dev_synth.template(dev_synth.graph.platform)
     platform.has_resource_properties(
-        "AWS::Lambda::LayerVersion", {"Description": Match.string_like_regexp("kubectl 1.33")}
+        "AWS::Lambda::LayerVersion", {"Description": Match.string_like_regexp("kubectl 1.34")}
     )
 
 

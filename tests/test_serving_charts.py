@@ -1,4 +1,4 @@
-"""Self-managed serving charts: every object valid against the Kubernetes 1.33 schemas, and the objects agree
+"""Self-managed serving charts: every object valid against the Kubernetes 1.34 schemas, and the objects agree
 with each other and with the sizing (L2 path, hash seed, discovery selector, GPUs, memory)."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def selector_matches(selector: str, pod_labels: dict[str, str]) -> bool:
 def test_every_object_is_valid_kubernetes_1_33(charts):
     for objs in charts.values():
         for obj in objs:
-            kubernetes_validate.validate(obj, "1.33", strict=True)
+            kubernetes_validate.validate(obj, "1.34", strict=True)
 
 
 def test_all_objects_in_the_serving_namespace_and_no_namespace_or_claim_created(env, charts):

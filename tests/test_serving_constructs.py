@@ -1,5 +1,5 @@
 """The serving and operator-path charts as a library consumer builds them: each in a bare cdk8s app with explicit,
-minimal arguments (no environment file), valid against the Kubernetes 1.33 schemas; and each rule a construct checks
+minimal arguments (no environment file), valid against the Kubernetes 1.34 schemas; and each rule a construct checks
 on its inputs, with the error naming the construct and the field."""
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def serving(**overrides) -> list[dict]:
 
 def valid(objs: list[dict]) -> list[dict]:
     for obj in objs:
-        kubernetes_validate.validate(obj, "1.33", strict=True)
+        kubernetes_validate.validate(obj, "1.34", strict=True)
     return objs
 
 

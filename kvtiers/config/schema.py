@@ -42,6 +42,8 @@ from kvtiers.config.versions import (
     engine_release,
     router_release,
 )
+from kvtiers.k8s_charts.names import longest_endpoint_name
+from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SAGEMAKER_NAME = platform.SAGEMAKER_NAME_PATTERN
@@ -164,15 +166,17 @@ Network = Annotated[NewVpc | ExistingVpc, Field(discriminator="mode")]
 
 
 class EksAddonVersions(Strict):
-    """Pinned EKS add-on versions (``aws eks describe-addon-versions --kubernetes-version 1.33``).
+    """Pinned EKS add-on versions for the default Kubernetes 1.34 (``aws eks describe-addon-versions
+    --kubernetes-version 1.34``; sources in docs/aws-prerequisites.md). Change them with ``kubernetes_version``.
 
     Pinned, never resolved at synth, so that ``cdk diff`` shows every upgrade.
     """
 
-    vpc_cni: str = "v1.20.4-eksbuild.1"
+    vpc_cni: str = "v1.21.1-eksbuild.3"
     """HyperPod needs the VPC CNI at 1.18.3 or later."""
-    coredns: str = "v1.12.3-eksbuild.1"
-    kube_proxy: str = "v1.33.3-eksbuild.6"
+    coredns: str = "v1.13.2-eksbuild.4"
+    kube_proxy: str = "v1.34.3-eksbuild.2"
+    """kube-proxy's minor version is the cluster's."""
     eks_pod_identity_agent: str = "v1.3.9-eksbuild.3"
     aws_ebs_csi_driver: str = "v1.50.1-eksbuild.1"
 
@@ -207,8 +211,10 @@ class SystemNodegroup(Strict):
 class Eks(Strict):
     cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
     """EKS cluster name."""
-    kubernetes_version: platform.KubernetesVersion = platform.KUBERNETES_VERSION
-    """Among the versions HyperPod supports; the kubectl layer package must match (``lambda-layer-kubectl-vNN``)."""
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+    """A version HyperPod documents (the table in ``kvtiers/kubernetes_versions.py``, with EKS's support dates); the
+    kubectl layer package must match (``aws-cdk.lambda-layer-kubectl-vNN``). Synth warns while the version is in EKS
+    extended support and refuses it after. Default: 1.34, the newest HyperPod documents."""
     endpoint_access: platform.EndpointAccess = platform.ENDPOINT_ACCESS
     """``private`` by default: the Kubernetes API is reachable only from inside the VPC (CDK's kubectl handler runs
     there). ``public_and_private`` also opens it to ``public_access_cidrs``, which must then be given."""
@@ -225,6 +231,22 @@ class Eks(Strict):
     """Kubernetes Service addresses, set explicitly because the NetworkPolicies must name the ``kubernetes``
     Service's address (its first host). Default: what EKS picks for a VPC in 10.0.0.0/8; it must not overlap the
     VPC."""
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _kubernetes_version(cls, value: str) -> str:
+        release(value)
+        return value
+
+    @model_validator(mode="after")
+    def _kube_proxy_matches(self) -> Eks:
+        proxy = _version(self.addons.kube_proxy)[:2]
+        if proxy != tuple(int(x) for x in self.kubernetes_version.split(".")):
+            raise ValueError(
+                f"addons.kube_proxy {self.addons.kube_proxy} is for Kubernetes {proxy[0]}.{proxy[1]}, not "
+                f"kubernetes_version {self.kubernetes_version}: kube-proxy's minor version is the cluster's"
+            )
+        return self
 
     @field_validator("service_ipv4_cidr")
     @classmethod
@@ -622,6 +644,16 @@ class Endpoint(Strict):
     """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
 
     @model_validator(mode="after")
+    def _derived_names_fit(self) -> Endpoint:
+        limit, longest = longest_endpoint_name(self.serving)
+        if len(self.name) > limit:
+            raise ValueError(
+                f"name {self.name!r} has {len(self.name)} characters; a {self.serving} endpoint's name may have at most "
+                f"{limit}, so that {longest} stays within 63"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _checks(self) -> Endpoint:
         if self.model not in KNOWN_MODELS and self.model_sizes is None:
             raise ValueError(
@@ -709,7 +741,7 @@ class OperatorAddonVersions(Strict):
     """``amazon-sagemaker-hyperpod-inference``. This version ships the operator CRD of chart 2.0.0 (no
     ``spec.kubernetes``); the endpoint spec uses only fields of the versions listed in docs/operator-contract.md."""
     cert_manager: str = "v1.18.2-eksbuild.2"
-    s3_csi_driver: str = "v2.1.0-eksbuild.1"
+    s3_csi_driver: str = "v1.14.1-eksbuild.1"
     fsx_csi_driver: str = "v1.7.0-eksbuild.1"
     metrics_server: str = "v0.8.0-eksbuild.2"
 

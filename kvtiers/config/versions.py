@@ -126,5 +126,8 @@ OPERATOR_ADDON_MODEL_SOURCES: dict[str, tuple[str, ...]] = {
     # The add-on ships operator 3.0 with the CRD of chart 2.0.0 (aws/sagemaker-hyperpod-cli commit 51b8dd2):
     # modelSourceType is s3 or fsx there; huggingface and huggingFaceModel arrived with chart 2.1.1 (4b76719).
     "v1.0.0-eksbuild.1": ("s3", "fsx"),
+    # Operator v3.2.0 (the add-on's image as aws/sagemaker-hyperpod-cli#431 reports it): the CRD of chart 2.2.2
+    # (a00b22d) also takes huggingface and kubernetesVolume.
+    "v1.3.0-eksbuild.1": ("s3", "fsx", "huggingface", "kubernetesVolume"),
 }
 """Model sources each pinned Inference Operator add-on version accepts (``spec.modelSourceConfig.modelSourceType``)."""

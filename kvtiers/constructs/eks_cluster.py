@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, cast
 
 import aws_cdk as cdk
@@ -19,19 +20,18 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 import kvtiers.constructs._checks as check
+from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, Support, release, support, support_note
 from kvtiers.platform_defaults import (
     ADDON_VERSION_PATTERN,
     CONTROL_PLANE_LOGGING,
     EKS_CLUSTER_NAME_PATTERN,
     ENDPOINT_ACCESS,
     IAM_ROLE_ARN_PATTERN,
-    KUBERNETES_VERSION,
     MIN_VPC_CNI_VERSION,
     SYSTEM_NODE_COUNT,
     SYSTEM_NODE_INSTANCE_TYPE,
     ControlPlaneLogType,
     EndpointAccess,
-    KubernetesVersion,
 )
 
 ClusterLike = eks.ICluster | eks.Cluster
@@ -134,8 +134,11 @@ class EksCluster(Construct):
     :param security_group: the control plane's additional security group (the one the HyperPod nodes carry).
     :param addons: exact versions of the managed core add-ons.
     :param cluster_name: the EKS cluster name. @default a CloudFormation-generated name
-    :param kubernetes_version: a version HyperPod supports; the kubectl layer package must match
-        (``aws-cdk.lambda-layer-kubectl-vNN``). @default ``"1.33"``, the newest HyperPod documents
+    :param kubernetes_version: a version HyperPod documents (``kvtiers.kubernetes_versions``); the kubectl layer
+        package must match (``aws-cdk.lambda-layer-kubectl-vNN``). @default ``"1.34"``, the newest HyperPod documents
+    :param support_date: the day the cluster is deployed, to check EKS's support for ``kubernetes_version`` on it: a
+        version past EKS extended support is refused, one in extended support (paid) gives a synth warning. The
+        construct reads no clock. @default ``None``: no support check
     :param endpoint_access: ``"private"`` (the API is reachable only inside the VPC) or ``"public_and_private"``
         (also from ``public_access_cidrs``). @default ``"private"``
     :param public_access_cidrs: IPv4 networks allowed to reach the public endpoint; required with
@@ -161,17 +164,29 @@ class EksCluster(Construct):
         security_group: ec2.ISecurityGroup,
         addons: CoreAddonVersions,
         cluster_name: str | None = None,
-        kubernetes_version: KubernetesVersion = KUBERNETES_VERSION,
+        kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
         endpoint_access: EndpointAccess = ENDPOINT_ACCESS,
         public_access_cidrs: Sequence[str] = (),
         admin_role_arns: Sequence[str] = (),
         logging: Sequence[ControlPlaneLogType] = CONTROL_PLANE_LOGGING,
         system_nodegroup: SystemNodegroup | None = SystemNodegroup(),
         service_ipv4_cidr: str | None = None,
+        support_date: date | None = None,
     ) -> None:
         super().__init__(scope, id)
         access = _endpoint_access(endpoint_access, public_access_cidrs)
-        check.one_of("EksCluster", "kubernetes_version", kubernetes_version, KubernetesVersion)
+        try:
+            release(kubernetes_version)
+        except ValueError as error:
+            raise ValueError(f"EksCluster: kubernetes_version: {error}") from None
+        if support_date is not None:
+            status = support(kubernetes_version, support_date)
+            if status is Support.ENDED:
+                raise ValueError(f"EksCluster: kubernetes_version: {support_note(kubernetes_version, support_date)}")
+            if status is Support.EXTENDED:
+                cdk.Annotations.of(self).add_warning_v2(
+                    "kvtiers:kubernetes-extended-support", support_note(kubernetes_version, support_date)
+                )
         if len(subnets) < 2:
             raise ValueError(f"EksCluster: subnets needs at least two subnets in two AZs (EKS), got {len(subnets)}")
         if cluster_name is not None:
@@ -319,10 +334,13 @@ def pinned_addon(
     version: str,
     role: iam.IRole | None = None,
     service_account: str | None = None,
+    service_account_role: iam.IRole | None = None,
     configuration_values: Mapping[str, Any] | None = None,
 ) -> eks_l1.CfnAddon:
     """An EKS add-on at an exact version, overwriting self-managed copies, removed with the stack, optionally with
-    an EKS Pod Identity role for its service account and configuration values (tokens allowed)."""
+    an EKS Pod Identity role for its service account (``role`` and ``service_account``), or an IAM role for its
+    service account through the cluster's OpenID Connect provider (``service_account_role``, the add-on's
+    ``ServiceAccountRoleArn``), and configuration values (tokens allowed)."""
     pod_identity = None
     if role is not None and service_account is not None:
         pod_identity = [
@@ -340,6 +358,7 @@ def pinned_addon(
         preserve_on_delete=False,
         configuration_values=cdk.Stack.of(scope).to_json_string(configuration_values) if configuration_values else None,
         pod_identity_associations=pod_identity,
+        service_account_role_arn=service_account_role.role_arn if service_account_role is not None else None,
     )
 
 

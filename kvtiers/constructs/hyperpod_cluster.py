@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 import kvtiers.constructs._checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike
@@ -209,7 +210,7 @@ class HyperPodCluster(Construct):
                 resources=["*"],
             )
         )
-        for statement in vpc_cni_statements(subnet=subnet, security_group=security_group):
+        for statement in vpc_statements(subnet=subnet, security_group=security_group):
             self.execution_role.add_to_policy(statement)
         self.execution_role.add_to_policy(
             iam.PolicyStatement(
@@ -244,6 +245,7 @@ class HyperPodCluster(Construct):
             instance_groups=[self._group(g) for g in instance_groups],
         )
         self.cluster.node.add_dependency(self.lifecycle_deployment)
+        cdk.Aspects.of(cdk.Stack.of(self)).add(_AfterRolePolicies(self.cluster, self.execution_role))
 
     def _group(self, group: InstanceGroup) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
@@ -283,59 +285,89 @@ class HyperPodCluster(Construct):
         return self.cluster.attr_cluster_arn
 
 
-def vpc_cni_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -> list[iam.PolicyStatement]:
-    """What the VPC CNI on HyperPod nodes needs to give pods VPC addresses.
+def vpc_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -> list[iam.PolicyStatement]:
+    """What the execution role needs for nodes in the customer's VPC: HyperPod's own network interfaces and the
+    VPC CNI on the nodes, which runs with this role (there is no node role).
 
-    On HyperPod the CNI runs with the instance group's execution role (there is no node role), so these go on that
-    role. The actions are those of ``AmazonEKS_CNI_Policy`` (IPv4 only); like the reference templates
-    (aws/sagemaker-hyperpod-cluster-setup ``eks/cloudformation/sagemaker-iam-role-template.yaml``,
-    awsome-distributed-training ``terraform-modules/.../sagemaker_iam_role/main.tf``) the mutating ones are scoped to
-    this account and region, the HyperPod subnet and the node security group instead of ``*``.
+    The action set is the union of AWS's "IAM role for SageMaker HyperPod" list for a custom VPC (network
+    interfaces, their permissions and tags, and the VPC describe calls) and ``AmazonEKS_CNI_Policy``'s IPv4 actions,
+    as both reference templates grant them (aws/sagemaker-hyperpod-cluster-setup
+    ``eks/cloudformation/sagemaker-iam-role-template.yaml``, awsome-distributed-training
+    ``cfn-templates/nested-stacks/sagemaker-iam-role-stack.yaml``); docs/aws-prerequisites.md cites each. Every action
+    that takes a resource (Service Authorization Reference) is scoped to this account and region, the HyperPod
+    subnet and the node security group; describe calls take none. The one exception is the instance of
+    ``ec2:DetachNetworkInterface``: HyperPod's instances live in a SageMaker service account (AWS documents this
+    action on ``*``), so its instance part is any account's instance in this region, its network interface ours.
     """
     stack = cdk.Stack.of(subnet)
 
-    def ec2_arn(resource: str) -> str:
-        return stack.format_arn(
-            service="ec2",
-            resource=resource,
-            resource_name="*" if resource in ("instance", "network-interface") else None,
-        )
+    def ec2_arn(resource: str, name: str = "*", *, account: str | None = None) -> str:
+        return stack.format_arn(service="ec2", resource=resource, resource_name=name, account=account)
 
-    here = [ec2_arn("instance"), ec2_arn("network-interface")]
+    ours = [
+        ec2_arn("instance"),
+        ec2_arn("network-interface"),
+        ec2_arn("subnet", subnet.subnet_id),
+        ec2_arn("security-group", security_group.security_group_id),
+    ]
     return [
         iam.PolicyStatement(
-            sid="CniEnis",
+            sid="VpcEnis",
             actions=[
                 "ec2:AssignPrivateIpAddresses",
                 "ec2:AttachNetworkInterface",
                 "ec2:CreateNetworkInterface",
+                "ec2:CreateNetworkInterfacePermission",
                 "ec2:DeleteNetworkInterface",
-                "ec2:DetachNetworkInterface",
+                "ec2:DeleteNetworkInterfacePermission",
                 "ec2:ModifyNetworkInterfaceAttribute",
                 "ec2:UnassignPrivateIpAddresses",
             ],
-            resources=[
-                *here,
-                stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id),
-                stack.format_arn(
-                    service="ec2", resource="security-group", resource_name=security_group.security_group_id
-                ),
-            ],
+            resources=ours,
         ),
-        # Describe calls support no resource-level scope.
         iam.PolicyStatement(
-            sid="CniDescribe",
+            sid="VpcEniDetach",
+            actions=["ec2:DetachNetworkInterface"],
+            resources=[ec2_arn("network-interface"), ec2_arn("instance", account="*")],
+        ),
+        # The Service Authorization Reference lists no resource type for these: they cannot be scoped.
+        iam.PolicyStatement(
+            sid="VpcDescribe",
             actions=[
+                "ec2:DescribeDhcpOptions",
                 "ec2:DescribeInstances",
                 "ec2:DescribeInstanceTypes",
                 "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeSecurityGroups",
                 "ec2:DescribeSubnets",
                 "ec2:DescribeTags",
+                "ec2:DescribeVpcs",
             ],
             resources=["*"],
         ),
-        iam.PolicyStatement(sid="CniEniTags", actions=["ec2:CreateTags"], resources=[ec2_arn("network-interface")]),
+        iam.PolicyStatement(sid="VpcEniTags", actions=["ec2:CreateTags"], resources=[ec2_arn("network-interface")]),
     ]
+
+
+@jsii.implements(cdk.IAspect)
+class _AfterRolePolicies:
+    """Makes the HyperPod cluster depend on every IAM policy resource of its stack attached to the execution role.
+    A policy is a resource of its own: without the dependency CloudFormation may create the cluster (and HyperPod
+    start nodes with the role) before the policy exists. An aspect, so that policies attached later, by grants or
+    by a consumer of the construct, count too."""
+
+    def __init__(self, cluster: sagemaker.CfnCluster, role: iam.Role) -> None:
+        self._cluster = cluster
+        self._role = role
+
+    def visit(self, node: IConstruct) -> None:
+        if not isinstance(node, (iam.CfnPolicy, iam.CfnManagedPolicy)):
+            return
+        stack = cdk.Stack.of(node)
+        if stack is not cdk.Stack.of(self._cluster):
+            return
+        if stack.resolve(self._role.role_name) in (stack.resolve(node.roles) or []):
+            self._cluster.add_dependency(node)
 
 
 def default_lifecycle_bucket_name(stack: cdk.Stack) -> str:

@@ -20,7 +20,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 import kvtiers.constructs._checks as check
-from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface, pinned_addon, pod_identity_role
+from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface, pinned_addon
+from kvtiers.constructs.load_balancer_controller import load_balancer_controller_statements
 from kvtiers.k8s_charts.hyperpod_operator.contract import kyverno_values
 from kvtiers.platform_defaults import ADDON_VERSION_PATTERN
 
@@ -28,6 +29,12 @@ OPERATOR_ADDON = "amazon-sagemaker-hyperpod-inference"
 OPERATOR_NAMESPACE = "hyperpod-inference-system"
 OPERATOR_SERVICE_ACCOUNT = "hyperpod-inference-controller-manager"
 KEDA_SERVICE_ACCOUNT = "keda-operator"
+ALB_SERVICE_ACCOUNT = "aws-load-balancer-controller"
+"""The add-on's load balancer controller (``alb.serviceAccount``; AWS's helm_to_addon.sh trusts this subject in the
+operator's namespace)."""
+S3_CSI_NAMESPACE = "kube-system"
+S3_CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+"""The Mountpoint S3 CSI add-on's service account (AWS's helm_to_addon.sh trusts exactly this subject)."""
 EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
 """The add-on refuses an execution role whose name does not start with this."""
 CHART_VERSION_PATTERN = r"^\d+\.\d+\.\d+$"
@@ -57,7 +64,7 @@ class OperatorAddonVersions:
 class InferenceOperator(Construct):
     """The operator add-on with its prerequisites, roles and TLS bucket, and Kyverno.
 
-    Attributes: ``operator_addon`` and ``kyverno`` (what endpoint manifests must depend on), ``prerequisites``,
+    Attributes: ``operator_addon`` and ``kyverno`` (what endpoint manifests must depend on), ``alb_role``, ``prerequisites``,
     ``execution_role``, ``keda_role``, ``s3_csi_role``, ``tls_bucket``, ``configuration`` (the add-on's) and
     ``model_object_arns`` (the objects the S3 CSI driver may read).
 
@@ -70,6 +77,8 @@ class InferenceOperator(Construct):
     :param addons: exact versions of the operator add-on and its prerequisites.
     :param kyverno_chart_version: the Kyverno Helm chart version, ``X.Y.Z``.
     :param model_buckets: buckets the S3 CSI driver may read model weights from. @default none
+    :param controller_node_labels: node labels every Kyverno pod is scheduled by (the cluster's system nodes), so
+        that the fail-closed admission never runs on HyperPod nodes. @default none: anywhere
     """
 
     def __init__(
@@ -83,6 +92,7 @@ class InferenceOperator(Construct):
         addons: OperatorAddonVersions,
         kyverno_chart_version: str,
         model_buckets: Sequence[str] = (),
+        controller_node_labels: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         if not environment_name:
@@ -105,26 +115,13 @@ class InferenceOperator(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
-        provider = cluster.open_id_connect_provider
-        issuer = provider.open_id_connect_provider_issuer
         self.execution_role = iam.Role(
             self,
             "ExecutionRole",
             role_name=f"{EXECUTION_ROLE_PREFIX}-{environment_name}"[:64],
             assumed_by=iam.CompositePrincipal(
                 iam.ServicePrincipal("sagemaker.amazonaws.com"),
-                iam.OpenIdConnectPrincipal(provider).with_conditions(
-                    {
-                        "StringEquals": cdk.CfnJson(
-                            self,
-                            "OperatorSubject",
-                            value={
-                                f"{issuer}:sub": f"system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SERVICE_ACCOUNT}",
-                                f"{issuer}:aud": "sts.amazonaws.com",
-                            },
-                        )
-                    }
-                ),
+                self._service_account_principal("OperatorSubject", OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT),
             ),
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerHyperPodInferenceAccess")],
         )
@@ -132,18 +129,7 @@ class InferenceOperator(Construct):
         self.keda_role = iam.Role(
             self,
             "KedaRole",
-            assumed_by=iam.OpenIdConnectPrincipal(provider).with_conditions(
-                {
-                    "StringEquals": cdk.CfnJson(
-                        self,
-                        "KedaSubject",
-                        value={
-                            f"{issuer}:sub": f"system:serviceaccount:{OPERATOR_NAMESPACE}:{KEDA_SERVICE_ACCOUNT}",
-                            f"{issuer}:aud": "sts.amazonaws.com",
-                        },
-                    )
-                }
-            ),
+            assumed_by=self._service_account_principal("KedaSubject", OPERATOR_NAMESPACE, KEDA_SERVICE_ACCOUNT),
         )
         self.keda_role.add_to_policy(
             iam.PolicyStatement(
@@ -151,21 +137,35 @@ class InferenceOperator(Construct):
                 resources=["*"],
             )
         )
-        s3_role = pod_identity_role(self, "S3CsiRole", description="Mountpoint S3 CSI driver: read model weights")
+        # The Mountpoint S3 CSI add-on at the version AWS's add-on migration script installs, with the identity it
+        # gives it there: an IAM role for the driver's service account (charts/inference-operator/migration/
+        # helm_to_addon.sh: --service-account-role-arn, trust on kube-system:s3-csi-driver-sa).
+        s3_role = iam.Role(
+            self,
+            "S3CsiRole",
+            description="Mountpoint S3 CSI driver: read model weights",
+            assumed_by=self._service_account_principal("S3CsiSubject", S3_CSI_NAMESPACE, S3_CSI_SERVICE_ACCOUNT),
+        )
         bucket_arns = [f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}" for bucket in model_buckets]
         self.model_object_arns = tuple(f"{arn}/*" for arn in bucket_arns)
         for bucket_arn, objects in zip(bucket_arns, self.model_object_arns, strict=True):
             s3_role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn]))
             s3_role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects]))
         self.s3_csi_role = s3_role
+        # The operator's endpoints are reached through their ALB, in front of the operator's intelligent router
+        # (the CRD's loadBalancer is the ALB; a SageMaker endpoint registers on it). AWS's add-on migration script
+        # and the awslabs Terraform module both enable it with a role of its own.
+        self.alb_role = iam.Role(
+            self,
+            "AlbControllerRole",
+            description="Inference Operator add-on: AWS Load Balancer Controller for the endpoints' ALB",
+            assumed_by=self._service_account_principal("AlbSubject", OPERATOR_NAMESPACE, ALB_SERVICE_ACCOUNT),
+        )
+        for statement in load_balancer_controller_statements():
+            self.alb_role.add_to_policy(statement)
         self.prerequisites = [
             self._addon("CertManager", "cert-manager", addons.cert_manager),
-            self._addon(
-                "S3Csi",
-                "aws-mountpoint-s3-csi-driver",
-                addons.s3_csi_driver,
-                pod_identity=(s3_role, "s3-csi-driver-sa"),
-            ),
+            self._addon("S3Csi", "aws-mountpoint-s3-csi-driver", addons.s3_csi_driver, service_account_role=s3_role),
             self._addon("FsxCsi", "aws-fsx-csi-driver", addons.fsx_csi_driver),
             self._addon("MetricsServer", "metrics-server", addons.metrics_server),
         ]
@@ -173,8 +173,7 @@ class InferenceOperator(Construct):
             "executionRoleArn": self.execution_role.role_arn,
             "tlsCertificateS3Bucket": self.tls_bucket.bucket_name,
             "hyperpodClusterArn": hyperpod_cluster_arn,
-            # Endpoints are reached through the operator's routing Service inside the VPC; no ALB is created.
-            "alb": {"enabled": False},
+            "alb": {"enabled": True, "serviceAccount": {"create": True, "roleArn": self.alb_role.role_arn}},
             "keda": {"enabled": True, "auth": {"aws": {"irsa": {"enabled": True, "roleArn": self.keda_role.role_arn}}}},
         }
         self.operator_addon = self._addon(
@@ -195,9 +194,9 @@ class InferenceOperator(Construct):
             atomic=True,
             wait=True,
             timeout=cdk.Duration.minutes(10),
-            # Three admission replicas and a PodDisruptionBudget: the operator endpoints' pods are admitted only
-            # through Kyverno (fail-closed for them), so one replica down must not stop them.
-            values=kyverno_values(),
+            # Three admission replicas and a PodDisruptionBudget on the system nodes: the operator endpoints' pods
+            # are admitted only through Kyverno (fail-closed for them), so one replica down must not stop them.
+            values=kyverno_values(controller_node_labels),
         )
         self.kyverno.node.add_dependency(self.operator_addon)
 
@@ -207,17 +206,29 @@ class InferenceOperator(Construct):
         name: str,
         version: str,
         *,
-        pod_identity: tuple[iam.IRole, str] | None = None,
+        service_account_role: iam.IRole | None = None,
         configuration: Mapping[str, Any] | None = None,
     ) -> eks_l1.CfnAddon:
-        role, service_account = pod_identity or (None, None)
         return pinned_addon(
             self,
             id,
             cluster=self._cluster,
             name=name,
             version=version,
-            role=role,
-            service_account=service_account,
+            service_account_role=service_account_role,
             configuration_values=configuration,
         )
+
+    def _service_account_principal(self, id: str, namespace: str, service_account: str) -> iam.IPrincipal:
+        """The cluster's OpenID Connect provider, for exactly this service account and audience."""
+        provider = self._cluster.open_id_connect_provider
+        issuer = provider.open_id_connect_provider_issuer
+        subject = cdk.CfnJson(
+            self,
+            id,
+            value={
+                f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
+                f"{issuer}:aud": "sts.amazonaws.com",
+            },
+        )
+        return iam.OpenIdConnectPrincipal(provider).with_conditions({"StringEquals": subject})

@@ -82,13 +82,18 @@ class Observability(Construct):
             enable_key_rotation=True,
             description=f"{environment_name}: metrics workspace and alert topic",
         )
-        # The workspace's alert manager publishes to the encrypted topic as the AMP service.
+        # The workspace's alert manager publishes to the encrypted topic as the AMP service, and SNS calls KMS on its
+        # behalf. The statement is the one AMP documents for an SSE topic ("Giving Amazon Managed Service for
+        # Prometheus permission to send alert messages to your Amazon SNS topic"): no aws:SourceAccount or
+        # aws:SourceArn condition, which the KMS request made on the service's behalf need not carry (AWS documents
+        # exactly that for EventBridge and encrypted topics); a condition it lacks would drop every alert silently.
+        # The key encrypts only this topic, and the topic policy below keeps AMP's confused-deputy conditions.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
+                sid="AlertManagerPublishesEncrypted",
                 actions=["kms:GenerateDataKey*", "kms:Decrypt"],
                 principals=[iam.ServicePrincipal(SERVICE)],
                 resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
             )
         )
         # The workspace keeps AMP's own encryption at rest (an AWS-owned key): a customer-managed key would need a

@@ -118,7 +118,7 @@ def router_discovery_role_name(endpoint: str) -> str:
 
 
 def router_load_balancer_name(endpoint: str) -> str:
-    return f"{router_name(endpoint)}-nlb"
+    return f"{endpoint}{ROUTER_LOAD_BALANCER_SUFFIX}"
 
 
 def router_host(endpoint: str, namespace: str) -> str:
@@ -142,6 +142,36 @@ def engine_selector(endpoint: str) -> dict[str, str]:
 
 def router_selector(endpoint: str) -> dict[str, str]:
     return {ENDPOINT: endpoint, COMPONENT: ROUTER_COMPONENT}
+
+
+NAME_MAX = 63
+"""DNS-1123 labels (Service names, label values) and Kyverno policy names (``api/kyverno/v1/utils.go`` @ v1.15.2)."""
+FINGERPRINT_LENGTH = 8
+"""Hex digits of an operator endpoint's fingerprint in its object name."""
+ROUTER_LOAD_BALANCER_SUFFIX = "-router-nlb"
+OPERATOR_POLICY_SUFFIX = "-curvine-l2"
+
+
+def operator_object_name(endpoint: str, fingerprint: str) -> str:
+    """The InferenceEndpointConfig of an operator endpoint: its name and the fingerprint of its immutable fields."""
+    return f"{endpoint}-{fingerprint}"
+
+
+def operator_policy_name(object_name: str) -> str:
+    """The Kyverno Policy that attaches the Curvine L2 to the pods of ``object_name``."""
+    return f"{object_name}{OPERATOR_POLICY_SUFFIX}"
+
+
+def longest_endpoint_name(serving: str) -> tuple[int, str]:
+    """The longest endpoint name that keeps every name and label derived from it within 63 characters, and the
+    derived name that sets the limit. An operator endpoint's limit holds whether or not its Curvine L2 is on, so
+    that turning the L2 on never breaks a name."""
+    if serving == "operator":
+        longest = operator_policy_name(operator_object_name("", "0" * FINGERPRINT_LENGTH))
+        return NAME_MAX - len(longest), f"its Kyverno Policy <name>{longest}"
+    return NAME_MAX - len(
+        ROUTER_LOAD_BALANCER_SUFFIX
+    ), f"its router's load balancer Service <name>{ROUTER_LOAD_BALANCER_SUFFIX}"
 
 
 def operator_pod_labels(object_name: str) -> dict[str, str]:

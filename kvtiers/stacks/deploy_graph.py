@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -10,6 +11,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from kvtiers.config.schema import Environment
 from kvtiers.constructs.model_access import ModelReadAccess
+from kvtiers.kubernetes_versions import Support, support, support_note
 from kvtiers.stacks import nag as findings
 from kvtiers.stacks.hyperpod_chart import DeployGraphError, plan_hyperpod_chart
 from kvtiers.stacks.network_stack import NetworkStack
@@ -37,14 +39,19 @@ def build_deploy_graph(
     review: bool = False,
     eks_only: bool = False,
     nag: bool = True,
+    support_date: date | None = None,
 ) -> DeployGraph:
     """Add the environment's stacks to ``app``. With ``nag``, cdk-nag AwsSolutions checks run at synth.
 
     ``hyperpod_chart_dir`` is the vendored dependency chart; ``review`` allows an offline synth without it (the
     platform template then refuses to deploy); ``eks_only`` is the first stage of a deploy with
-    ``dependency_chart.source: external`` (network and EKS only). Raises :class:`DeployGraphError`.
+    ``dependency_chart.source: external`` (network and EKS only). ``support_date`` is the day of the deploy: a
+    Kubernetes version past EKS extended support on it is refused, one in extended support warned about (``None``:
+    no check; only app.py reads the clock). Raises :class:`DeployGraphError`.
     """
     env = environment
+    if support_date is not None and support(env.eks.kubernetes_version, support_date) is Support.ENDED:
+        raise DeployGraphError(f"eks.kubernetes_version: {support_note(env.eks.kubernetes_version, support_date)}")
     chart = plan_hyperpod_chart(env, hyperpod_chart_dir, review=review)
     if eks_only and env.hyperpod.dependency_chart.source != "external":
         raise DeployGraphError(
@@ -60,6 +67,7 @@ def build_deploy_graph(
         network=network.network,
         hyperpod_chart=chart,
         eks_only=eks_only,
+        support_date=support_date,
         env=aws_env,
         tags=tags,
     )

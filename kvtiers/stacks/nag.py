@@ -172,12 +172,17 @@ def acknowledge_hyperpod(hyperpod: HyperPodCluster) -> None:
     stack = cdk.Stack.of(hyperpod)
     acknowledge(
         hyperpod.execution_role,
-        "the VPC CNI creates, attaches and tags ENIs whose IDs exist only at run time, on HyperPod nodes whose "
-        "instance IDs are assigned by HyperPod; scoped to this account and region (and the subnet and security group "
-        "for the actions that take them), as the HyperPod reference templates do",
+        "HyperPod and the VPC CNI create, attach, share (network interface permissions) and tag ENIs whose IDs exist "
+        "only at run time, on HyperPod nodes whose instance IDs HyperPod assigns; scoped to this account and region "
+        "(and the subnet and security group for the actions that take them), as the HyperPod reference templates do. "
+        "Detaching also names HyperPod's instances, which live in a SageMaker service account: any account's "
+        "instance in this region, with this account's network interfaces only",
         *(
             wildcard_resource(hyperpod, stack.format_arn(service="ec2", resource=kind, resource_name="*"))
             for kind in ("instance", "network-interface")
+        ),
+        wildcard_resource(
+            hyperpod, stack.format_arn(service="ec2", resource="instance", resource_name="*", account="*")
         ),
     )
     acknowledge(
@@ -236,6 +241,32 @@ def acknowledge_inference_operator(operator: InferenceOperator) -> None:
         operator.s3_csi_role,
         "read-only GetObject in the model buckets the environment names (Mountpoint mounts whole buckets)",
         *(wildcard_resource(operator, arn) for arn in operator.model_object_arns),
+    )
+    acknowledge(
+        operator.alb_role,
+        "the AWS Load Balancer Controller's own least-privilege policy: describe calls take no resource; load "
+        "balancers, target groups, listeners and security groups are created with and changed only under the "
+        "elbv2.k8s.aws/cluster tag the controller sets (their IDs exist only at run time); scoped to this account and "
+        "region (kvtiers/constructs/load_balancer_controller.py)",
+        "AwsSolutions-IAM5[Resource::*]",
+        *(
+            wildcard_resource(operator, f"arn:{cdk.Aws.PARTITION}:{kind}")
+            for kind in (
+                f"ec2:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:security-group/*",
+                *(
+                    f"elasticloadbalancing:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:{resource}"
+                    for resource in (
+                        "targetgroup/*/*",
+                        "loadbalancer/net/*/*",
+                        "loadbalancer/app/*/*",
+                        "listener/net/*/*/*",
+                        "listener/app/*/*/*",
+                        "listener-rule/net/*/*/*",
+                        "listener-rule/app/*/*/*",
+                    )
+                ),
+            )
+        ),
     )
 
 

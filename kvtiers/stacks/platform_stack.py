@@ -7,6 +7,7 @@ from this stack into a later one.
 
 from __future__ import annotations
 
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
@@ -39,12 +40,13 @@ class PlatformStack(cdk.Stack):
         network: HyperPodNetwork,
         hyperpod_chart: HyperPodChartPlan,
         eks_only: bool = False,
+        support_date: date | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
         env = environment
         self.network = network
-        self.eks = wiring.eks_cluster(self, "Eks", env, network)
+        self.eks = wiring.eks_cluster(self, "Eks", env, network, support_date=support_date)
         cluster = self.eks.cluster
         self.node_traffic: NodeTraffic | None = None
         if self.eks.system_nodegroup is not None:

@@ -104,7 +104,11 @@ class WorkloadsStack(cdk.Stack):
         for endpoint in endpoints:
             chart = wiring.operator_endpoint_chart(self.k8s_app, f"operator-{endpoint.name}", env, endpoint.name)
             operator_endpoint = chart.endpoint
-            pascal = _pascal(endpoint.name)
+            # The fingerprint is part of the logical IDs: a change that renames the objects is a new CloudFormation
+            # resource, and CloudFormation deletes the old one (kubectl delete of its manifest) after the update.
+            # Applying the new names in place would leave the old ones running: kubectl's default prune list has
+            # no custom resources (kvtiers.change.kubectl). A change that keeps the name updates in place.
+            pascal = f"{_pascal(endpoint.name)}{operator_endpoint.fingerprint}"
             after: list[Construct] = [operator.kyverno, *self.l2_ready]
             if operator_endpoint.curvine_l2:
                 policy = self.add_chart(
@@ -129,7 +133,8 @@ class WorkloadsStack(cdk.Stack):
             self.endpoints[endpoint.name] = self.add_chart(f"OperatorEndpoint{pascal}", chart, after=after)
             cdk.Annotations.of(self.endpoints[endpoint.name]).add_info(
                 f"{endpoint.name}: InferenceEndpointConfig {operator_endpoint.object_name}; a change to its immutable fields "
-                "(intelligentRoutingSpec.enabled, worker environment) changes this name and replaces the endpoint"
+                "(intelligentRoutingSpec.enabled, worker environment) changes this name: CloudFormation creates the new "
+                "endpoint and its policy, then deletes the old ones"
             )
 
     def _self_managed_endpoint(self, env: Environment, endpoint: Endpoint) -> None:

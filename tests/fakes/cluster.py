@@ -136,6 +136,20 @@ def _curvine(kube: FakeKube, env: Environment, by_kind: dict, handles: dict) -> 
             kube.add_pod(ns, f"{name}-{node[-1]}", ds["spec"]["template"]["metadata"]["labels"], node)
 
 
+ALWAYS_PRESENT_DIRS = ("/dev/shm",)
+"""Directories every container has without a volume of its own (the container runtime's shared-memory tmpfs)."""
+
+
+def exports_lmcache_metrics(container: dict) -> bool:
+    """Whether LMCache's metrics reach vLLM's /metrics in this container: vLLM 0.12.0 (one API server) serves the
+    worker processes' registries only from the directory ``PROMETHEUS_MULTIPROC_DIR`` names, which must exist."""
+    directory = next(
+        (e.get("value") for e in container.get("env", ()) if e["name"] == "PROMETHEUS_MULTIPROC_DIR"), None
+    )
+    mounted = {m["mountPath"] for m in container.get("volumeMounts", ())}
+    return directory is not None and (directory in mounted or directory in ALWAYS_PRESENT_DIRS)
+
+
 def _engine(
     kube: FakeKube,
     env: Environment,
@@ -146,6 +160,7 @@ def _engine(
     model: str,
     port: int,
     endpoint: str,
+    container: dict,
 ) -> FakeEngine:
     host = kube.node_ip(node)
 
@@ -153,7 +168,7 @@ def _engine(
         worker = host if handles["placement"]["worker"] == "local" else handles["placement"]["worker"]
         handles["curvine"].write(f"{env.curvine.fs_path}/pvc-1234/{endpoint}/{abs(hash(prompt))}.pt", [worker, worker])
 
-    engine = FakeEngine(model, handles["l2"], on_store=store)
+    engine = FakeEngine(model, handles["l2"], lmcache=exports_lmcache_metrics(container), on_store=store)
     handles["engines"][pod] = engine
     kube.proxy("pods", namespace, pod, port, engine)
     return engine
@@ -186,6 +201,7 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                     _served_model(container),
                     _template_port(template, "http"),
                     template["metadata"]["labels"][ENDPOINT_LABEL],
+                    container,
                 )
         elif container["image"] == images.router_image:
             routers.append(deployment)
@@ -249,4 +265,12 @@ def _operator_endpoints(
                 _served_model(iec["spec"]["worker"]),
                 port,
                 endpoint.name,
+                next(
+                    c
+                    for c in admitted["spec"]["containers"]
+                    if any(
+                        m["mountPath"] == iec["spec"]["worker"]["modelVolumeMount"]["mountPath"]
+                        for m in c["volumeMounts"]
+                    )
+                ),
             )

@@ -116,8 +116,11 @@ def strategic_merge(kubectl: Path, pod: dict, patch: dict) -> dict:
 
 
 def check_policy(policy: dict) -> None:
-    """What Kyverno's policy webhook refuses before any pod is seen (``api/kyverno/v1/resource_description_types.go``
-    at v1.15.2: a namespaced ``Policy`` may not filter namespaces; it applies in its own namespace only)."""
+    """What Kyverno's policy webhook refuses before any pod is seen (at v1.15.2: ``api/kyverno/v1/utils.go``
+    ``ValidatePolicyName``, a name of more than 63 characters; ``resource_description_types.go``, a namespaced
+    ``Policy`` that filters namespaces: it applies in its own namespace only)."""
+    if len(policy["metadata"]["name"]) > 63:
+        raise ValueError(f"metadata.name: Too long: may not be more than 63 bytes: {policy['metadata']['name']!r}")
     if policy["kind"] != "Policy":
         return
     for rule in policy["spec"]["rules"]:

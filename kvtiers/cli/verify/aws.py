@@ -156,3 +156,42 @@ def check_hyperpod(sagemaker, hyperpod: HyperPod) -> list[CheckResult]:
         *check_instance_groups(cluster, hyperpod),
         check_nodes(sagemaker, hyperpod),
     ]
+
+
+INVOKE_NAME = "invocation through the operator's router"
+
+
+def check_operator_invocation(runtime, env, endpoint) -> CheckResult:
+    """One completion through the operator endpoint's SageMaker endpoint, the path clients use: SageMaker, the
+    operator's ALB and its intelligent router, then a model pod. Calling the pods directly would skip the router."""
+    import json
+
+    from kvtiers.stacks.wiring.serving import operator_endpoint
+
+    area = f"endpoint:{endpoint.name}"
+    name = operator_endpoint(env, endpoint.name).object_name
+    hint = (
+        f"aws sagemaker describe-endpoint --endpoint-name {name}; kubectl -n {env.serving.namespace} get ingress; "
+        "the operator add-on's load balancer controller logs (hyperpod-inference-system)"
+    )
+    if runtime is None:
+        return failed(area, INVOKE_NAME, "no sagemaker-runtime client", hint)
+    prompt = "kvtiers verify"
+    body = (
+        {"model": endpoint.model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 1}
+        if endpoint.api == "chat"
+        else {"model": endpoint.model, "prompt": prompt, "max_tokens": 1}
+    )
+    try:
+        response = runtime.invoke_endpoint(
+            EndpointName=name, ContentType="application/json", Accept="application/json", Body=json.dumps(body)
+        )
+        answer = json.loads(response["Body"].read())
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        return failed(area, INVOKE_NAME, f"invoke_endpoint {name}: {err.get('Code')}: {err.get('Message')}", hint)
+    except (BotoCoreError, ValueError) as exc:
+        return failed(area, INVOKE_NAME, f"invoke_endpoint {name}: {exc}", hint)
+    if not answer.get("choices"):
+        return failed(area, INVOKE_NAME, f"invoke_endpoint {name}: no choices in {str(answer)[:200]}", hint)
+    return passed(area, INVOKE_NAME, f"SageMaker endpoint {name} answered through the operator's router")

@@ -22,6 +22,8 @@ class Clients:
     sagemaker: Any
     kube: Any
     """A ``kubernetes.client.ApiClient``."""
+    sagemaker_runtime: Any = None
+    """``sagemaker-runtime``: invokes operator endpoints the way clients do. ``None``: that check fails saying so."""
 
 
 def real_clients(env: Environment, kube_context: str | None = None, profile: str | None = None) -> Clients:
@@ -40,7 +42,8 @@ def real_clients(env: Environment, kube_context: str | None = None, profile: str
         raise SetupError(
             f"kubeconfig: {exc} (run: aws eks update-kubeconfig --name {env.eks.cluster_name} --region {env.region})"
         ) from None
-    return Clients(sagemaker=sagemaker, kube=client.ApiClient(configuration))
+    runtime = boto3.Session(profile_name=profile, region_name=env.region).client("sagemaker-runtime")
+    return Clients(sagemaker=sagemaker, kube=client.ApiClient(configuration), sagemaker_runtime=runtime)
 
 
 def _guard(area: str, name: str, fn: Callable[[], list[CheckResult] | CheckResult]) -> list[CheckResult]:
@@ -76,6 +79,12 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
         if endpoint.serving == "operator":
             # The operator runs its own router; what kvtiers adds is the L2, attached by the admission policy.
             yield area, "operator endpoint", lambda e=endpoint: k8s.check_operator_endpoint(api, env, e)
+            # The client path: the endpoint's SageMaker endpoint, through the ALB and the operator's router.
+            yield (
+                area,
+                aws.INVOKE_NAME,
+                lambda e=endpoint: aws.check_operator_invocation(clients.sagemaker_runtime, env, e),
+            )
             if _curvine_l2(env, endpoint):
                 yield area, "Curvine L2 attached", lambda e=endpoint: k8s.check_operator_l2(core, env, e)
             continue

@@ -1,5 +1,6 @@
 """With ``observability.enabled``: each endpoint's engines expose the counters the per-tier rules read (vLLM's prefix
-cache and KV-connector hits, LMCache's remote reads), and what they have counted so far, by tier."""
+cache and KV-connector hits; with the L2 on, LMCache's remote reads, which the L2 panel and the L2-collapse alert
+read), and what they have counted so far, by tier."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpo
     pods = [p.metadata.name for p in k8s.engine_pods(core, env, endpoint) if k8s.pod_ready(p)]
     if not pods:
         return failed(area, NAME, "no Ready engine pod", "kvtiers verify's engine checks above")
+    required = (*REQUIRED, m.LMCACHE_REMOTE_READ_BYTES) if env.sizing.endpoint(endpoint.name).l2_enabled else REQUIRED
     totals: dict[str, float] = {}
     missing: list[str] = []
     for pod in pods:
@@ -29,7 +31,7 @@ def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpo
             return failed(area, NAME, f"{pod}: {exc}", "the engine's /metrics through the API server's pod proxy")
         for metric in (*REQUIRED, m.LMCACHE_REMOTE_READ_BYTES):
             value = metrics.counter(samples, metric.registered)
-            if value is None and metric in REQUIRED:
+            if value is None and metric in required:
                 missing.append(f"{pod}: {metric.name}")
             totals[metric.registered] = totals.get(metric.registered, 0.0) + (value or 0.0)
     if missing:
@@ -37,7 +39,8 @@ def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpo
             area,
             NAME,
             f"missing {', '.join(missing)}",
-            "the recording rules read these: engine image (vLLM 0.12.0 metrics), kv-transfer-config set",
+            "the recording rules read these: engine image (vLLM 0.12.0 metrics), kv-transfer-config set; lmcache:* "
+            "needs PROMETHEUS_MULTIPROC_DIR set to a directory every engine process can write",
         )
     queries = totals[m.PREFIX_CACHE_QUERIES.registered]
     l0, lmcache = totals[m.PREFIX_CACHE_HITS.registered], totals[m.EXTERNAL_PREFIX_CACHE_HITS.registered]

@@ -1,8 +1,9 @@
 #!/bin/bash
-# HyperPod lifecycle script (kvtiers). Runs once on every node HyperPod creates or replaces, before the node takes
-# pods. It moves containerd's image store and the kubelet directory (emptyDir volumes: the model weights) from the
-# small root disk onto the instance group's volume at /opt/sagemaker, as the HyperPod reference lifecycle scripts
-# do, and records where the NVMe instance store is mounted (the Curvine worker checks it itself).
+# HyperPod lifecycle script (kvtiers), the instance groups' OnCreate. Runs once on every node HyperPod creates or
+# replaces, before the node takes pods. It moves containerd's image store and the kubelet directory (emptyDir
+# volumes: the model weights) from the small root disk onto the instance group's volume at /opt/sagemaker, as the
+# HyperPod reference lifecycle scripts do, and records where the NVMe instance store is mounted (the Curvine worker
+# checks it itself). It gives the same node whether it runs before or after nodeadm configures containerd.
 # Any failure fails the node loudly, after a pause that lets the log reach CloudWatch.
 #
 # KVTIERS_ROOT, KVTIERS_WAIT_SECONDS and KVTIERS_FAIL_PAUSE_SECONDS exist for the offline tests only.
@@ -47,28 +48,72 @@ for service in kubelet containerd; do
   fi
 done
 
-# containerd: keep the AMI's own configuration (NVIDIA runtime, sandbox image) and change only its data root.
+# containerd: its data root on the disk. On Amazon Linux 2023 nodeadm (the EKS node bootstrap) writes
+# /etc/containerd/config.toml, and may do so before or after this script runs, so the script neither reads nor edits
+# that file: it writes a complete configuration of its own on the disk and points containerd at it with a systemd
+# drop-in, which nodeadm's later rewrite of /etc/containerd/config.toml does not touch (AWS's reference script,
+# awsome-distributed-training 1.architectures/7.sagemaker-hyperpod-eks/LifecycleScripts/base-config/on_create_main.sh,
+# does the same since nodeadm was found to overwrite the file).
 data_root=$DISK/containerd/data-root
 mkdir -p "$ROOT$data_root"
 case "${ID:-}:${VERSION_ID:-}" in
   amzn:2023)
-    # A copy on the disk plus a drop-in, so a regenerated /etc/containerd/config.toml does not undo it.
-    ami_config=$ROOT/etc/containerd/config.toml
-    [[ -f "$ami_config" ]] || { echo "kvtiers: $ami_config is missing; is this the HyperPod EKS AMI?"; false; }
     config=$DISK/containerd/config.toml
-    if grep -q '^root *=' "$ami_config"; then
-      sed "s|^root *=.*|root = \"$data_root\"|" "$ami_config" > "$ROOT$config"
-    else
-      { echo "root = \"$data_root\""; cat "$ami_config"; } > "$ROOT$config"
+    # GPU nodes run containers through the NVIDIA runtime (device injection); without it on the node, runc.
+    runtime=runc
+    if [[ -x "$ROOT/usr/bin/nvidia-container-runtime" ]]; then
+      runtime=nvidia
     fi
+    cat > "$ROOT$config" <<EOF
+version = 2
+root = "$data_root"
+state = "/run/containerd"
+
+[grpc]
+address = "/run/containerd/containerd.sock"
+
+[plugins."io.containerd.grpc.v1.cri"]
+# The EKS AL2023 node image ships the pause image under this local name (no registry pull at pod start).
+sandbox_image = "localhost/kubernetes/pause"
+enable_cdi = true
+
+[plugins."io.containerd.grpc.v1.cri".registry]
+config_path = "/etc/containerd/certs.d:/etc/docker/certs.d"
+
+[plugins."io.containerd.grpc.v1.cri".containerd]
+default_runtime_name = "$runtime"
+discard_unpacked_layers = true
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+runtime_type = "io.containerd.runc.v2"
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+SystemdCgroup = true
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+runtime_type = "io.containerd.runc.v2"
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+BinaryName = "/usr/bin/nvidia-container-runtime"
+SystemdCgroup = true
+
+[plugins."io.containerd.grpc.v1.cri".cni]
+bin_dir = "/opt/cni/bin"
+conf_dir = "/etc/cni/net.d"
+EOF
+    # Last in lexical order, so that it decides ExecStart whatever drop-ins nodeadm or the AMI add.
     mkdir -p "$ROOT/etc/systemd/system/containerd.service.d"
     printf '[Service]\nExecStart=\nExecStart=/usr/bin/containerd --config %s\n' "$config" \
-      > "$ROOT/etc/systemd/system/containerd.service.d/50-kvtiers-data-root.conf"
+      > "$ROOT/etc/systemd/system/containerd.service.d/99-kvtiers-data-root.conf"
     ;;
   amzn:2)
+    # Amazon Linux 2 bootstraps with /etc/eks/bootstrap.sh, which reads this file; a missing one is only logged.
     ami_config=$ROOT/etc/eks/containerd/containerd-config.toml
-    [[ -f "$ami_config" ]] || { echo "kvtiers: $ami_config is missing; is this the HyperPod EKS AMI?"; false; }
-    sed -i "s|^root *=.*|root = \"$data_root\"|" "$ami_config"
+    if [[ -f "$ami_config" ]]; then
+      sed -i "s|^[# ]*root *=.*|root = \"$data_root\"|" "$ami_config"
+    else
+      echo "kvtiers: $ami_config not found; containerd keeps its data under /var/lib/containerd"
+    fi
     ;;
   *)
     echo "kvtiers: expected the Amazon Linux HyperPod EKS AMI, found ${PRETTY_NAME:-unknown}"

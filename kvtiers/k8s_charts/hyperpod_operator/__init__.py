@@ -3,8 +3,8 @@ policy that attaches the Curvine L2 to exactly that endpoint's pods at admission
 from the operator and Kyverno is in contract.py (and docs/operator-contract.md).
 
 Immutable fields: the operator does not let ``intelligentRoutingSpec.enabled`` or the worker environment change
-on an existing endpoint. Their fingerprint is part of the object's name, so a change shows in ``cdk diff`` as a
-new object replacing the old one (and is printed at synth), never as an in-place edit the operator would refuse.
+on an existing endpoint. Their fingerprint is part of the object's name (and, in the app, of its manifest's logical
+ID), so a change is a new object replacing the old one, never an in-place edit the operator would refuse.
 """
 
 from kvtiers.k8s_charts.hyperpod_operator.endpoint import (

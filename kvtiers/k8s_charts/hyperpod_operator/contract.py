@@ -8,6 +8,7 @@ and AWS's documentation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # ----------------------------------------------------------------------------------------------- operator
@@ -43,6 +44,35 @@ ADDON_SPEC_FIELDS: dict[str, frozenset[str]] = {
             "worker",
         }
     ),
+    # Add-on v1.3.0-eksbuild.1 runs operator image v3.2.0 (aws/sagemaker-hyperpod-cli#431 names both), the operator
+    # of chart 2.2.2 (appVersion "3.2", commit a00b22d). Its CRD adds kubernetes, dnsConfig, dataCapture, pdSpec.
+    "v1.3.0-eksbuild.1": frozenset(
+        {
+            "InitialReplicaCount",
+            "autoScalingSpec",
+            "dataCapture",
+            "dnsConfig",
+            "endpointName",
+            "instanceType",
+            "instanceTypes",
+            "intelligentRoutingSpec",
+            "invocationEndpoint",
+            "kubernetes",
+            "kvCacheSpec",
+            "loadBalancer",
+            "maxDeployTimeInSeconds",
+            "metrics",
+            "modelName",
+            "modelSourceConfig",
+            "modelVersion",
+            "nodeAffinity",
+            "pdSpec",
+            "replicas",
+            "tags",
+            "tlsConfig",
+            "worker",
+        }
+    ),
 }
 """Top-level ``InferenceEndpointConfig.spec`` fields each known add-on version's CRD accepts. The CRD's schema has
 no ``x-kubernetes-preserve-unknown-fields``: kubectl's strict field validation refuses any other field."""
@@ -58,6 +88,16 @@ existing deployments" (chart 2.0.0 to 2.2.2; enforced by the operator's webhook,
 
 METRICS_DEFAULT_PORT = 8080
 """CRD default of ``spec.metrics.modelMetrics.port``; AWS: it must be the port the model server listens on."""
+
+PROMETHEUS_MULTIPROC_DIR = "/dev/shm"
+"""prometheus_client's multiprocess directory in the operator's pods. vLLM 0.12.0 reads a multiprocess registry only
+when ``PROMETHEUS_MULTIPROC_DIR`` is set (``v1/metrics/prometheus.py``; ``entrypoints/cli/serve.py`` sets it only
+for several API servers), and LMCache's metrics are written by the worker processes into that directory: without it
+no ``lmcache:*`` series reach ``/metrics``. The directory must exist (``MultiProcessCollector`` refuses another) and
+be writable by every process of the pod; the CRD has no volume field. ``/dev/shm`` is both in every container: the
+operator mounts its ``shm`` emptyDir there (AWS's inference pages), else the container runtime's own tmpfs is there,
+mode 1777. The collector reads only ``*.db`` files, so the shared-memory files of NCCL and torch beside them do not
+count."""
 
 MODEL_VOLUME = "model-weights"
 """``spec.worker.modelVolumeMount.name`` as the CRD samples set it; the operator mounts the weights under it."""
@@ -82,11 +122,19 @@ KYVERNO_ADMISSION_MIN_AVAILABLE = 2
 ``minAvailable`` and ``maxUnavailable`` are set, so only ``minAvailable`` is overridden."""
 
 
-def kyverno_values() -> dict[str, Any]:
-    """Helm values for the Kyverno chart: the admission controller highly available."""
-    return {
+def kyverno_values(node_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Helm values for the Kyverno chart: the admission controller highly available and, with ``node_labels``, every
+    Kyverno pod on the nodes carrying them. Chart 3.5.2 gives each controller, hook job and test pod
+    ``<component>.nodeSelector | default .Values.global.nodeSelector`` (``templates/*/deployment.yaml``,
+    ``templates/hooks/*.yaml``), so ``global.nodeSelector`` places them all (rendered with the kubectl layer's Helm
+    while developing). Kyverno's admission is fail-closed for the operator endpoints' pods: its replicas must not
+    sit on HyperPod nodes, which HyperPod reboots and replaces on its own."""
+    values: dict[str, Any] = {
         "admissionController": {
             "replicas": KYVERNO_ADMISSION_REPLICAS,
             "podDisruptionBudget": {"enabled": True, "minAvailable": KYVERNO_ADMISSION_MIN_AVAILABLE},
         }
     }
+    if node_labels:
+        values["global"] = {"nodeSelector": dict(node_labels)}
+    return values

@@ -72,7 +72,8 @@ class OperatorEndpoint:
 
     def __post_init__(self) -> None:
         where = "OperatorEndpoint"
-        checks.dns_label(where, "name", self.name)
+        # The Kyverno Policy name (the longest derived name) stays within 63 characters.
+        checks.dns_label(where, "name", self.name, names.longest_endpoint_name("operator")[0])
         checks.dns_label(where, "namespace", self.namespace)
         checks.hash_seed(where, self.hash_seed)
         checks.one_of(where, "routing", self.routing, ROUTINGS)
@@ -123,11 +124,13 @@ class OperatorEndpoint:
     @property
     def worker_env(self) -> list[dict[str, str]]:
         """Everything LMCache needs that the CRD can carry: the L1 size and chunk size the sizing assumes, the hash
-        seed every engine on the L2 shares and, with the Curvine L2, its URL and serde. Only the mount itself, which
+        seed every engine on the L2 shares, the metrics directory and, with the Curvine L2, its URL and serde. Only the mount itself, which
         the CRD cannot express, comes from the admission policy."""
         lmcache = self.lmcache
         env = [
             {"name": "PYTHONHASHSEED", "value": self.hash_seed},
+            # LMCache's metrics on the engine port (contract.PROMETHEUS_MULTIPROC_DIR).
+            {"name": "PROMETHEUS_MULTIPROC_DIR", "value": contract.PROMETHEUS_MULTIPROC_DIR},
             {"name": "LMCACHE_CHUNK_SIZE", "value": str(lmcache.chunk_size)},
             {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
             {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{lmcache.max_local_cpu_size_gib:g}"},
@@ -151,11 +154,13 @@ class OperatorEndpoint:
 
     @property
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.immutable_fields(), sort_keys=True).encode()).hexdigest()[:8]
+        return hashlib.sha256(json.dumps(self.immutable_fields(), sort_keys=True).encode()).hexdigest()[
+            : names.FINGERPRINT_LENGTH
+        ]
 
     @property
     def object_name(self) -> str:
-        return f"{self.name}-{self.fingerprint}"
+        return names.operator_object_name(self.name, self.fingerprint)
 
     @property
     def pod_labels(self) -> dict[str, str]:
@@ -176,7 +181,10 @@ class OperatorEndpoint:
         )
         return {
             "modelName": self.name,
-            "endpointName": "",
+            # A SageMaker endpoint per object: clients invoke it (sagemaker-runtime InvokeEndpoint), which reaches
+            # the pods through the operator's ALB and intelligent router; named after the object, so a replaced
+            # endpoint never collides with the one it replaces.
+            "endpointName": self.object_name,
             "instanceType": self.instance_type,
             "replicas": self.replicas,
             "invocationEndpoint": INVOCATION_ENDPOINTS[self.api],

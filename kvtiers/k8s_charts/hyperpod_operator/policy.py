@@ -13,9 +13,11 @@ How it avoids depending on anything unconfirmed about the operator's pods:
 - Which containers: every container that mounts the model at ``MODEL_MOUNT``, the path the engine's own arguments
   load the weights from. Not the container name, not the image (a mirror or a digest would miss it).
 - The mutation is a Kyverno ``foreach`` over the containers whose strategic-merge patch is keyed by the merge key
-  (the container's ``name``) without anchors, so kustomize's merge (the one Kyverno runs) applies it verbatim.
-- The check is CEL: at least one model-server container, each with the L2 mount and ``LMCACHE_REMOTE_URL`` equal to
-  the L2's URL, and the pod's L2 volume from the claim. A pod the mutation missed is refused, not started without
+  (the container's ``name``) without anchors, so kustomize's merge (the one Kyverno runs) applies it verbatim. It
+  adds the L2 mount and writes the endpoint's ``LMCACHE_*`` variables (merged by name), so that an operator that
+  strips or overrides them (aws/sagemaker-hyperpod-cli#431, operator v3.2.0) changes nothing.
+- The check is CEL: at least one model-server container, each with the L2 mount and every ``LMCACHE_*`` variable
+  equal to the endpoint's (the L2's URL among them), and the pod's L2 volume from the claim. A pod the mutation missed is refused, not started without
   its L2.
 - Fail-closed for these pods only: ``webhookConfiguration`` with match conditions gives the policy a webhook of its
   own (Kyverno v1.15.2 ``newWebhookPerPolicy``), so a Kyverno outage blocks this endpoint's pods and nothing else.
@@ -30,6 +32,7 @@ import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.hyperpod_operator.endpoint import (
     L2_GUARD_DIR,
@@ -44,7 +47,6 @@ from kvtiers.k8s_charts.vllm import L2_GUARD_MODULE, l2_guard_source
 CONTAINERS = "request.object.spec.containers"
 IS_MODEL_SERVER = "{{ contains(element.volumeMounts[].mountPath || `[]`, '" + MODEL_MOUNT + "') }}"
 """Kyverno foreach precondition (JMESPath): the container mounts the model weights."""
-REMOTE_URL_ENV = "LMCACHE_REMOTE_URL"
 
 
 def _cel(value: str) -> str:
@@ -60,7 +62,7 @@ def guard_config_map_name(endpoint: OperatorEndpoint) -> str:
 def policy_name(endpoint: OperatorEndpoint) -> str:
     """Named after the endpoint object (with its fingerprint): a replaced endpoint gets a new policy, and the
     readiness wait, which names the policy, runs again before the new endpoint's pods exist."""
-    return f"{endpoint.object_name}-curvine-l2"
+    return names.operator_policy_name(endpoint.object_name)
 
 
 def match_condition(endpoint: OperatorEndpoint) -> str:
@@ -84,7 +86,7 @@ def cel_variables() -> list[dict[str, Any]]:
     ]
 
 
-def cel_expressions(l2: L2Volume, remote_url: str) -> list[dict[str, Any]]:
+def cel_expressions(l2: L2Volume, lmcache_env: dict[str, str]) -> list[dict[str, Any]]:
     return [
         {
             "expression": "variables.modelServers.all(c, c.volumeMounts.exists(m, "
@@ -106,16 +108,30 @@ def cel_expressions(l2: L2Volume, remote_url: str) -> list[dict[str, Any]]:
             f"m.name == {_cel(L2_VOLUME)} && m.mountPath == {_cel(l2.mount_path)}))",
             "message": f"a model-server container does not mount {L2_VOLUME} at {l2.mount_path}",
         },
+    ] + [
         {
             "expression": "variables.modelServers.all(c, has(c.env) && "
-            f"c.env.exists(e, e.name == {_cel(REMOTE_URL_ENV)}) && "
-            f"c.env.all(e, e.name != {_cel(REMOTE_URL_ENV)} || (has(e.value) && e.value == {_cel(remote_url)})))",
-            "message": f"a model-server container does not set {REMOTE_URL_ENV}={remote_url}",
-        },
+            f"c.env.exists(e, e.name == {_cel(name)}) && "
+            f"c.env.all(e, e.name != {_cel(name)} || (has(e.value) && e.value == {_cel(value)})))",
+            "message": f"a model-server container does not set {name}={value}",
+        }
+        for name, value in lmcache_env.items()
     ]
 
 
-def mutation(endpoint: OperatorEndpoint, l2: L2Volume) -> dict[str, Any]:
+def lmcache_env(endpoint: OperatorEndpoint) -> dict[str, str]:
+    """The endpoint's ``LMCACHE_*`` worker environment and the ``PYTHONPATH`` of the L2 guard, which the policy also
+    writes at admission: an operator that strips or overrides ``LMCACHE_*`` worker variables (reported for operator
+    v3.2.0, aws/sagemaker-hyperpod-cli#431) cannot leave the pods without the L2, without the guard, or with another
+    L1 size, chunk size or URL."""
+    return {
+        e["name"]: e["value"]
+        for e in endpoint.worker_env
+        if e["name"].startswith("LMCACHE_") or e["name"] == "PYTHONPATH"
+    }
+
+
+def mutation(endpoint: OperatorEndpoint, l2: L2Volume, env: dict[str, str]) -> dict[str, Any]:
     return {
         "foreach": [
             {
@@ -130,6 +146,8 @@ def mutation(endpoint: OperatorEndpoint, l2: L2Volume) -> dict[str, Any]:
                         "containers": [
                             {
                                 "name": "{{ element.name }}",
+                                # env is merged by name: our values replace the operator's, missing ones are added.
+                                "env": [{"name": name, "value": value} for name, value in env.items()],
                                 "volumeMounts": [
                                     {"name": L2_VOLUME, "mountPath": l2.mount_path},
                                     {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
@@ -149,6 +167,7 @@ def policy(endpoint: OperatorEndpoint) -> dict[str, Any]:
         raise ValueError(
             f"CurvineL2PolicyChart: endpoint.l2_backend must be 'curvine' (with l2), got {endpoint.l2_backend!r}"
         )
+    env = lmcache_env(endpoint)
     # No namespace filter: a namespaced Policy applies in its own namespace only, and Kyverno refuses one that
     # filters namespaces (api/kyverno/v1/resource_description_types.go, v1.15.2).
     match = {
@@ -177,7 +196,7 @@ def policy(endpoint: OperatorEndpoint) -> dict[str, Any]:
                 "matchConditions": [{"name": "operator-endpoint-pods", "expression": match_condition(endpoint)}],
             },
             "rules": [
-                {"name": "mount-curvine-l2", "match": match, "mutate": mutation(endpoint, endpoint.l2)},
+                {"name": "mount-curvine-l2", "match": match, "mutate": mutation(endpoint, endpoint.l2, env)},
                 {
                     "name": "require-curvine-l2",
                     "match": match,
@@ -185,7 +204,7 @@ def policy(endpoint: OperatorEndpoint) -> dict[str, Any]:
                         "failureAction": "Enforce",
                         "cel": {
                             "variables": cel_variables(),
-                            "expressions": cel_expressions(endpoint.l2, endpoint.lmcache.remote_url),
+                            "expressions": cel_expressions(endpoint.l2, env),
                         },
                     },
                 },

@@ -8,14 +8,14 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import checks
+from kvtiers.k8s_charts import checks, names
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router
 from kvtiers.k8s_charts.serving.router import RouterDeployment
 from kvtiers.k8s_charts.vllm import LMCache
 
-MAX_NAME_LENGTH = 63 - len("-router-nlb")
+MAX_NAME_LENGTH, _ = names.longest_endpoint_name("self_managed")
 """Service names are DNS labels of at most 63 characters; the longest the endpoint's name prefixes is the router's
 load balancer Service."""
 

@@ -5,13 +5,20 @@ collection. Each function builds one construct with the environment's values; th
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from constructs import Construct
 
 from kvtiers.config.schema import Environment, ExistingVpc, S3ModelSource
-from kvtiers.constructs.eks_cluster import ClusterLike, CoreAddonVersions, EksCluster, SystemNodegroup
+from kvtiers.constructs.eks_cluster import (
+    SYSTEM_NODE_LABELS,
+    ClusterLike,
+    CoreAddonVersions,
+    EksCluster,
+    SystemNodegroup,
+)
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup, Taint
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
 from kvtiers.constructs.journal_volumes import CurvineJournalVolumes
@@ -55,7 +62,9 @@ def network_vpc(env: Environment) -> NewVpcOptions | ExistingVpcAttributes:
     )
 
 
-def eks_cluster(scope: Construct, id: str, env: Environment, network: HyperPodNetwork) -> EksCluster:
+def eks_cluster(
+    scope: Construct, id: str, env: Environment, network: HyperPodNetwork, *, support_date: date | None = None
+) -> EksCluster:
     eks = env.eks
     addons = eks.addons
     nodes = eks.system_nodegroup
@@ -73,6 +82,7 @@ def eks_cluster(scope: Construct, id: str, env: Environment, network: HyperPodNe
         ),
         cluster_name=eks.cluster_name,
         kubernetes_version=eks.kubernetes_version,
+        support_date=support_date,
         endpoint_access=eks.endpoint_access,
         public_access_cidrs=eks.public_access_cidrs,
         admin_role_arns=eks.admin_role_arns,
@@ -186,6 +196,7 @@ def inference_operator(
         ),
         kyverno_chart_version=env.inference_operator.kyverno_chart_version,
         model_buckets=sorted({e.source.bucket for e in endpoints if isinstance(e.source, S3ModelSource)}),
+        controller_node_labels=SYSTEM_NODE_LABELS if env.eks.system_nodegroup.enabled else None,
     )
 
 

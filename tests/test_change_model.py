@@ -1,0 +1,193 @@
+"""The change model (kvtiers.change): what deploying one synth after another leaves on the cluster.
+
+The kubectl facts are tested on hand-written manifests with what kubectl v1.34.5 and aws-cdk-lib 2.275.0's handler
+do (kubectl ``pkg/util/prune/prune.go`` and ``pkg/cmd/apply/prune.go`` at v0.34.5; the handler's
+``apply/__init__.py``); then prod is synthesized twice and the model run over the real templates: an operator
+endpoint change that renames the InferenceEndpointConfig must leave no orphan, where the old design (stable
+logical IDs) left the old endpoint and its policy running.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+import yaml
+
+from kvtiers.change import Action, ObjectRef, deploy, first_deploy, load_templates
+from tests.conftest import CONFIG_DIR
+
+CLUSTER = {"Ref": "Cluster"}
+
+
+def manifest(logical_id: str, objects: list[dict], *, prune: bool = True) -> tuple[str, dict]:
+    label = f"aws.cdk.eks/prune-{logical_id.lower()}"
+    for obj in objects:
+        if prune:
+            obj.setdefault("metadata", {}).setdefault("labels", {})[label] = ""
+    properties = {"ServiceToken": "x", "Manifest": json.dumps(objects), "ClusterName": CLUSTER, "Overwrite": True}
+    if prune:
+        properties["PruneLabel"] = label
+    return logical_id, {"Type": "Custom::AWSCDK-EKS-KubernetesResource", "Properties": properties}
+
+
+def stack(*resources: tuple[str, dict]) -> dict[str, dict]:
+    return {"s": {"Resources": dict(resources)}}
+
+
+def obj(api_version: str, kind: str, name: str, namespace: str | None = "serving", **spec) -> dict:
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def test_an_update_prunes_a_removed_deployment_but_not_a_removed_custom_resource_or_network_policy():
+    before = stack(
+        manifest(
+            "App",
+            [
+                obj("apps/v1", "Deployment", "web"),
+                obj("networking.k8s.io/v1", "NetworkPolicy", "web"),
+                obj("kyverno.io/v1", "Policy", "web-l2"),
+                obj("v1", "Service", "web"),
+            ],
+        )
+    )
+    after = stack(manifest("App", [obj("v1", "Service", "web", ports=[1])]))
+    outcome = deploy(before, after)
+    assert outcome.change("App").action is Action.UPDATE
+    assert {str(r) for r in outcome.change("App").deleted} == {"Deployment.apps serving/web"}
+    assert {str(r) for r in outcome.orphans} == {
+        "NetworkPolicy.networking.k8s.io serving/web",
+        "Policy.kyverno.io serving/web-l2",
+    }
+
+
+def test_without_a_prune_label_nothing_is_pruned():
+    before = stack(manifest("App", [obj("apps/v1", "Deployment", "a"), obj("apps/v1", "Deployment", "b")], prune=False))
+    after = stack(manifest("App", [obj("apps/v1", "Deployment", "a")], prune=False))
+    assert [str(r) for r in deploy(before, after).orphans] == ["Deployment.apps serving/b"]
+
+
+def test_prune_stays_in_the_namespaces_of_the_applied_objects():
+    before = stack(
+        manifest("App", [obj("v1", "ConfigMap", "a", namespace="one"), obj("v1", "ConfigMap", "b", namespace="two")])
+    )
+    after = stack(manifest("App", [obj("v1", "ConfigMap", "a", namespace="one", data=1)]))
+    assert [str(r) for r in deploy(before, after).orphans] == ["ConfigMap two/b"]
+
+
+def test_an_unchanged_resource_is_not_touched_and_a_removed_logical_id_is_deleted_after_the_update():
+    keep = manifest("Keep", [obj("v1", "Service", "keep")])
+    before = stack(keep, manifest("Old", [obj("kyverno.io/v1", "Policy", "old")]))
+    after = stack(keep, manifest("New", [obj("kyverno.io/v1", "Policy", "new")]))
+    outcome = deploy(before, after)
+    assert [(c.logical_id, c.action) for c in outcome.changes] == [("New", Action.CREATE), ("Old", Action.DELETE)]
+    assert outcome.orphans == () and outcome.lost == ()
+
+
+def test_moving_an_object_to_a_new_logical_id_loses_it_when_the_old_resource_is_deleted():
+    # The new resource's create applies the object; the cleanup delete of the old manifest then deletes it by name.
+    before = stack(manifest("Old", [obj("v1", "Service", "web")]))
+    after = stack(manifest("New", [obj("v1", "Service", "web")]))
+    assert [str(r) for r in deploy(before, after).lost] == ["Service serving/web"]
+
+
+def test_a_deleted_namespace_takes_its_objects_with_it():
+    before = stack(
+        manifest("Ns", [obj("v1", "Namespace", "team", namespace=None)]),
+        manifest("App", [obj("v1", "ConfigMap", "c", namespace="team")]),
+    )
+    after = stack(manifest("App", [obj("v1", "ConfigMap", "c", namespace="team")]))
+    assert [str(r) for r in deploy(before, after).lost] == ["ConfigMap team/c"]
+
+
+def test_object_refs_ignore_the_version():
+    assert ObjectRef.of(obj("kyverno.io/v1", "Policy", "p")) == ObjectRef.of(obj("kyverno.io/v2beta1", "Policy", "p"))
+
+
+# --------------------------------------------------------------------------------------------------- prod, synthesized
+
+
+def _prod_synth(tmp_path, change):
+    from tests.synth import synth
+
+    raw = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
+    change(next(e for e in raw["serving"]["endpoints"] if e.get("serving") == "operator"))
+    path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_templates(synth(path, tmp_path / "cdk.out").outdir)
+
+
+@pytest.fixture(scope="module")
+def prod_templates(tmp_path_factory):
+    """prod as shipped, then with a new L1 size for the operator endpoint (a rename: the L1 size is in the worker
+    environment), then with one replica less (no rename)."""
+    return {
+        name: _prod_synth(tmp_path_factory.mktemp(name), change)
+        for name, change in {
+            "shipped": lambda e: None,
+            "new_l1": lambda e: e.update(l1_gib=e["l1_gib"] + 4),
+            "fewer_replicas": lambda e: e.update(replicas=e["replicas"] - 1),
+        }.items()
+    }
+
+
+FINGERPRINTED = re.compile(r"^(OperatorEndpoint|L2Policy|L2PolicyReady)(Qwen27bChat)[0-9a-f]{8}[0-9A-F]{8}$")
+"""A fingerprinted logical ID: construct ID (with the fingerprint) and CDK's hash of the construct path."""
+
+
+def old_design(templates: dict) -> dict:
+    """The same templates with the logical IDs of the design before the fix: the fingerprint not in them."""
+    templates = copy.deepcopy(templates)
+    for template in templates.values():
+        renamed = {FINGERPRINTED.sub(r"\1\2Stable", k): v for k, v in template["Resources"].items()}
+        text = json.dumps(renamed)
+        for old, new in zip(template["Resources"], renamed, strict=True):
+            text = text.replace(f'"{old}"', f'"{new}"')
+        template["Resources"] = json.loads(text)
+    return templates
+
+
+def iec_and_policies(refs) -> set[str]:
+    return {str(r) for r in refs if r.kind in ("InferenceEndpointConfig", "Policy")}
+
+
+def test_the_first_deploy_leaves_exactly_the_declared_objects(prod_templates):
+    outcome = first_deploy(prod_templates["shipped"])
+    assert outcome.orphans == () and outcome.lost == ()
+    assert len(iec_and_policies(outcome.cluster.objects)) == 2
+
+
+def test_old_design_a_renaming_change_leaves_the_old_endpoint_and_policy_running(prod_templates):
+    before, after = old_design(prod_templates["shipped"]), old_design(prod_templates["new_l1"])
+    outcome = deploy(before, after)
+    old_names = iec_and_policies(first_deploy(before).cluster.objects)
+    assert old_names and iec_and_policies(outcome.orphans) == old_names
+
+
+def test_a_renaming_change_replaces_the_endpoint_and_policy_and_leaves_no_orphan(prod_templates):
+    before, after = prod_templates["shipped"], prod_templates["new_l1"]
+    outcome = deploy(before, after)
+    assert outcome.orphans == () and outcome.lost == ()
+    created = {c.logical_id for c in outcome.changes if c.action is Action.CREATE}
+    deleted = {c.logical_id for c in outcome.changes if c.action is Action.DELETE}
+    kinds = {"OperatorEndpoint", "L2Policy"}
+    assert {FINGERPRINTED.match(i).group(1) for i in created} == kinds
+    assert {FINGERPRINTED.match(i).group(1) for i in deleted} == kinds
+    old = iec_and_policies(first_deploy(before).cluster.objects)
+    new = iec_and_policies(outcome.cluster.objects)
+    assert old.isdisjoint(new) and len(new) == 2
+
+
+def test_a_change_that_keeps_the_name_updates_the_endpoint_in_place(prod_templates):
+    outcome = deploy(prod_templates["shipped"], prod_templates["fewer_replicas"])
+    assert outcome.orphans == () and outcome.lost == ()
+    (endpoint,) = [c for c in outcome.changes if c.logical_id.startswith("OperatorEndpointQwen27bChat")]
+    assert endpoint.action is Action.UPDATE
+    assert not [c for c in outcome.changes if c.action in (Action.CREATE, Action.DELETE)]
+
+
+def test_deploying_the_same_synth_again_changes_nothing(prod_templates):
+    assert deploy(prod_templates["shipped"], prod_templates["shipped"]).changes == ()
