@@ -149,7 +149,7 @@ def test_a_stripped_or_overridden_lmcache_env_is_restored_at_admission(kubectl, 
             {"name": "LMCACHE_REMOTE_URL", "value": "sagemaker-hyperpod://$(NODE_IP):9200"}
         ]
     admitted = kyverno.admit(kubectl, l2_policy, pod).pod
-    env = {e["name"]: e["value"] for e in container(admitted, model_container_name(props))["env"]}
+    env = {e["name"]: e.get("value") for e in container(admitted, model_container_name(props))["env"]}
     assert {k: env.get(k) for k in _lmcache_env(props)} == _lmcache_env(props)
 
 
@@ -240,7 +240,7 @@ def test_the_mutation_has_no_anchors_and_is_keyed_by_container_name(l2_policy):
         }
     ]
     names = {e["name"] for e in containers[0]["env"]}
-    assert all(n.startswith("LMCACHE_") for n in names - {"PYTHONPATH"}) and "PYTHONPATH" in names
+    assert all(n.startswith("LMCACHE_") for n in names - {"PYTHONPATH", "POD_NAME"}) and "PYTHONPATH" in names
     assert MODEL_MOUNT in each["preconditions"]["all"][0]["key"]
 
 
@@ -361,3 +361,15 @@ def test_a_replaced_endpoint_gets_a_new_policy_and_a_new_wait(props):
     from kvtiers.k8s_charts.hyperpod_operator import policy_name
 
     assert props.object_name in policy_name(props)
+
+
+def test_each_operator_pod_writes_chunks_through_a_temporary_directory_of_its_own(kubectl, l2_policy, props):
+    admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props))
+    env = container(admitted.pod, model_container_name(props))["env"]
+    order = [e["name"] for e in env]
+    extra = next(e for e in env if e["name"] == "LMCACHE_EXTRA_CONFIG")
+    assert json.loads(extra["value"]) == {"fs_connector_relative_tmp_dir": "tmp-$(POD_NAME)"}
+    # Kubernetes expands $(POD_NAME) only from a variable declared before it
+    pod_name = next(e for e in env if e["name"] == "POD_NAME")
+    assert pod_name["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert order.index("POD_NAME") < order.index("LMCACHE_EXTRA_CONFIG")

@@ -42,6 +42,7 @@ from kvtiers.k8s_charts.hyperpod_operator.endpoint import (
     OperatorEndpoint,
 )
 from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, per_pod_env
 from kvtiers.k8s_charts.vllm import L2_GUARD_MODULE, l2_guard_source
 
 CONTAINERS = "request.object.spec.containers"
@@ -131,6 +132,20 @@ def lmcache_env(endpoint: OperatorEndpoint) -> dict[str, str]:
     }
 
 
+def pod_env(endpoint: OperatorEndpoint, env: dict[str, str]) -> list[dict[str, Any]]:
+    """The variables the mutation writes: the endpoint's ``LMCACHE_*`` and guard settings, then the pod's own
+    temporary directory for the fs connector (``tmp-$(POD_NAME)``, after ``POD_NAME``, so that Kubernetes expands it):
+    without it every pod writes a chunk through the same temporary name, and two pods storing one chunk can leave a
+    file of the right length with another pod's bytes (serving/lmcache.py says why)."""
+    per_pod = per_pod_env(endpoint.lmcache)
+    field_ref = {"fieldRef": {"fieldPath": "metadata.name"}}
+    return [
+        *({"name": name, "value": value} for name, value in env.items()),
+        *([{"name": POD_NAME_ENV, "valueFrom": field_ref}] if per_pod else []),
+        *({"name": name, "value": value} for name, value in per_pod.items()),
+    ]
+
+
 def mutation(endpoint: OperatorEndpoint, l2: L2Volume, env: dict[str, str]) -> dict[str, Any]:
     return {
         "foreach": [
@@ -147,7 +162,7 @@ def mutation(endpoint: OperatorEndpoint, l2: L2Volume, env: dict[str, str]) -> d
                             {
                                 "name": "{{ element.name }}",
                                 # env is merged by name: our values replace the operator's, missing ones are added.
-                                "env": [{"name": name, "value": value} for name, value in env.items()],
+                                "env": pod_env(endpoint, env),
                                 "volumeMounts": [
                                     {"name": L2_VOLUME, "mountPath": l2.mount_path},
                                     {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
