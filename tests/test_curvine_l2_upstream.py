@@ -188,24 +188,38 @@ def test_no_client_ttl_because_it_would_expire_the_l2_directories(rendered):
 
 def test_the_janitor_evicts_the_claim_between_the_watermarks(rendered):
     """v0.4.1's quota eviction deletes only expired files (``quota_manager.rs`` -> ``ttl_executor.rs``
-    ``execute_by_id``), so a CronJob on the claim removes the oldest chunk files instead (l2_janitor.py)."""
+    ``execute_by_id``), so a janitor pod on the claim evicts chunk files instead (l2_janitor.py). Its command line is
+    parsed by the janitor's own parser, and names what the cluster has: the claim, the capacity and watermarks, every
+    master's web port (``router_handler.rs`` routes), the StorageClass's ``fs-path`` (the CSI driver puts the volume's
+    directory below it: ``controller.go`` ``GetCurvinePath``) and the worker count."""
+    from kvtiers.k8s_charts.curvine_l2 import l2_janitor
+
     env, _props, charts = rendered
-    cronjob = _named(charts, "CronJob", "curvine-l2-janitor")
-    assert (
-        cronjob["metadata"]["namespace"] == env.serving.namespace and cronjob["spec"]["concurrencyPolicy"] == "Forbid"
-    )
-    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    deployment = _named(charts, "Deployment", "curvine-l2-janitor")
+    assert deployment["metadata"]["namespace"] == env.serving.namespace
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
     (janitor,) = pod["containers"]
     mount = next(m["mountPath"] for m in janitor["volumeMounts"] if m["name"] == "l2")
     claim = next(v for v in pod["volumes"] if v["name"] == "l2")["persistentVolumeClaim"]["claimName"]
     assert claim == env.serving.l2_claim_name
-    capacity = env.sizing.curvine_workers * env.curvine.worker.capacity_gb * 1000**3
-    assert janitor["command"][2:] == [
+    args = l2_janitor.parse(janitor["args"])
+    assert (args.root, args.capacity_bytes, args.high, args.low, args.interval) == (
         mount,
-        str(capacity),
-        str(env.curvine.eviction.high_watermark),
-        str(env.curvine.eviction.low_watermark),
+        env.sizing.curvine_workers * env.curvine.worker.capacity_gb * 1000**3,
+        env.curvine.eviction.high_watermark,
+        env.curvine.eviction.low_watermark,
+        env.curvine.eviction.janitor_interval_seconds,
+    )
+    service = _named(charts, "Service", MASTER)
+    web = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "web")
+    hosts = [
+        f"{MASTER}-{i}.{MASTER}.{env.curvine.namespace}.svc.cluster.local" for i in range(env.curvine.master.replicas)
     ]
+    assert args.masters.split(",") == [f"http://{h}:{web}" for h in hosts]
+    storage_class = objects(charts, "StorageClass")[0]
+    assert args.fs_path == storage_class["parameters"]["fs-path"] and args.workers == env.sizing.curvine_workers
+    assert janitor["ports"] == [{"name": "metrics", "containerPort": args.metrics_port}]
     script = _named(charts, "ConfigMap", "curvine-l2-janitor")["data"]
     assert janitor["command"][1].rsplit("/", 1)[1] in script
 

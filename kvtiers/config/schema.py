@@ -449,17 +449,18 @@ class CurvineEviction(Strict):
 
     Curvine v0.4.1's own quota eviction deletes only files whose TTL has expired (``quota_manager.rs`` hands each
     victim to ``ttl_executor.rs``), and a client TTL would expire the directories too (``fuse_utils.rs``
-    ``mkdir_opts``), the L2 root and LMCache's temporary directories among them. So a janitor CronJob deletes the
-    oldest chunk files when the stored bytes reach ``high_watermark`` of the workers' capacity, down to
-    ``low_watermark``.
+    ``mkdir_opts``), the L2 root and LMCache's temporary directories among them. So a janitor pod deletes the least
+    recently used chunk files (by the access time the engines' L2 guard stamps after a read) when the stored bytes
+    reach ``high_watermark`` of the workers' capacity, down to ``low_watermark``; it also deletes the files a lost
+    Curvine worker left unreadable.
     """
 
     high_watermark: float = Field(default=0.85, gt=0, lt=1)
     low_watermark: float = Field(default=0.70, gt=0, lt=1)
     policy: Literal["lru", "lfu"] = "lru"
     """Curvine's own quota-eviction policy (kept configured; at v0.4.1 it only ever removes expired files)."""
-    janitor_schedule: str = Field(default="*/10 * * * *", pattern=r"^(\S+\s+){4}\S+$")
-    """Cron schedule of the janitor (five fields). Default: every 10 minutes, so the L2 overshoots the high
+    janitor_interval_seconds: int = Field(default=600, ge=60, le=86400)
+    """Seconds from the start of one janitor run to the next. Default: 10 minutes, so the L2 overshoots the high
     watermark by at most ten minutes of writes."""
 
     @model_validator(mode="after")

@@ -25,6 +25,10 @@ files; line numbers of the 0.3.11 wheel are in docs/serving-contract.md):
    recomputes the chunk and stores a good copy.
 5. Every event is counted (``prometheus_client`` in the pod's multiprocess directory, so vLLM's ``/metrics`` serves
    it) and logged with the prefix ``kvtiers-l2-guard``.
+6. Curvine v0.4.1 keeps a file's access time but never updates it on a read (its FUSE client sets it only on an
+   explicit ``setattr``), so nothing records which chunks are used. After a chunk is read from the L2 the guard sets
+   the file's access time to now, at most once per :data:`USE_STAMP_SECONDS` per file, in a background thread that
+   never delays the request; the L2 janitor evicts the least recently used chunks first (``l2_janitor.py``).
 
 Not detectable at LMCache 0.3.11: a chunk file of the right length with wrong bytes (the format has no checksum).
 The guard refuses to start under another LMCache version or with asynchronous or layerwise loading, whose code paths
@@ -34,6 +38,7 @@ it has not been tested against: an engine that fails at start is visible, a sile
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib.metadata
 import logging
 import math
@@ -51,6 +56,12 @@ BREAKER_SECONDS = 30.0
 WRITE_TIMEOUT_SECONDS = 30.0
 """A chunk write still running after this is abandoned (its buffer released). Writes never stall a request, so the
 bound only keeps a hung mount from holding L1 memory; it does not open the breaker, which a write burst could do."""
+USE_STAMP_SECONDS = 300.0
+"""A chunk read from the L2 gets a new access time only when its last one is older than this: a hot chunk costs the
+Curvine master one journaled ``setattr`` per interval, not one per read. Half the janitor's default interval, so its
+order is exact to within one run (tools/eviction_sim.py measures the loss against a stamp on every read)."""
+MAX_PENDING_STAMPS = 256
+"""Stamps waiting for the background thread at most; more are dropped (a slow or hung mount never queues memory)."""
 LOG_PREFIX = "kvtiers-l2-guard"
 
 MISSING = "missing"
@@ -95,6 +106,7 @@ class GuardMetrics:
         self.timeouts = Counter("kvtiers_l2_timeouts", "L2 calls that exceeded their bound", ["call"])
         self.breaker_trips = Counter("kvtiers_l2_breaker_trips", "Times the L2 was treated as absent for a window")
         self.skipped_writes = Counter("kvtiers_l2_skipped_writes", "Chunk writes skipped while the L2 counted absent")
+        self.use_stamps = Counter("kvtiers_l2_use_stamps", "L2 chunk files whose access time was set after a read")
 
     @classmethod
     def get(cls) -> GuardMetrics:
@@ -159,6 +171,43 @@ def inspect_chunk_file(path: str) -> str:
     return INTACT
 
 
+def stamp_use(path: str, now: float, metrics: GuardMetrics) -> None:
+    """Set the file's access time to ``now`` (keeping its modification time) when the last one is older than
+    :data:`USE_STAMP_SECONDS`. A file that vanished or cannot be stamped is left alone: the stamp is only a hint."""
+    try:
+        stat = os.stat(path)
+        if now - stat.st_atime < USE_STAMP_SECONDS:
+            return
+        os.utime(path, (now, stat.st_mtime))
+    except OSError:
+        return
+    metrics.use_stamps.inc()
+
+
+class UseStamper:
+    """Runs :func:`stamp_use` on one background thread, dropping stamps beyond :data:`MAX_PENDING_STAMPS`."""
+
+    def __init__(self, metrics: GuardMetrics) -> None:
+        self._metrics = metrics
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kvtiers-l2-stamp")
+        self._pending = 0
+        self._lock = threading.Lock()
+
+    def stamp(self, path: str) -> None:
+        with self._lock:
+            if self._pending >= MAX_PENDING_STAMPS:
+                return
+            self._pending += 1
+        self._executor.submit(self._run, path, time.time())
+
+    def _run(self, path: str, now: float) -> None:
+        try:
+            stamp_use(path, now, self._metrics)
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+
 class GuardedConnector:
     """Wraps the L2 connector LMCache's remote backend calls (inside its ``InstrumentedRemoteConnector``, so LMCache
     still counts what it reads and releases a skipped write's buffer): bounded calls, the breaker, and for the
@@ -170,6 +219,7 @@ class GuardedConnector:
         self._breaker = breaker
         self._metrics = metrics
         self._file_path: Callable[[Any], Any] | None = getattr(inner, "_get_file_path", None)
+        self._stamper = UseStamper(metrics) if self._file_path is not None else None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -200,6 +250,8 @@ class GuardedConnector:
             return None
         if memory_obj is None:
             await self._after_failed_read(key)
+        elif self._stamper is not None and self._file_path is not None:
+            self._stamper.stamp(str(self._file_path(key)))
         return memory_obj
 
     async def put(self, key: Any, memory_obj: Any) -> None:

@@ -171,7 +171,8 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
         kube.objects[object_path(deployment)]["status"] = {"availableReplicas": replicas, "readyReplicas": replicas}
         template = deployment["spec"]["template"]
         container = template["spec"]["containers"][0]
-        if container["image"] == images.vllm_image:
+        # Engines carry their endpoint's label (the L2 janitor runs in the engine image too, without it).
+        if container["image"] == images.vllm_image and ENDPOINT_LABEL in template["metadata"]["labels"]:
             for i in range(replicas):
                 node = handles["nodes"][i % len(handles["nodes"])]
                 pod = f"{name}-{i}"

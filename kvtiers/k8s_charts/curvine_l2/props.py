@@ -63,7 +63,6 @@ _PINNED_IMAGE = re.compile(
 _CPU = re.compile(r"^\d+(\.\d+)?m?$")
 _ABSOLUTE_PATH = re.compile(r"^/[^\s]+$")
 _BLOCK_SIZE = re.compile(r"^\d+(KB|MB|GB)$")
-_CRON = re.compile(r"^(\S+\s+){4}\S+$")
 
 
 def _error(owner: object, name: str, problem: str) -> ValueError:
@@ -87,11 +86,6 @@ def check_image(owner: object, name: str, value: str) -> None:
 def check_absolute_path(owner: object, name: str, value: str) -> None:
     if not _ABSOLUTE_PATH.match(value):
         raise _error(owner, name, f"{value!r} is not an absolute path")
-
-
-def check_schedule(owner: object, name: str, value: str) -> None:
-    if not _CRON.match(value):
-        raise _error(owner, name, f"{value!r} is not a five-field cron schedule")
 
 
 def check_range(owner: object, name: str, value: int, low: int, high: int | None = None) -> None:
@@ -207,8 +201,8 @@ class CurvineResources:
 @dataclass(frozen=True, kw_only=True)
 class CurvineEviction:
     """How the L2 makes room: LMCache's ``fs://`` connector never deletes, so the janitor (``l2_janitor.py``) deletes
-    the oldest chunk files when the stored bytes reach ``high_watermark`` of the workers' capacity, down to
-    ``low_watermark``. Both are fractions strictly between 0 and 1, low below high.
+    the least recently used chunk files when the stored bytes reach ``high_watermark`` of the workers' capacity, down
+    to ``low_watermark``. Both are fractions strictly between 0 and 1, low below high.
 
     :param high_watermark: @default 0.85
     :param low_watermark: @default 0.70

@@ -257,7 +257,7 @@ def endpoint_traffic(env: Environment) -> tuple[EndpointTraffic, ...]:
 def serving_network_policy_chart(
     scope: Construct, id: str, env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()
 ) -> ServingNetworkPolicyChart:
-    from kvtiers.k8s_charts.network_policies import ServingNetworkPolicyChart
+    from kvtiers.k8s_charts.network_policies import JanitorTraffic, ServingNetworkPolicyChart
 
     return ServingNetworkPolicyChart(
         scope,
@@ -265,6 +265,11 @@ def serving_network_policy_chart(
         namespace=env.serving.namespace,
         network=cluster_network(env, control_plane_cidrs=control_plane_cidrs),
         endpoints=endpoint_traffic(env),
+        janitor=JanitorTraffic(
+            curvine_namespace=env.curvine.namespace,
+            master_web_port=env.curvine.ports.master_web,
+            metrics_port=names.CURVINE_JANITOR_METRICS_PORT,
+        ),
     )
 
 
@@ -286,6 +291,7 @@ def curvine_network_policy_chart(
         journal_port=ports.journal,
         master_web_port=ports.master_web,
         worker_rpc_port=ports.worker_rpc,
+        janitor_namespace=env.serving.namespace,
     )
 
 
