@@ -66,10 +66,12 @@ class RuleTest:
             }
         )
 
-    def expect_firing(self, alert: str, at: str, alerts: list[dict[str, str]]) -> None:
-        """Exactly these alerts named ``alert`` are firing at ``at`` (each given by all its labels but the name)."""
+    def expect_firing(self, alert: str, at: str, alerts: list[dict[str, str]], **where: str) -> None:
+        """Exactly these alerts named ``alert`` (and with the labels ``where``) are firing at ``at``, each given by
+        all its labels but the name."""
+        matchers = "".join(f',{k}="{v}"' for k, v in where.items())
         self.expect(
-            f'ALERTS{{alertname="{alert}",alertstate="firing"}}',
+            f'ALERTS{{alertname="{alert}",alertstate="firing"{matchers}}}',
             at,
             [({"__name__": "ALERTS", "alertname": alert, "alertstate": "firing", **labels}, 1) for labels in alerts],
         )

@@ -57,7 +57,9 @@ def test_every_rule_parses_and_reads_only_catalogued_or_recorded_series(env_name
         m.LMCACHE_REMOTE_READ_BYTES.name,
         m.TTFT.series("_bucket"),
         m.CURVINE_FS_USED.name,
-        m.CURVINE_EVICTION_BYTES.name,
+        m.JANITOR_FREED_BYTES.name,
+        m.JANITOR_LAST_SUCCESS.name,
+        m.KVAWARE_REGISTERED_WORKERS.name,
         "up",
     } <= seen
 
@@ -69,8 +71,14 @@ def test_derived_splits_are_labelled_and_alerts_cover_what_an_operator_acts_on()
     alerts = [rule for rule in rules if "alert" in rule]
     assert {a["alert"] for a in alerts} == {
         "KvtiersL2NearlyFull",
+        "KvtiersL2AboveHighWatermark",
+        "KvtiersL2JanitorDown",
+        "KvtiersL2JanitorFailing",
         "KvtiersCurvineMasterDown",
         "KvtiersCurvineWorkerDown",
+        "KvtiersEngineDown",
+        "KvtiersRouterDown",
+        "KvtiersKvawareEnginesUnregistered",
         "KvtiersTTFTHigh",
         "KvtiersL2HitRateCollapsed",
         "KvtiersL2UnreadableChunks",
@@ -170,10 +178,12 @@ def engine_series(
         master = {"component": "curvine-master", "pod": pod}
         test.add(m.CURVINE_FS_USED.name, gauge(used * factor, STEPS), **master)
         test.add(m.CURVINE_CAPACITY.name, gauge(capacity * factor, STEPS), **master)
-        test.add(m.CURVINE_EVICTION_BYTES.name, counter(4096.0 * factor, STEPS), **master)
     for i in range(env.curvine.master.replicas):
         test.add("up", gauge(1, STEPS), component="curvine-master", pod=f"curvine-master-{i}")
     test.add("up", gauge(0, STEPS), component="curvine-worker", pod="curvine-worker-x")
+    janitor = {"component": "l2-janitor", "pod": "curvine-l2-janitor-0"}
+    test.add(m.JANITOR_FREED_BYTES.name, counter(4096.0, STEPS), reason="watermark", **janitor)
+    test.add(m.JANITOR_FREED_BYTES.name, counter(512.0, STEPS), reason="lost", **janitor)
     return test
 
 
@@ -196,7 +206,9 @@ def test_tier_split_per_endpoint(tmp_path):
     ):
         test.expect(rounded(f'{series}{{endpoint="qwen25-32b"}}'), AT, [(labels, expected)])
     test.expect(rounded(r.L2_USED_RATIO), AT, [({}, 0.9)])
+    # what the janitor deleted, by reason (not Curvine's eviction counter)
     test.expect(rounded(r.L2_EVICTED_BYTES), AT, [({}, 4096)])
+    test.expect(rounded(r.L2_LOST_BYTES), AT, [({}, 512)])
     test.expect_firing("KvtiersL2NearlyFull", AT, [])
     test.expect_firing("KvtiersCurvineMasterDown", AT, [])
     test.expect_firing("KvtiersCurvineWorkerDown", AT, [{"severity": "page"}])
@@ -271,7 +283,106 @@ def test_the_worker_alert_counts_against_the_deployed_workers(tmp_path, workers_
     count = {None: 0, 1: 1, "all": env.sizing.curvine_workers}[workers_up]
     for i in range(count):
         test.add("up", gauge(1, STEPS), component="curvine-worker", pod=f"curvine-worker-{i}")
-    # With no series at all, `absent` carries the selector's labels
-    expected = {"severity": "page", **({"component": "curvine-worker"} if count == 0 else {})}
-    test.expect_firing("KvtiersCurvineWorkerDown", AT, [expected] if fires else [])
+    # the same labels whether one worker or all of them are gone
+    test.expect_firing("KvtiersCurvineWorkerDown", AT, [{"severity": "page"}] if fires else [])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+# ------------------------------------------------------------------------------------- availability
+
+SHORT = 240  # two hours of 30-second samples: long enough for every `for:` of these alerts
+LATER = "2h"
+
+
+def pods_up(test: RuleTest, component: str, endpoint: str, count: int) -> None:
+    for i in range(count):
+        test.add("up", gauge(1, SHORT), component=component, endpoint=endpoint, pod=f"{component}-{i}")
+
+
+@pytest.mark.parametrize("engines, routers", [(0, 1), (1, 1), (2, 0), (2, 1)])
+def test_engine_and_router_down_count_against_what_the_endpoint_deploys(tmp_path, engines, routers):
+    """An endpoint whose pods are all gone has no series at all: the alert still fires, with the same labels."""
+    env = ENVIRONMENTS["prod"]
+    endpoint = next(e for e in env.serving.endpoints if e.name == "llama31-70b")
+    assert (endpoint.replicas, endpoint.router_replicas) == (2, 1)
+    test = RuleTest()
+    pods_up(test, "engine", endpoint.name, engines)
+    pods_up(test, "router", endpoint.name, routers)
+    test.add("up", gauge(0, SHORT), component="engine", endpoint=endpoint.name, pod="engine-crashing")
+    page = {"severity": "page", "endpoint": endpoint.name}
+    test.expect_firing("KvtiersEngineDown", LATER, [page] if engines < 2 else [], endpoint=endpoint.name)
+    test.expect_firing("KvtiersRouterDown", LATER, [page] if routers < 1 else [], endpoint=endpoint.name)
+    test.expect(
+        rounded(f'{r.ENGINES_UP}{{endpoint="{endpoint.name}"}}'), LATER, [({"endpoint": endpoint.name}, engines)]
+    )
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+def test_an_operator_endpoint_has_an_engine_alert_and_no_router_alert(tmp_path):
+    """The Inference Operator runs its own router, which kvtiers does not scrape."""
+    env = ENVIRONMENTS["prod"]
+    test = RuleTest()
+    test.expect_firing(
+        "KvtiersEngineDown", LATER, [{"severity": "page", "endpoint": e.name} for e in env.serving.endpoints]
+    )
+    test.expect_firing(
+        "KvtiersRouterDown",
+        LATER,
+        [{"severity": "page", "endpoint": e.name} for e in env.serving.endpoints if e.serving == "self_managed"],
+    )
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+@pytest.mark.parametrize("registered, router_series, fires", [(16, True, False), (8, True, True), (0, False, True)])
+def test_kvaware_alert_fires_when_registered_workers_fall_below_the_engines(tmp_path, registered, router_series, fires):
+    """Two engines of tensor parallelism 8 register 16 LMCache workers with the router's controller; fewer (or a
+    router without the series) means kvaware routes those engines' prefixes blind."""
+    env = ENVIRONMENTS["prod"]
+    name = "llama31-70b"
+    test = RuleTest()
+    pods_up(test, "engine", name, 2)
+    pods_up(test, "router", name, 1)
+    if router_series:
+        test.add(
+            m.KVAWARE_REGISTERED_WORKERS.name,
+            gauge(registered, SHORT),
+            component="router",
+            endpoint=name,
+            role="controller",
+        )
+    test.expect_firing(
+        "KvtiersKvawareEnginesUnregistered", LATER, [{"severity": "warning", "endpoint": name}] if fires else []
+    )
+    if router_series:
+        test.expect(rounded(f'{r.KVAWARE_REGISTERED}{{endpoint="{name}"}}'), LATER, [({"endpoint": name}, registered)])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+@pytest.mark.parametrize(
+    "janitor_up, last_success_ago, used, fires",
+    [
+        (True, 300, 0.80, set()),
+        (False, None, 0.80, {"KvtiersL2JanitorDown"}),
+        (True, 4000, 0.80, {"KvtiersL2JanitorFailing"}),
+        (True, None, 0.80, {"KvtiersL2JanitorFailing"}),  # never succeeded since it started
+        (True, 300, 0.90, {"KvtiersL2AboveHighWatermark"}),
+    ],
+)
+def test_janitor_alerts_fire_when_it_is_gone_failing_or_the_l2_stays_above_the_high_watermark(
+    tmp_path, janitor_up, last_success_ago, used, fires
+):
+    env = ENVIRONMENTS["prod"]
+    assert env.curvine.eviction.high_watermark == 0.85 and env.curvine.eviction.janitor_interval_seconds == 600
+    test = RuleTest()
+    janitor = {"component": "l2-janitor", "pod": "curvine-l2-janitor-0"}
+    if janitor_up:
+        test.add("up", gauge(1, SHORT), **janitor)
+        # the gauge as the janitor serves it: the Unix time of its last good run, 0 before the first
+        success = 0 if last_success_ago is None else 7200 - last_success_ago
+        test.add(m.JANITOR_LAST_SUCCESS.name, gauge(success, SHORT), **janitor)
+    master = {"component": "curvine-master", "pod": "curvine-master-0"}
+    test.add(m.CURVINE_FS_USED.name, gauge(used * 1000, SHORT), **master)
+    test.add(m.CURVINE_CAPACITY.name, gauge(1000, SHORT), **master)
+    for alert in ("KvtiersL2JanitorDown", "KvtiersL2JanitorFailing", "KvtiersL2AboveHighWatermark"):
+        test.expect_firing(alert, LATER, [{"severity": "warning"}] if alert in fires else [])
     run_rule_tests(tmp_path, r.rule_groups(env), [test])
