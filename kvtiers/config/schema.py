@@ -607,7 +607,9 @@ class Endpoint(Strict):
     cpu: int = Field(default=8, ge=1)
     l2: Literal["auto", "on", "off"] = "auto"
     expected_prompt_tokens: int = Field(default=2000, ge=1)
-    """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``."""
+    """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``. With
+    ``routing: kvaware`` also the router's ``--kv-aware-threshold``: it routes by load instead of by cache when more
+    prompt tokens than this are not cached."""
     routing: RoutingStrategy = "prefixaware"
     api: Literal["completions", "chat"] = "chat"
     """The OpenAI API the endpoint's clients call: ``chat`` (``/v1/chat/completions``, default) or ``completions``
