@@ -284,3 +284,50 @@ def test_master_count_is_announced_at_synth_as_fixed_at_install(dev_synth):
         "*", Match.string_like_regexp("Curvine master count 1 is fixed at install")
     )
     assert len(infos) == 1 and "docs/curvine-contract.md" in str(infos[0].entry.data)
+
+
+def test_fuse_logs_rotate_through_curvines_own_settings(rendered):
+    """curvine-fuse logs through ``[fuse.log]`` (``mount_run.rs``), a ``LogConf`` (``logger.rs``): into rotated files in
+    a directory that exists in the CSI containers (the appender panics on a missing one), bounded in size, instead of
+    the CSI driver's never-rotated redirect of its stdout (``fuse_manager.go``)."""
+    from kvtiers.k8s_charts.curvine_l2.props import FUSE_LOG_BOUND_MIB
+
+    _env, _props, charts = rendered
+    log = _config(charts)["fuse"]["log"]
+    log_conf_fields = {
+        "level",
+        "log_dir",
+        "file_name",
+        "max_log_files",
+        "max_file_size_mb",
+        "time_rotation",
+        "display_thread",
+        "display_position",
+        "targets",
+    }
+    assert set(log) <= log_conf_fields and log["max_file_size_mb"] > 0 and log["log_dir"] == "/tmp"
+    from tests.test_observability_rules import upstream_text
+
+    source = upstream_text("CurvineIO/curvine@v0.4.1:crates/core/runtime/src/common/logger.rs")
+    if source is not None:  # with the mirror: the fields as v0.4.1 declares them
+        assert all(f"pub {field}:" in source for field in log_conf_fields)
+    assert (log["max_log_files"] + 1) * log["max_file_size_mb"] == FUSE_LOG_BOUND_MIB <= 512
+    node = _named(charts, "DaemonSet", CSI_NODE)
+    plugin = container(node, "csi-plugin")
+    # the node plugin's own writable layer: no volume there whose size limit could evict the pod and its mounts
+    assert not any(m["mountPath"] == "/tmp" for m in plugin["volumeMounts"])
+    controller = _named(charts, "Deployment", CSI_CONTROLLER)
+    tmp = next(v for v in controller["spec"]["template"]["spec"]["volumes"] if v["name"] == "tmp")
+    assert int(tmp["emptyDir"]["sizeLimit"].removesuffix("Gi")) * 1024 > FUSE_LOG_BOUND_MIB  # validate-config
+
+
+def test_a_fuse_setting_does_not_roll_the_masters_and_workers():
+    """Masters and workers never read ``[fuse]`` (``master_server.rs`` and ``worker_server.rs`` take their own
+    ``log``); their pods' config checksum leaves it out, so a FUSE change never restarts the Raft group."""
+    import dataclasses
+
+    env = load_environment(CONFIG_DIR / "prod.yaml")
+    props = props_for(env)
+    other_port = dataclasses.replace(props.ports, fuse_web=props.ports.fuse_web + 100)
+    assert dataclasses.replace(props, ports=other_port).config_checksum == props.config_checksum
+    assert dataclasses.replace(props, block_size="32MB").config_checksum != props.config_checksum
