@@ -375,3 +375,13 @@ def test_the_metrics_say_what_the_janitor_really_freed_and_pass_promtool(tmp_pat
     assert abs(last_success - time.time()) < 60
     checked = subprocess.run([str(promtool()), "check", "metrics"], input=text, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_stale_namespace_is_evicted_before_the_live_one(tmp_path):
+    """After an upgrade the engines write and read a new L2 namespace (a new fingerprint); nothing reads the old one
+    again, so its files are the least recently used and go first, however recently they were written."""
+    stale = [chunk(tmp_path, f"old-fingerprint/c-{i}.data", 100, written_ago=600 + i) for i in range(4)]
+    live = [chunk(tmp_path, f"new-fingerprint/c-{i}.data", 100, written_ago=3000, used_ago=30) for i in range(6)]
+    once(tmp_path, capacity=1000)  # 1000 bytes stored: down to 700
+    assert [p.exists() for p in stale] == [True, False, False, False]  # oldest of them first
+    assert all(p.exists() for p in live)
