@@ -1,4 +1,5 @@
-# kvtiers: two set-up commands, `make synth` and `make test`, work on a fresh clone (PyPI + npm registries only).
+# kvtiers: two set-up commands, `make synth` and `make test`, work on a fresh clone (PyPI and npm registries; `make test`
+# also Debian's archive, for promtool).
 SHELL := /bin/bash
 .SHELLFLAGS := -e -o pipefail -c
 # The Python versions kvtiers supports: pyproject.toml's requires-python and classifiers say the same
@@ -63,6 +64,13 @@ $(VLLM_WHEEL_DIR)/.downloaded: kvtiers/config/versions.py | check-python
 	$(PYTHON) -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: vllm==$(ENGINE_VLLM) -d $(VLLM_WHEEL_DIR)
 	touch $@
 
+# Prometheus's rule engine for the rule tests: promtool from Debian's prometheus package at the version
+# tools/promtool.py pins, downloaded with apt-get and unpacked (never installed); fails with a clear message when that
+# version is no longer in the archive.
+PROMTOOL := $(if $(PYTHON),$(shell $(PYTHON) tools/promtool.py --path))
+$(PROMTOOL): tools/promtool.py | check-python
+	$(PYTHON) tools/promtool.py install
+
 # The app with its cli and plot extras, editable, at the app's exact pins (the `app` group, as constraints: the
 # library itself declares ranges), and the test and lint tools.
 $(VENV)/.installed: pyproject.toml | check-python
@@ -109,7 +117,7 @@ lint: $(VENV)/.installed
 python-versions: $(VENV)/.installed
 	$(PY) tools/python_versions.py install
 
-test: install $(LMCACHE_VENVS) .venv-engine/.installed $(VLLM_WHEEL_DIR)/.downloaded $(HYPERPOD_SDK)/.installed .venv-checkov/.installed python-versions lint
+test: install $(LMCACHE_VENVS) .venv-engine/.installed $(VLLM_WHEEL_DIR)/.downloaded $(HYPERPOD_SDK)/.installed .venv-checkov/.installed $(PROMTOOL) python-versions lint
 	$(PY) -m pytest -n 2 --dist loadfile
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating;

@@ -32,7 +32,7 @@ from kvtiers.k8s_charts.curvine_l2 import props as curvine_props
 from kvtiers.k8s_charts.curvine_l2.charts import (
     DEFAULT_CLAIM_NAME,
     DEFAULT_CLAIM_SIZE_GIB,
-    DEFAULT_JANITOR_SCHEDULE,
+    DEFAULT_JANITOR_INTERVAL_SECONDS,
 )
 
 ENGINE_IMAGE = "lmcache/vllm-openai:v0.3.7"
@@ -114,11 +114,12 @@ def test_storage_chart_in_a_bare_app():
     kinds = by_kind(objects)
     (claim,) = kinds["PersistentVolumeClaim"]
     assert claim["metadata"] == {"name": DEFAULT_CLAIM_NAME, "namespace": "serving"}
-    (cronjob,) = kinds["CronJob"]
-    assert cronjob["spec"]["schedule"] == DEFAULT_JANITOR_SCHEDULE
-    janitor = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    deployment = next(d for d in kinds["Deployment"] if d["metadata"]["name"] == "curvine-l2-janitor")
+    janitor = deployment["spec"]["template"]["spec"]["containers"][0]
     assert janitor["image"] == ENGINE_IMAGE
-    assert janitor["command"][3] == str(2 * 1000 * 1000**3)  # worker_nodes x capacity_gb, in bytes
+    args = janitor["args"]
+    assert args[args.index("--interval") + 1] == str(DEFAULT_JANITOR_INTERVAL_SECONDS)
+    assert args[args.index("--capacity-bytes") + 1] == str(2 * 1000 * 1000**3)  # worker_nodes x capacity_gb
     for obj in objects:
         kubernetes_validate.validate(obj, "1.34", strict=True)
 
@@ -222,10 +223,10 @@ def test_construct_defaults_are_the_schema_defaults():
         worker.capacity_gb,
         worker.reserved_gb,
     )
-    assert (DEFAULT_CLAIM_NAME, DEFAULT_CLAIM_SIZE_GIB, DEFAULT_JANITOR_SCHEDULE) == (
+    assert (DEFAULT_CLAIM_NAME, DEFAULT_CLAIM_SIZE_GIB, DEFAULT_JANITOR_INTERVAL_SECONDS) == (
         serving.l2_claim_name,
         serving.l2_claim_size_gib,
-        eviction.janitor_schedule,
+        eviction.janitor_interval_seconds,
     )
 
 
@@ -332,9 +333,9 @@ RULES: list[tuple[str, Callable[[], object], str]] = [
     ("claim name", _storage_chart(claim_name="L2"), "CurvineStorageChart.claim_name: 'L2' is not a DNS-1123 label"),
     ("claim size", _storage_chart(claim_size_gib=0), "CurvineStorageChart.claim_size_gib: 0 is out of range"),
     (
-        "janitor schedule",
-        _storage_chart(janitor_schedule="hourly"),
-        "CurvineStorageChart.janitor_schedule: 'hourly' is not a five-field cron schedule",
+        "janitor interval",
+        _storage_chart(janitor_interval_seconds=5),
+        "CurvineStorageChart.janitor_interval_seconds: 5 is out of range (>= 60)",
     ),
 ]
 

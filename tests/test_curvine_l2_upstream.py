@@ -188,24 +188,38 @@ def test_no_client_ttl_because_it_would_expire_the_l2_directories(rendered):
 
 def test_the_janitor_evicts_the_claim_between_the_watermarks(rendered):
     """v0.4.1's quota eviction deletes only expired files (``quota_manager.rs`` -> ``ttl_executor.rs``
-    ``execute_by_id``), so a CronJob on the claim removes the oldest chunk files instead (l2_janitor.py)."""
+    ``execute_by_id``), so a janitor pod on the claim evicts chunk files instead (l2_janitor.py). Its command line is
+    parsed by the janitor's own parser, and names what the cluster has: the claim, the capacity and watermarks, every
+    master's web port (``router_handler.rs`` routes), the StorageClass's ``fs-path`` (the CSI driver puts the volume's
+    directory below it: ``controller.go`` ``GetCurvinePath``) and the worker count."""
+    from kvtiers.k8s_charts.curvine_l2 import l2_janitor
+
     env, _props, charts = rendered
-    cronjob = _named(charts, "CronJob", "curvine-l2-janitor")
-    assert (
-        cronjob["metadata"]["namespace"] == env.serving.namespace and cronjob["spec"]["concurrencyPolicy"] == "Forbid"
-    )
-    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    deployment = _named(charts, "Deployment", "curvine-l2-janitor")
+    assert deployment["metadata"]["namespace"] == env.serving.namespace
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
     (janitor,) = pod["containers"]
     mount = next(m["mountPath"] for m in janitor["volumeMounts"] if m["name"] == "l2")
     claim = next(v for v in pod["volumes"] if v["name"] == "l2")["persistentVolumeClaim"]["claimName"]
     assert claim == env.serving.l2_claim_name
-    capacity = env.sizing.curvine_workers * env.curvine.worker.capacity_gb * 1000**3
-    assert janitor["command"][2:] == [
+    args = l2_janitor.parse(janitor["args"])
+    assert (args.root, args.capacity_bytes, args.high, args.low, args.interval) == (
         mount,
-        str(capacity),
-        str(env.curvine.eviction.high_watermark),
-        str(env.curvine.eviction.low_watermark),
+        env.sizing.curvine_workers * env.curvine.worker.capacity_gb * 1000**3,
+        env.curvine.eviction.high_watermark,
+        env.curvine.eviction.low_watermark,
+        env.curvine.eviction.janitor_interval_seconds,
+    )
+    service = _named(charts, "Service", MASTER)
+    web = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "web")
+    hosts = [
+        f"{MASTER}-{i}.{MASTER}.{env.curvine.namespace}.svc.cluster.local" for i in range(env.curvine.master.replicas)
     ]
+    assert args.masters.split(",") == [f"http://{h}:{web}" for h in hosts]
+    storage_class = objects(charts, "StorageClass")[0]
+    assert args.fs_path == storage_class["parameters"]["fs-path"] and args.workers == env.sizing.curvine_workers
+    assert janitor["ports"] == [{"name": "metrics", "containerPort": args.metrics_port}]
     script = _named(charts, "ConfigMap", "curvine-l2-janitor")["data"]
     assert janitor["command"][1].rsplit("/", 1)[1] in script
 
@@ -270,3 +284,50 @@ def test_master_count_is_announced_at_synth_as_fixed_at_install(dev_synth):
         "*", Match.string_like_regexp("Curvine master count 1 is fixed at install")
     )
     assert len(infos) == 1 and "docs/curvine-contract.md" in str(infos[0].entry.data)
+
+
+def test_fuse_logs_rotate_through_curvines_own_settings(rendered):
+    """curvine-fuse logs through ``[fuse.log]`` (``mount_run.rs``), a ``LogConf`` (``logger.rs``): into rotated files in
+    a directory that exists in the CSI containers (the appender panics on a missing one), bounded in size, instead of
+    the CSI driver's never-rotated redirect of its stdout (``fuse_manager.go``)."""
+    from kvtiers.k8s_charts.curvine_l2.props import FUSE_LOG_BOUND_MIB
+
+    _env, _props, charts = rendered
+    log = _config(charts)["fuse"]["log"]
+    log_conf_fields = {
+        "level",
+        "log_dir",
+        "file_name",
+        "max_log_files",
+        "max_file_size_mb",
+        "time_rotation",
+        "display_thread",
+        "display_position",
+        "targets",
+    }
+    assert set(log) <= log_conf_fields and log["max_file_size_mb"] > 0 and log["log_dir"] == "/tmp"
+    from tests.test_observability_rules import upstream_text
+
+    source = upstream_text("CurvineIO/curvine@v0.4.1:crates/core/runtime/src/common/logger.rs")
+    if source is not None:  # with the mirror: the fields as v0.4.1 declares them
+        assert all(f"pub {field}:" in source for field in log_conf_fields)
+    assert (log["max_log_files"] + 1) * log["max_file_size_mb"] == FUSE_LOG_BOUND_MIB <= 512
+    node = _named(charts, "DaemonSet", CSI_NODE)
+    plugin = container(node, "csi-plugin")
+    # the node plugin's own writable layer: no volume there whose size limit could evict the pod and its mounts
+    assert not any(m["mountPath"] == "/tmp" for m in plugin["volumeMounts"])
+    controller = _named(charts, "Deployment", CSI_CONTROLLER)
+    tmp = next(v for v in controller["spec"]["template"]["spec"]["volumes"] if v["name"] == "tmp")
+    assert int(tmp["emptyDir"]["sizeLimit"].removesuffix("Gi")) * 1024 > FUSE_LOG_BOUND_MIB  # validate-config
+
+
+def test_a_fuse_setting_does_not_roll_the_masters_and_workers():
+    """Masters and workers never read ``[fuse]`` (``master_server.rs`` and ``worker_server.rs`` take their own
+    ``log``); their pods' config checksum leaves it out, so a FUSE change never restarts the Raft group."""
+    import dataclasses
+
+    env = load_environment(CONFIG_DIR / "prod.yaml")
+    props = props_for(env)
+    other_port = dataclasses.replace(props.ports, fuse_web=props.ports.fuse_web + 100)
+    assert dataclasses.replace(props, ports=other_port).config_checksum == props.config_checksum
+    assert dataclasses.replace(props, block_size="32MB").config_checksum != props.config_checksum

@@ -122,6 +122,12 @@ def test_verify_passes_on_prod_built_from_its_rendered_objects(prod, objects, ku
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "operator endpoint deployed") in checked
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached by policy") in checked
     assert {("endpoint:llama31-70b", "router sees engines"), ("endpoint:qwen25-32b", "router sees engines")} <= checked
+    kvaware_checks = {r.area: r for r in results if r.name == "kvaware workers registered"}
+    assert set(kvaware_checks) == {"endpoint:llama31-70b"}  # the kvaware endpoint only
+    assert (
+        "16 LMCache worker(s) registered, 2 Ready engine pod(s) x 8 rank(s) = 16"
+        in kvaware_checks["endpoint:llama31-70b"].detail
+    )
     assert f"cross-pod:{OPERATOR_ENDPOINT}" in {r.area for r in results}
     # observability is on in prod: after the cross-pod checks, each endpoint's per-tier counters
     tiers = {r.area: r for r in results if r.name == "per-tier counters"}
@@ -173,6 +179,33 @@ def test_verify_fails_when_engines_lack_the_counters_the_rules_read(prod, object
         failed = [r for r in kube_results(prod, kube) if not r.ok]
     assert {r.area for r in failed} == {f"tiers:{e.name}" for e in prod.serving.endpoints}
     assert all("missing" in r.detail and "vllm:prefix_cache_queries_total" in r.detail for r in failed)
+
+
+@pytest.mark.parametrize("registered", [8, None])
+def test_verify_fails_when_kvaware_engines_are_not_registered_with_the_router(prod, objects, kubectl, registered):
+    """One of two engines (8 ranks each) never registered, or the router serves no controller series at all."""
+    with FakeKube() as kube:
+        handles = build_healthy(kube, prod, objects, kubectl=kubectl)
+        handles["routers"]["llama31-70b"]["registered"] = registered
+        (check,) = [r for r in kube_results(prod, kube) if r.name == "kvaware workers registered"]
+    assert not check.ok and check.area == "endpoint:llama31-70b"
+    expected = (
+        "8 LMCache worker(s) registered" if registered else "no lmcache:cache_controller_registered_workers_count"
+    )
+    assert expected in check.detail
+
+
+def test_verify_fails_when_an_l2_endpoint_serves_no_lmcache_series(prod, objects, kubectl):
+    """vLLM's counters alone (no PROMETHEUS_MULTIPROC_DIR: LMCache's series never reach /metrics) are not enough
+    for an endpoint with the L2: its L2 rows and alerts would see nothing."""
+    with FakeKube() as kube:
+        handles = build_healthy(kube, prod, objects, kubectl=kubectl)
+        for engine in handles["engines"].values():
+            engine.lmcache = False
+        failed = {r.area: r for r in kube_results(prod, kube) if not r.ok and r.name == "per-tier counters"}
+    l2_endpoints = {e.name for e, sized in prod.sized_endpoints() if sized.l2_enabled}
+    assert set(failed) == {f"tiers:{name}" for name in l2_endpoints}
+    assert all("lmcache:num_remote_read_bytes_total" in r.detail for r in failed.values())
 
 
 def test_dev_without_observability_does_not_read_tier_counters(dev_env):

@@ -80,6 +80,8 @@ def start_drill(tmp: Path, faultfs: Path, *, guarded: bool, scenarios: list[str]
         "LD_PRELOAD": str(faultfs),
         "FAULTFS_RULES": case["rules"],
         "FAULTFS_HANG_SECONDS": str(HANG),
+        # Reads leave access times alone, as on the Curvine FUSE mount: only the guard's stamp sets them.
+        "FAULTFS_NOATIME": "1",
         "PYTHONHASHSEED": "0",
         "LMCACHE_TRACK_USAGE": "false",
     }
@@ -101,7 +103,7 @@ def finish(drill: subprocess.Popen) -> dict:
 @pytest.fixture(scope="module")
 def drills(tmp_path_factory, faultfs) -> tuple[dict, dict]:
     """Both runs at once (each takes tens of seconds, mostly LMCache's start-up)."""
-    guarded = start_drill(tmp_path_factory.mktemp("guarded"), faultfs, guarded=True, scenarios=GUARDED)
+    guarded = start_drill(tmp_path_factory.mktemp("guarded"), faultfs, guarded=True, scenarios=GUARDED, stamp=True)
     unguarded = start_drill(
         tmp_path_factory.mktemp("unguarded"), faultfs, guarded=False, scenarios=UNGUARDED, async_requests=5
     )
@@ -332,3 +334,13 @@ def test_the_failure_semantics_cite_the_pinned_lines(package, path, line, holds)
     doc = (Path(__file__).parent.parent / "docs" / "serving-contract.md").read_text()
     rows = [row for row in doc[doc.index("## L2 read failures") :].splitlines() if f"{Path(path).name}:" in row]
     assert any(f":{line}`" in row for row in rows), f"no row of the doc cites {Path(path).name}:{line}"
+
+
+def test_a_chunk_read_from_the_l2_gets_its_access_time_stamped_once_per_interval(guarded):
+    """Curvine records no use of a file by itself: the guard stamps the access time the janitor evicts by."""
+    stamps = guarded["use_stamps"]
+    began = stamps["began"]
+    first, second = stamps["after_first_reader"], stamps["after_second_reader"]
+    assert all(atime >= began for atime, _ in first), first
+    assert all(mtime == pytest.approx(began - 7200) for _, mtime in first + second), "mtime stays the write time"
+    assert second == first, "a second read within USE_STAMP_SECONDS stamps nothing"

@@ -80,6 +80,8 @@ def endpoints(synth) -> dict[str, Endpoint]:
     found["master"] = Endpoint("master", hp_ip(4), ns, labels)
     ns, labels = pod_labels(objs, "Deployment", "curvine-csi-controller")
     found["csi-controller"] = Endpoint("csi-controller", system_ip, ns, labels)
+    ns, labels = pod_labels(objs, "Deployment", "curvine-l2-janitor")
+    found["janitor"] = Endpoint("janitor", hp_ip(5), ns, labels)
     self_managed = [e for e in env.serving.endpoints if e.serving == "self_managed"]
     for i, e in enumerate(self_managed, start=1):
         ns, labels = pod_labels(objs, "Deployment", f"{e.name}-engine")

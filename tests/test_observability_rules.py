@@ -1,5 +1,6 @@
 """Recording and alert rules: every expression parses (promql-parser), every metric name is in the catalogue with its
-upstream source, and the rate/ratio forms give the expected numbers on synthetic series (tests/promql_eval.py)."""
+upstream source, and Prometheus's own rule engine (promtool test rules, tests/promtool.py) gives the expected
+numbers and alerts on synthetic series, including series that are absent."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, engine_release
 from kvtiers.observability import metrics as m
 from kvtiers.observability import rules as r
 from tests.conftest import CONFIG_DIR, ROOT
-from tests.promql_eval import World, run_rules, value
+from tests.promtool import RuleTest, counter, gauge, rounded, run_rule_tests
 from tests.upstream import ENGINE, vllm_source
 
 ENVIRONMENTS = {name: load_environment(CONFIG_DIR / f"{name}.yaml") for name in ("dev", "prod")}
@@ -56,7 +57,9 @@ def test_every_rule_parses_and_reads_only_catalogued_or_recorded_series(env_name
         m.LMCACHE_REMOTE_READ_BYTES.name,
         m.TTFT.series("_bucket"),
         m.CURVINE_FS_USED.name,
-        m.CURVINE_EVICTION_BYTES.name,
+        m.JANITOR_FREED_BYTES.name,
+        m.JANITOR_LAST_SUCCESS.name,
+        m.KVAWARE_REGISTERED_WORKERS.name,
         "up",
     } <= seen
 
@@ -68,8 +71,14 @@ def test_derived_splits_are_labelled_and_alerts_cover_what_an_operator_acts_on()
     alerts = [rule for rule in rules if "alert" in rule]
     assert {a["alert"] for a in alerts} == {
         "KvtiersL2NearlyFull",
+        "KvtiersL2AboveHighWatermark",
+        "KvtiersL2JanitorDown",
+        "KvtiersL2JanitorFailing",
         "KvtiersCurvineMasterDown",
         "KvtiersCurvineWorkerDown",
+        "KvtiersEngineDown",
+        "KvtiersRouterDown",
+        "KvtiersKvawareEnginesUnregistered",
         "KvtiersTTFTHigh",
         "KvtiersL2HitRateCollapsed",
         "KvtiersL2UnreadableChunks",
@@ -126,21 +135,12 @@ def test_each_catalogued_metric_is_registered_in_its_pinned_source(metric):
 
 # ------------------------------------------------------------------------------------- evaluation
 
-T = 7 * 3600.0  # long enough for the 6-hour windows
+HOURS = 7
+STEPS = HOURS * 120  # 30-second samples, long enough for the 6-hour windows
+AT = f"{HOURS}h"
 
 
-def counter(per_second: float, until: float | None = None, after: float = 0.0):
-    """A counter growing at ``per_second``, or at ``after`` from time ``until`` on."""
-
-    def value(t):
-        if until is None or t <= until:
-            return per_second * t
-        return per_second * until + after * (t - until)
-
-    return value
-
-
-def engine_world(
+def engine_series(
     env,
     endpoint: str,
     *,
@@ -151,119 +151,238 @@ def engine_world(
     l2_after: float | None = None,
     used=900.0,
     capacity=1000.0,
-):
+) -> RuleTest:
+    """Two engine pods of ``endpoint`` sharing its traffic, a router reusing vLLM's gauge name, a Curvine leader
+    and a follower reporting 0, every master up and one worker down."""
     sized = env.sizing.endpoint(endpoint)
-    world = World()
+    test = RuleTest()
     labels = {"component": "engine", "endpoint": endpoint}
-    for pod in ("a", "b"):  # two engine pods, each half the traffic
-        world.add(m.PREFIX_CACHE_QUERIES.name, counter(queries / 2), pod=pod, **labels)
-        world.add(m.PREFIX_CACHE_HITS.name, counter(l0 / 2), pod=pod, **labels)
-        world.add(m.EXTERNAL_PREFIX_CACHE_HITS.name, counter(lmcache / 2), pod=pod, **labels)
+    for pod in ("a", "b"):
+        test.add(m.PREFIX_CACHE_QUERIES.name, counter(queries / 2, STEPS), pod=pod, **labels)
+        test.add(m.PREFIX_CACHE_HITS.name, counter(l0 / 2, STEPS), pod=pod, **labels)
+        test.add(m.EXTERNAL_PREFIX_CACHE_HITS.name, counter(lmcache / 2, STEPS), pod=pod, **labels)
         read = l2_tokens * sized.kv_bytes_per_token / 2
-        world.add(
+        later = None if l2_after is None else l2_after * sized.kv_bytes_per_token / 2
+        test.add(
             m.LMCACHE_REMOTE_READ_BYTES.name,
-            counter(read, T - 1800, l2_after * sized.kv_bytes_per_token / 2) if l2_after is not None else counter(read),
+            counter(read, STEPS, then=later, from_step=STEPS - 60 if later is not None else None),
             pod=pod,
             **labels,
         )
-        world.add(m.REQUESTS_WAITING.name, 3.0, pod=pod, **labels)
+        test.add(m.REQUESTS_WAITING.name, gauge(3, STEPS), pod=pod, **labels)
     # the router reuses vLLM's gauge name: it must not count
-    world.add(m.REQUESTS_WAITING.name, 50.0, component="router", endpoint=endpoint)
-    for le, rate in (("0.25", 10.0), ("0.5", 50.0), ("1", 90.0), ("+Inf", 100.0)):
-        world.add(m.TTFT.series("_bucket"), counter(rate), le=le, **labels)
+    test.add(m.REQUESTS_WAITING.name, gauge(50, STEPS), component="router", endpoint=endpoint)
+    for le, per_second in (("0.25", 10.0), ("0.5", 50.0), ("1", 90.0), ("+Inf", 100.0)):
+        test.add(m.TTFT.series("_bucket"), counter(per_second, STEPS), le=le, **labels)
     for pod, factor in (("curvine-master-0", 1.0), ("curvine-master-1", 0.0)):
-        world.add(m.CURVINE_FS_USED.name, used * factor, component="curvine-master", pod=pod)
-        world.add(m.CURVINE_CAPACITY.name, capacity * factor, component="curvine-master", pod=pod)
-        world.add(m.CURVINE_EVICTION_BYTES.name, counter(4096.0 * factor), component="curvine-master", pod=pod)
+        master = {"component": "curvine-master", "pod": pod}
+        test.add(m.CURVINE_FS_USED.name, gauge(used * factor, STEPS), **master)
+        test.add(m.CURVINE_CAPACITY.name, gauge(capacity * factor, STEPS), **master)
     for i in range(env.curvine.master.replicas):
-        world.add("up", 1.0, component="curvine-master", pod=f"curvine-master-{i}")
-    world.add("up", 0.0, component="curvine-worker", pod="curvine-worker-x")
-    return world
+        test.add("up", gauge(1, STEPS), component="curvine-master", pod=f"curvine-master-{i}")
+    test.add("up", gauge(0, STEPS), component="curvine-worker", pod="curvine-worker-x")
+    janitor = {"component": "l2-janitor", "pod": "curvine-l2-janitor-0"}
+    test.add(m.JANITOR_FREED_BYTES.name, counter(4096.0, STEPS), reason="watermark", **janitor)
+    test.add(m.JANITOR_FREED_BYTES.name, counter(512.0, STEPS), reason="lost", **janitor)
+    return test
 
 
-def test_tier_split_per_endpoint():
+def test_tier_split_per_endpoint(tmp_path):
     env = ENVIRONMENTS["prod"]
-    world = engine_world(env, "qwen25-32b")
-    alerts = run_rules(world, r.rule_groups(env), T)
+    test = engine_series(env, "qwen25-32b")
     e = {"endpoint": "qwen25-32b"}
-    assert value(world, r.PROMPT_TOKENS, **e) == pytest.approx(1000)
-    assert value(world, r.L0_TOKENS, **e) == pytest.approx(300)
-    assert value(world, r.LMCACHE_TOKENS, **e) == pytest.approx(500)
-    assert value(world, r.L2_TOKENS, **e, derived="true") == pytest.approx(200)
-    assert value(world, r.L1_TOKENS, **e, derived="true") == pytest.approx(300)
-    assert value(world, r.RECOMPUTED_TOKENS, **e) == pytest.approx(200)
-    assert value(world, r.L2_HIT_RATIO, **e) == pytest.approx(0.2)
-    assert value(world, r.QUEUE, **e) == pytest.approx(6)  # the router's 50 is not an engine's queue
-    assert value(world, r.TTFT_P50, **e) == pytest.approx(0.5)
-    assert value(world, r.TTFT_P95, **e) == pytest.approx(1.0 + 0.0)  # rank 95 lies in the (1, +Inf] bucket
-    assert value(world, r.L2_USED_RATIO) == pytest.approx(0.9)
-    assert value(world, r.L2_EVICTED_BYTES) == pytest.approx(4096)
-    assert "KvtiersL2NearlyFull" not in {k for k, v in alerts.items() if v}
-    assert alerts["KvtiersCurvineWorkerDown"] and not alerts["KvtiersCurvineMasterDown"]
-    assert not alerts["KvtiersL2HitRateCollapsed"]
+    derived = {**e, "derived": "true"}
+    for series, labels, expected in (
+        (r.PROMPT_TOKENS, e, 1000),
+        (r.L0_TOKENS, e, 300),
+        (r.LMCACHE_TOKENS, e, 500),
+        (r.L2_TOKENS, derived, 200),
+        (r.L1_TOKENS, derived, 300),
+        (r.RECOMPUTED_TOKENS, e, 200),
+        (r.L2_HIT_RATIO, derived, 0.2),
+        (r.QUEUE, e, 6),  # the router's 50 is not an engine's queue
+        (r.TTFT_P50, e, 0.5),
+        (r.TTFT_P95, e, 1.0),  # rank 95 lies in the (1, +Inf] bucket
+    ):
+        test.expect(rounded(f'{series}{{endpoint="qwen25-32b"}}'), AT, [(labels, expected)])
+    test.expect(rounded(r.L2_USED_RATIO), AT, [({}, 0.9)])
+    # what the janitor deleted, by reason (not Curvine's eviction counter)
+    test.expect(rounded(r.L2_EVICTED_BYTES), AT, [({}, 4096)])
+    test.expect(rounded(r.L2_LOST_BYTES), AT, [({}, 512)])
+    test.expect_firing("KvtiersL2NearlyFull", AT, [])
+    test.expect_firing("KvtiersCurvineMasterDown", AT, [])
+    test.expect_firing("KvtiersCurvineWorkerDown", AT, [{"severity": "page"}])
+    test.expect_firing("KvtiersL2HitRateCollapsed", AT, [])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
 
 
-def test_recomputed_never_goes_negative_and_l1_is_all_of_lmcache_without_l2():
+def test_recomputed_never_goes_negative_and_l1_is_all_of_lmcache_without_l2(tmp_path):
     env = ENVIRONMENTS["dev"]
     endpoint = env.serving.endpoints[0].name
-    world = engine_world(env, endpoint, queries=100.0, l0=80.0, lmcache=40.0, l2_tokens=0.0)
-    run_rules(world, r.rule_groups(env), T)
-    assert value(world, r.RECOMPUTED_TOKENS, endpoint=endpoint) == 0
-    assert value(world, r.L1_TOKENS, endpoint=endpoint) == pytest.approx(40)
-
-
-def test_alerts_fire_on_a_full_l2_a_collapsed_hit_rate_and_slow_ttft():
-    env = ENVIRONMENTS["prod"]
-    world = engine_world(env, "qwen25-32b", used=980.0, l2_tokens=200.0, l2_after=10.0)
-    alerts = run_rules(world, r.rule_groups(env), T)
-    assert alerts["KvtiersL2NearlyFull"]
-    collapsed = alerts["KvtiersL2HitRateCollapsed"]
-    assert {dict(k)["endpoint"] for k in collapsed} == {"qwen25-32b"}
-    # TTFT p95 of 1 s: above a threshold of 0.5 s, not above the default 2 s
-    slow = env.model_copy(
-        update={
-            "serving": env.serving.model_copy(
-                update={
-                    "endpoints": tuple(
-                        e.model_copy(update={"ttft_p95_alert_seconds": 0.5}) for e in env.serving.endpoints
-                    )
-                }
-            )
-        }
+    test = engine_series(env, endpoint, queries=100.0, l0=80.0, lmcache=40.0, l2_tokens=0.0)
+    test.expect(rounded(f'{r.RECOMPUTED_TOKENS}{{endpoint="{endpoint}"}}'), AT, [({"endpoint": endpoint}, 0)])
+    test.expect(
+        rounded(f'{r.L1_TOKENS}{{endpoint="{endpoint}"}}'), AT, [({"endpoint": endpoint, "derived": "true"}, 40)]
     )
-    assert not any(dict(k).get("endpoint") == "qwen25-32b" for k in alerts["KvtiersTTFTHigh"])
-    world = engine_world(env, "qwen25-32b")
-    assert any(dict(k)["endpoint"] == "qwen25-32b" for k in run_rules(world, r.rule_groups(slow), T)["KvtiersTTFTHigh"])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
 
 
-def test_the_l2_guard_alerts_fire_on_deleted_chunks_and_stalls_per_endpoint():
+def with_ttft_threshold(env, seconds: float):
+    endpoints = tuple(e.model_copy(update={"ttft_p95_alert_seconds": seconds}) for e in env.serving.endpoints)
+    return env.model_copy(update={"serving": env.serving.model_copy(update={"endpoints": endpoints})})
+
+
+def test_alerts_fire_on_a_full_l2_a_collapsed_hit_rate_and_slow_ttft(tmp_path):
     env = ENVIRONMENTS["prod"]
-    world = engine_world(env, "qwen25-32b")
+    test = engine_series(env, "qwen25-32b", used=980.0, l2_tokens=200.0, l2_after=10.0)
+    test.expect_firing("KvtiersL2NearlyFull", AT, [{"severity": "warning"}])
+    test.expect_firing(
+        "KvtiersL2HitRateCollapsed", AT, [{"severity": "warning", "endpoint": "qwen25-32b", "derived": "true"}]
+    )
+    # TTFT p95 of 1 s: not above the default 2 s ...
+    test.expect_firing("KvtiersTTFTHigh", AT, [])
+    (tmp_path / "default").mkdir()
+    run_rule_tests(tmp_path / "default", r.rule_groups(env), [test])
+    # ... above a threshold of 0.5 s
+    slow = engine_series(env, "qwen25-32b")
+    slow.expect_firing("KvtiersTTFTHigh", AT, [{"severity": "warning", "endpoint": "qwen25-32b"}])
+    (tmp_path / "slow").mkdir()
+    run_rule_tests(tmp_path / "slow", r.rule_groups(with_ttft_threshold(env, 0.5)), [slow])
+
+
+def test_the_l2_guard_alerts_fire_on_deleted_chunks_and_stalls_per_endpoint(tmp_path):
+    env = ENVIRONMENTS["prod"]
+    test = engine_series(env, "qwen25-32b")
     labels = {"component": "engine", "endpoint": "qwen25-32b"}
     # 2 unreadable chunks per hour from one pod, a stall every 10 minutes from the other; "intact" (no L1 buffer)
     # and "missing" (the janitor was first) are no alert
-    world.add(m.L2_LOAD_FAILURES.name, counter(2 / 3600), pod="a", reason="unreadable", **labels)
-    world.add(m.L2_LOAD_FAILURES.name, counter(50 / 3600), pod="a", reason="intact", **labels)
-    world.add(m.L2_LOAD_FAILURES.name, counter(50 / 3600), pod="b", reason="missing", **labels)
-    world.add(m.L2_BREAKER_TRIPS.name, counter(1 / 600), pod="b", **labels)
-    firing = run_rules(world, r.rule_groups(env), T)
-    unreadable = firing["KvtiersL2UnreadableChunks"]
-    assert [dict(k)["endpoint"] for k in unreadable] == ["qwen25-32b"]
-    assert list(unreadable.values()) == [pytest.approx(0.5)]  # chunks in 15 minutes
-    assert [dict(k)["endpoint"] for k in firing["KvtiersL2Stalled"]] == ["qwen25-32b"]
-    quiet = engine_world(env, "qwen25-32b")
-    quiet.add(m.L2_LOAD_FAILURES.name, counter(50 / 3600), pod="a", reason="intact", **labels)
-    assert not run_rules(quiet, r.rule_groups(env), T).get("KvtiersL2UnreadableChunks")
+    test.add(m.L2_LOAD_FAILURES.name, counter(2 / 3600, STEPS), pod="a", reason="unreadable", **labels)
+    test.add(m.L2_LOAD_FAILURES.name, counter(50 / 3600, STEPS), pod="a", reason="intact", **labels)
+    test.add(m.L2_LOAD_FAILURES.name, counter(50 / 3600, STEPS), pod="b", reason="missing", **labels)
+    test.add(m.L2_BREAKER_TRIPS.name, counter(1 / 600, STEPS), pod="b", **labels)
+    test.expect_firing("KvtiersL2UnreadableChunks", AT, [{"severity": "warning", "endpoint": "qwen25-32b"}])
+    # 2 per hour over 15 minutes
+    test.expect(
+        rounded('sum by (endpoint) (increase(kvtiers_l2_load_failures_total{reason="unreadable"}[15m]))'),
+        AT,
+        [({"endpoint": "qwen25-32b"}, 0.5)],
+    )
+    test.expect_firing("KvtiersL2Stalled", AT, [{"severity": "warning", "endpoint": "qwen25-32b"}])
+    quiet = engine_series(env, "qwen25-32b")
+    quiet.add(m.L2_LOAD_FAILURES.name, counter(50 / 3600, STEPS), pod="a", reason="intact", **labels)
+    quiet.expect_firing("KvtiersL2UnreadableChunks", AT, [])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test, quiet])
 
 
 @pytest.mark.parametrize("workers_up, fires", [(None, True), (1, True), ("all", False)])
-def test_the_worker_alert_counts_against_the_deployed_workers(workers_up, fires):
+def test_the_worker_alert_counts_against_the_deployed_workers(tmp_path, workers_up, fires):
     """A worker pod that is gone has no `up` series: the alert compares with the environment's worker count."""
     env = ENVIRONMENTS["prod"]
-    world = engine_world(env, "qwen25-32b")
-    world.series = [s for s in world.series if s.labels.get("component") != "curvine-worker"]
+    test = engine_series(env, "qwen25-32b")
+    test.drop(lambda series: 'component="curvine-worker"' in series)
     count = {None: 0, 1: 1, "all": env.sizing.curvine_workers}[workers_up]
     for i in range(count):
-        world.add("up", 1.0, component="curvine-worker", pod=f"curvine-worker-{i}")
-    alerts = run_rules(world, r.rule_groups(env), T)
-    assert bool(alerts["KvtiersCurvineWorkerDown"]) is fires
+        test.add("up", gauge(1, STEPS), component="curvine-worker", pod=f"curvine-worker-{i}")
+    # the same labels whether one worker or all of them are gone
+    test.expect_firing("KvtiersCurvineWorkerDown", AT, [{"severity": "page"}] if fires else [])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+# ------------------------------------------------------------------------------------- availability
+
+SHORT = 240  # two hours of 30-second samples: long enough for every `for:` of these alerts
+LATER = "2h"
+
+
+def pods_up(test: RuleTest, component: str, endpoint: str, count: int) -> None:
+    for i in range(count):
+        test.add("up", gauge(1, SHORT), component=component, endpoint=endpoint, pod=f"{component}-{i}")
+
+
+@pytest.mark.parametrize("engines, routers", [(0, 1), (1, 1), (2, 0), (2, 1)])
+def test_engine_and_router_down_count_against_what_the_endpoint_deploys(tmp_path, engines, routers):
+    """An endpoint whose pods are all gone has no series at all: the alert still fires, with the same labels."""
+    env = ENVIRONMENTS["prod"]
+    endpoint = next(e for e in env.serving.endpoints if e.name == "llama31-70b")
+    assert (endpoint.replicas, endpoint.router_replicas) == (2, 1)
+    test = RuleTest()
+    pods_up(test, "engine", endpoint.name, engines)
+    pods_up(test, "router", endpoint.name, routers)
+    test.add("up", gauge(0, SHORT), component="engine", endpoint=endpoint.name, pod="engine-crashing")
+    page = {"severity": "page", "endpoint": endpoint.name}
+    test.expect_firing("KvtiersEngineDown", LATER, [page] if engines < 2 else [], endpoint=endpoint.name)
+    test.expect_firing("KvtiersRouterDown", LATER, [page] if routers < 1 else [], endpoint=endpoint.name)
+    test.expect(
+        rounded(f'{r.ENGINES_UP}{{endpoint="{endpoint.name}"}}'), LATER, [({"endpoint": endpoint.name}, engines)]
+    )
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+def test_an_operator_endpoint_has_an_engine_alert_and_no_router_alert(tmp_path):
+    """The Inference Operator runs its own router, which kvtiers does not scrape."""
+    env = ENVIRONMENTS["prod"]
+    test = RuleTest()
+    test.expect_firing(
+        "KvtiersEngineDown", LATER, [{"severity": "page", "endpoint": e.name} for e in env.serving.endpoints]
+    )
+    test.expect_firing(
+        "KvtiersRouterDown",
+        LATER,
+        [{"severity": "page", "endpoint": e.name} for e in env.serving.endpoints if e.serving == "self_managed"],
+    )
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+@pytest.mark.parametrize("registered, router_series, fires", [(16, True, False), (8, True, True), (0, False, True)])
+def test_kvaware_alert_fires_when_registered_workers_fall_below_the_engines(tmp_path, registered, router_series, fires):
+    """Two engines of tensor parallelism 8 register 16 LMCache workers with the router's controller; fewer (or a
+    router without the series) means kvaware routes those engines' prefixes blind."""
+    env = ENVIRONMENTS["prod"]
+    name = "llama31-70b"
+    test = RuleTest()
+    pods_up(test, "engine", name, 2)
+    pods_up(test, "router", name, 1)
+    if router_series:
+        test.add(
+            m.KVAWARE_REGISTERED_WORKERS.name,
+            gauge(registered, SHORT),
+            component="router",
+            endpoint=name,
+            role="controller",
+        )
+    test.expect_firing(
+        "KvtiersKvawareEnginesUnregistered", LATER, [{"severity": "warning", "endpoint": name}] if fires else []
+    )
+    if router_series:
+        test.expect(rounded(f'{r.KVAWARE_REGISTERED}{{endpoint="{name}"}}'), LATER, [({"endpoint": name}, registered)])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+@pytest.mark.parametrize(
+    "janitor_up, last_success_ago, used, fires",
+    [
+        (True, 300, 0.80, set()),
+        (False, None, 0.80, {"KvtiersL2JanitorDown"}),
+        (True, 4000, 0.80, {"KvtiersL2JanitorFailing"}),
+        (True, None, 0.80, {"KvtiersL2JanitorFailing"}),  # never succeeded since it started
+        (True, 300, 0.90, {"KvtiersL2AboveHighWatermark"}),
+    ],
+)
+def test_janitor_alerts_fire_when_it_is_gone_failing_or_the_l2_stays_above_the_high_watermark(
+    tmp_path, janitor_up, last_success_ago, used, fires
+):
+    env = ENVIRONMENTS["prod"]
+    assert env.curvine.eviction.high_watermark == 0.85 and env.curvine.eviction.janitor_interval_seconds == 600
+    test = RuleTest()
+    janitor = {"component": "l2-janitor", "pod": "curvine-l2-janitor-0"}
+    if janitor_up:
+        test.add("up", gauge(1, SHORT), **janitor)
+        # the gauge as the janitor serves it: the Unix time of its last good run, 0 before the first
+        success = 0 if last_success_ago is None else 7200 - last_success_ago
+        test.add(m.JANITOR_LAST_SUCCESS.name, gauge(success, SHORT), **janitor)
+    master = {"component": "curvine-master", "pod": "curvine-master-0"}
+    test.add(m.CURVINE_FS_USED.name, gauge(used * 1000, SHORT), **master)
+    test.add(m.CURVINE_CAPACITY.name, gauge(1000, SHORT), **master)
+    for alert in ("KvtiersL2JanitorDown", "KvtiersL2JanitorFailing", "KvtiersL2AboveHighWatermark"):
+        test.expect_firing(alert, LATER, [{"severity": "warning"}] if alert in fires else [])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])

@@ -471,17 +471,18 @@ class CurvineEviction(Strict):
 
     Curvine v0.4.1's own quota eviction deletes only files whose TTL has expired (``quota_manager.rs`` hands each
     victim to ``ttl_executor.rs``), and a client TTL would expire the directories too (``fuse_utils.rs``
-    ``mkdir_opts``), the L2 root and LMCache's temporary directories among them. So a janitor CronJob deletes the
-    oldest chunk files when the stored bytes reach ``high_watermark`` of the workers' capacity, down to
-    ``low_watermark``.
+    ``mkdir_opts``), the L2 root and LMCache's temporary directories among them. So a janitor pod deletes the least
+    recently used chunk files (by the access time the engines' L2 guard stamps after a read) when the stored bytes
+    reach ``high_watermark`` of the workers' capacity, down to ``low_watermark``; it also deletes the files a lost
+    Curvine worker left unreadable.
     """
 
     high_watermark: float = Field(default=0.85, gt=0, lt=1)
     low_watermark: float = Field(default=0.70, gt=0, lt=1)
     policy: Literal["lru", "lfu"] = "lru"
     """Curvine's own quota-eviction policy (kept configured; at v0.4.1 it only ever removes expired files)."""
-    janitor_schedule: str = Field(default="*/10 * * * *", pattern=r"^(\S+\s+){4}\S+$")
-    """Cron schedule of the janitor (five fields). Default: every 10 minutes, so the L2 overshoots the high
+    janitor_interval_seconds: int = Field(default=600, ge=60, le=86400)
+    """Seconds from the start of one janitor run to the next. Default: 10 minutes, so the L2 overshoots the high
     watermark by at most ten minutes of writes."""
 
     @model_validator(mode="after")
@@ -628,7 +629,9 @@ class Endpoint(Strict):
     cpu: int = Field(default=8, ge=1)
     l2: Literal["auto", "on", "off"] = "auto"
     expected_prompt_tokens: int = Field(default=2000, ge=1)
-    """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``."""
+    """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``. With
+    ``routing: kvaware`` also the router's ``--kv-aware-threshold``: it routes by load instead of by cache when more
+    prompt tokens than this are not cached."""
     routing: RoutingStrategy = "prefixaware"
     api: Literal["completions", "chat"] = "chat"
     """The OpenAI API the endpoint's clients call: ``chat`` (``/v1/chat/completions``, default) or ``completions``

@@ -28,6 +28,10 @@ files; line numbers of the 0.3.11 wheel are in docs/serving-contract.md):
    the chunk and stores a good copy.
 5. Every event is counted (``prometheus_client`` in the pod's multiprocess directory, so vLLM's ``/metrics`` serves
    it) and logged with the prefix ``kvtiers-l2-guard``.
+6. Curvine v0.4.1 keeps a file's access time but never updates it on a read (its FUSE client sets it only on an
+   explicit ``setattr``), so nothing records which chunks are used. After a chunk is read from the L2 the guard sets
+   the file's access time to now, at most once per :data:`USE_STAMP_SECONDS` per file, in a background thread that
+   never delays the request; the L2 janitor evicts the least recently used chunks first (``l2_janitor.py``).
 
 Not detectable at LMCache 0.3.11: a chunk file of the right length with wrong bytes (the format has no checksum).
 The guard refuses to start under another LMCache version or with asynchronous or layerwise loading, whose code paths
@@ -57,6 +61,12 @@ BREAKER_SECONDS = 30.0
 WRITE_TIMEOUT_SECONDS = 30.0
 """A chunk write still running after this is abandoned (its buffer released). Writes never stall a request, so the
 bound only keeps a hung mount from holding L1 memory; it does not open the breaker, which a write burst could do."""
+USE_STAMP_SECONDS = 300.0
+"""A chunk read from the L2 gets a new access time only when its last one is older than this: a hot chunk costs the
+Curvine master one journaled ``setattr`` per interval, not one per read. Half the janitor's default interval, so its
+order is exact to within one run (tools/eviction_sim.py measures the loss against a stamp on every read)."""
+MAX_PENDING_STAMPS = 256
+"""Stamps waiting for the background thread at most; more are dropped (a slow or hung mount never queues memory)."""
 LOG_PREFIX = "kvtiers-l2-guard"
 
 MISSING = "missing"
@@ -112,6 +122,7 @@ class GuardMetrics:
         self.guarded_engines = Counter(
             "kvtiers_l2_guarded_engines", "LMCache engines the guard took over (one per worker process at start)"
         )
+        self.use_stamps = Counter("kvtiers_l2_use_stamps", "L2 chunk files whose access time was set after a read")
 
     @classmethod
     def get(cls) -> GuardMetrics:
@@ -190,6 +201,43 @@ def delete_if_unchanged(path: str, identity: tuple[int, int] | None) -> bool:
     return True
 
 
+def stamp_use(path: str, now: float, metrics: GuardMetrics) -> None:
+    """Set the file's access time to ``now`` (keeping its modification time) when the last one is older than
+    :data:`USE_STAMP_SECONDS`. A file that vanished or cannot be stamped is left alone: the stamp is only a hint."""
+    try:
+        stat = os.stat(path)
+        if now - stat.st_atime < USE_STAMP_SECONDS:
+            return
+        os.utime(path, (now, stat.st_mtime))
+    except OSError:
+        return
+    metrics.use_stamps.inc()
+
+
+class UseStamper:
+    """Runs :func:`stamp_use` on one background thread, dropping stamps beyond :data:`MAX_PENDING_STAMPS`."""
+
+    def __init__(self, metrics: GuardMetrics) -> None:
+        self._metrics = metrics
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kvtiers-l2-stamp")
+        self._pending = 0
+        self._lock = threading.Lock()
+
+    def stamp(self, path: str) -> None:
+        with self._lock:
+            if self._pending >= MAX_PENDING_STAMPS:
+                return
+            self._pending += 1
+        self._executor.submit(self._run, path, time.time())
+
+    def _run(self, path: str, now: float) -> None:
+        try:
+            stamp_use(path, now, self._metrics)
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+
 class GuardedWrites:
     """Wraps the L2 connector inside LMCache's ``InstrumentedRemoteConnector`` (so LMCache still counts what it writes
     and releases a skipped write's buffer): no writes while the L2 counts absent, and a bound on each write."""
@@ -229,6 +277,7 @@ class BoundedRemote:
         self._lock = threading.Lock()
         # Inspections read whole files: their own threads, so a hung mount cannot stall LMCache's executor further.
         self._inspector = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kvtiers-inspect")
+        self._stamper = UseStamper(metrics)
         self._original_init_connection = remote.init_connection
         remote.contains = self.contains
         remote.get_blocking = self.get_blocking
@@ -287,17 +336,28 @@ class BoundedRemote:
                 memory_obj = None
             if memory_obj is None:
                 self._inspect_later(key)
+            else:
+                self._stamp(key)
             results.append(None if memory_obj is None else remote.deserializer.deserialize(memory_obj))
         if any(not f.done() for f in futures):
             self._timed_out("read")
         return results
 
-    def _inspect_later(self, key: Any) -> None:
+    def _file_path(self, key: Any) -> str | None:
+        """The chunk's file (``fs://`` connector only)."""
         file_path = getattr(self._remote.connection._connector, "_get_file_path", None)
-        if file_path is None:
+        return None if file_path is None else str(file_path(key))
+
+    def _stamp(self, key: Any) -> None:
+        path = self._file_path(key)
+        if path is not None:
+            self._stamper.stamp(path)
+
+    def _inspect_later(self, key: Any) -> None:
+        path = self._file_path(key)
+        if path is None:
             self._metrics.load_failures.labels(reason=UNREADABLE).inc()
             return
-        path = str(file_path(key))
         with self._lock:
             if path in self._inspections:
                 return

@@ -32,7 +32,9 @@ CURVINE_CSI_CONTROLLER = "curvine-csi-controller"
 CURVINE_CSI_NODE = "curvine-csi-node"
 """The CSI node plugin's DaemonSet and ServiceAccount."""
 CURVINE_JANITOR = "curvine-l2-janitor"
-"""The L2 janitor's CronJob and script ConfigMap (in the serving namespace)."""
+"""The L2 janitor's Deployment and script ConfigMap (in the serving namespace)."""
+CURVINE_JANITOR_COMPONENT = "l2-janitor"
+"""``app.kubernetes.io/component`` of the janitor's pod (the scrape configuration keeps it by this)."""
 CURVINE_CONFIG_MAP = "curvine-config"
 CURVINE_CONFIG_KEY = "curvine-cluster.toml"
 """Key of the cluster config in :data:`CURVINE_CONFIG_MAP`, mounted as a file of this name."""
@@ -72,6 +74,9 @@ ENGINE_COMPONENT = "engine"
 ROUTER_COMPONENT = "router"
 ENGINE_PORT = 8000
 """vLLM's OpenAI server port (``--port``), also the port the router's discovery calls (``--k8s-port``)."""
+CURVINE_JANITOR_METRICS_PORT = ENGINE_PORT
+"""The L2 janitor's ``/metrics``: the engines' port number, so the collector's existing path to HyperPod nodes (the
+``scraper`` rows of the node traffic matrix) reaches it without another security-group rule."""
 ROUTER_PORT = 8000
 """Router container port."""
 ROUTER_SERVICE_PORT = 80

@@ -145,6 +145,22 @@ class OperatorTraffic:
 EndpointTraffic = SelfManagedTraffic | OperatorTraffic
 
 
+@dataclass(frozen=True, kw_only=True)
+class JanitorTraffic:
+    """The Curvine L2 janitor in the serving namespace: it asks the masters' web API which files are lost, and is
+    scraped on its metrics port."""
+
+    curvine_namespace: str
+    master_web_port: int
+    metrics_port: int
+
+    def __post_init__(self) -> None:
+        checks.dns_label("JanitorTraffic", "curvine_namespace", self.curvine_namespace)
+
+
+JANITOR_LABELS = {names.NAME: names.CURVINE_JANITOR}
+
+
 def _policy(
     chart: Construct,
     name: str,
@@ -188,6 +204,7 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         @default None (no in-cluster scraper)
     :param client_peers: who may call the routers. @default () (anyone, on the router port only)
     :param operator_namespace: the Inference Operator add-on's namespace. @default ``OPERATOR_NAMESPACE``
+    :param janitor: the Curvine L2 janitor's traffic. @default None (no janitor in this namespace)
     """
 
     def __init__(
@@ -201,6 +218,7 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         metrics_scraper: k8s.NetworkPolicyPeer | None = None,
         client_peers: Sequence[k8s.NetworkPolicyPeer] = (),
         operator_namespace: str = OPERATOR_NAMESPACE,
+        janitor: JanitorTraffic | None = None,
     ) -> None:
         checks.dns_label("ServingNetworkPolicyChart", "namespace", namespace)
         checks.dns_label("ServingNetworkPolicyChart", "operator_namespace", operator_namespace)
@@ -264,6 +282,23 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         operator = [e for e in endpoints if isinstance(e, OperatorTraffic)]
         if operator:
             self._operator(ns, operator_namespace, operator)
+        if janitor is not None:
+            masters = k8s.NetworkPolicyPeer(
+                namespace_selector=in_namespace(janitor.curvine_namespace),
+                pod_selector=k8s.LabelSelector(match_labels={names.NAME: MASTER}),
+            )
+            _policy(
+                self,
+                names.CURVINE_JANITOR,
+                ns,
+                k8s.LabelSelector(match_labels=JANITOR_LABELS),
+                # The collector scrapes /metrics from the EKS subnets (the pod-proxy ipBlock, as for the engines).
+                ingress=[
+                    k8s.NetworkPolicyIngressRule(from_=[*network.api_proxy, *scraper], ports=tcp(janitor.metrics_port))
+                ],
+                # The masters' web API: which workers are live, which files have no live block.
+                egress=[k8s.NetworkPolicyEgressRule(to=[masters], ports=tcp(janitor.master_web_port))],
+            )
 
     def _operator(self, namespace: str, operator_namespace: str, endpoints: list[OperatorTraffic]) -> None:
         """Pods the operator creates. Its documentation names no ports beyond the invocation port, so its own pods
@@ -313,6 +348,8 @@ class CurvineNetworkPolicyChart(cdk8s.Chart):
     :param worker_rpc_port: the workers' RPC port (the masters call it).
     :param metrics_scraper: a peer (the metrics collector) admitted to the masters' web port.
         @default None (no in-cluster scraper)
+    :param janitor_namespace: where the L2 janitor runs; its pods reach the masters' web port.
+        @default None (no janitor)
     """
 
     def __init__(
@@ -328,6 +365,7 @@ class CurvineNetworkPolicyChart(cdk8s.Chart):
         master_web_port: int,
         worker_rpc_port: int,
         metrics_scraper: k8s.NetworkPolicyPeer | None = None,
+        janitor_namespace: str | None = None,
     ) -> None:
         where = "CurvineNetworkPolicyChart"
         checks.dns_label(where, "namespace", namespace)
@@ -362,6 +400,14 @@ class CurvineNetworkPolicyChart(cdk8s.Chart):
         ]
         if metrics_scraper:
             master_ingress.append(k8s.NetworkPolicyIngressRule(from_=[metrics_scraper], ports=tcp(master_web_port)))
+        if janitor_namespace is not None:
+            checks.dns_label(where, "janitor_namespace", janitor_namespace)
+            janitor = k8s.NetworkPolicyPeer(
+                namespace_selector=in_namespace(janitor_namespace),
+                pod_selector=k8s.LabelSelector(match_labels=JANITOR_LABELS),
+            )
+            # The janitor reads the web API: the leader, the live workers, the block locations of suspect files.
+            master_ingress.append(k8s.NetworkPolicyIngressRule(from_=[janitor], ports=tcp(master_web_port)))
         _policy(
             self,
             MASTER,

@@ -1,6 +1,7 @@
 """The Grafana dashboard for one environment, generated from the recorded series (rules.py): one row per endpoint
 with where its prompt tokens came from (L0, L1, L2, recomputed; L1/L2 derived), its TTFT p50/p95 against its alert
-threshold, and its queue; one row for the shared Curvine L2 (used, capacity, eviction rate)."""
+threshold, its queue, and its engines and routers up (with a kvaware router, the LMCache workers registered with it);
+one row for the shared Curvine L2 (used, capacity, and what the janitor freed)."""
 
 from __future__ import annotations
 
@@ -71,23 +72,29 @@ def dashboard(env: Environment) -> dict:
             (f"{series}{sel}", tier + (" (derived)" if tier in ("L1", "L2") else ""))
             for tier, series in r.TIER_SERIES.items()
         ]
-        panels.append(_panel(next_id + 1, "Prompt tokens/s by tier", tiers, 0, y + 1, 10, "short", stacked=True))
+        panels.append(_panel(next_id + 1, "Prompt tokens/s by tier", tiers, 0, y + 1, 8, "short", stacked=True))
         panels.append(
             _panel(
                 next_id + 2,
                 "Time to first token",
                 [(f"{r.TTFT_P50}{sel}", "p50"), (f"{r.TTFT_P95}{sel}", "p95")],
-                10,
-                y + 1,
                 8,
+                y + 1,
+                7,
                 "s",
                 threshold=endpoint.ttft_p95_alert_seconds,
             )
         )
         panels.append(
-            _panel(next_id + 3, "Queue (requests waiting)", [(f"{r.QUEUE}{sel}", "waiting")], 18, y + 1, 6, "short")
+            _panel(next_id + 3, "Queue (requests waiting)", [(f"{r.QUEUE}{sel}", "waiting")], 15, y + 1, 4, "short")
         )
-        y, next_id = y + 9, next_id + 4
+        up = [(f"{r.ENGINES_UP}{sel}", "engines")]
+        if endpoint.serving == "self_managed":
+            up.append((f"{r.ROUTERS_UP}{sel}", "routers"))
+            if endpoint.routing == "kvaware":
+                up.append((f"{r.KVAWARE_REGISTERED}{sel}", "LMCache workers registered"))
+        panels.append(_panel(next_id + 4, "Pods up", up, 19, y + 1, 5, "short"))
+        y, next_id = y + 9, next_id + 5
     panels.append(_row(next_id, "Curvine L2 (shared by every endpoint)", y))
     panels.append(
         _panel(
@@ -113,7 +120,17 @@ def dashboard(env: Environment) -> dict:
             "bytes",
         )
     )
-    panels.append(_panel(next_id + 3, "L2 eviction", [(r.L2_EVICTED_BYTES, "evicted")], 16, y + 1, 8, "Bps"))
+    panels.append(
+        _panel(
+            next_id + 3,
+            "L2 freed by the janitor",
+            [(r.L2_EVICTED_BYTES, "evicted (watermark)"), (r.L2_LOST_BYTES, "unreadable (lost worker)")],
+            16,
+            y + 1,
+            8,
+            "Bps",
+        )
+    )
     return {
         "uid": env.name[:40],
         "title": f"{env.name}: KV-cache tiers",

@@ -31,6 +31,12 @@ ROUTER_SOURCE = "vllm-project/production-stack@vllm-stack-0.1.12:src/vllm_router
 CURVINE_MASTER_SOURCE = "CurvineIO/curvine@v0.4.1:curvine-master/src/master/master_metrics.rs"
 CURVINE_WORKER_SOURCE = "CurvineIO/curvine@v0.4.1:curvine-worker/src/worker/worker_metrics.rs"
 PROMETHEUS_SOURCE = "Prometheus: the synthetic per-target series every scrape writes"
+LMCACHE_CONTROLLER_SOURCE = "LMCache/LMCache@v0.3.11:lmcache/v1/cache_controller/observability.py"
+"""The LMCache controller the kvaware router hosts (production-stack's ``KvawareRouter`` builds
+``LMCacheControllerManager``, which creates LMCache's ``PrometheusLogger`` with ``role="controller"`` in the router's
+default registry, served by the router's ``/metrics``)."""
+L2_JANITOR_SOURCE = "kvtiers:kvtiers/k8s_charts/curvine_l2/l2_janitor.py"
+"""kvtiers' L2 janitor, which serves its own ``/metrics`` (tests/test_curvine_l2_janitor.py scrapes a run of it)."""
 L2_GUARD_SOURCE = "kvtiers:kvtiers/k8s_charts/kvtiers_l2_guard.py"
 """kvtiers' own L2 guard, which the engines with an L2 load (its counters land in the engine's multiprocess registry,
 so vLLM's ``/metrics`` serves them; tests/test_l2_faults.py reads them from a run of the guard)."""
@@ -84,12 +90,22 @@ L2_BREAKER_TRIPS = _py_counter("kvtiers_l2_breaker_trips", L2_GUARD_SOURCE)
 
 # The router
 ROUTER_HEALTHY_PODS = Metric("vllm:healthy_pods_total", "gauge", ROUTER_SOURCE)
+KVAWARE_REGISTERED_WORKERS = Metric(
+    "lmcache:cache_controller_registered_workers_count", "gauge", LMCACHE_CONTROLLER_SOURCE
+)
+"""(instance, worker) pairs registered with the kvaware router's controller: one per engine pod and tensor-parallel
+rank (each rank's LMCache engine runs one ``LMCacheWorker``, ``lmcache/v1/cache_engine.py``)."""
 
-# Curvine: the master reports the whole cluster's capacity and use; eviction counters are the master's.
+# Curvine: the master reports the whole cluster's capacity and use. Not its eviction counters: at v0.4.1 they count
+# files the TTL executor never deleted (docs/curvine-contract.md); the janitor counts what it deleted.
 CURVINE_CAPACITY = Metric("capacity", "gauge", CURVINE_MASTER_SOURCE)
 CURVINE_FS_USED = Metric("fs_used", "gauge", CURVINE_MASTER_SOURCE)
-CURVINE_EVICTION_BYTES = Metric("eviction_bytes_freed", "counter", CURVINE_MASTER_SOURCE)
 CURVINE_WORKER_CAPACITY = Metric("capacity", "gauge", CURVINE_WORKER_SOURCE)
+
+# The L2 janitor
+JANITOR_FREED_BYTES = Metric("kvtiers_l2_janitor_freed_bytes_total", "counter", L2_JANITOR_SOURCE)
+"""Label ``reason``: ``watermark`` (eviction) or ``lost`` (no live worker held a block)."""
+JANITOR_LAST_SUCCESS = Metric("kvtiers_l2_janitor_last_success_timestamp_seconds", "gauge", L2_JANITOR_SOURCE)
 
 UP = Metric("up", "gauge", PROMETHEUS_SOURCE)
 
@@ -108,10 +124,12 @@ CATALOGUE: tuple[Metric, ...] = (
     L2_CORRECTED_TOKENS,
     L2_BREAKER_TRIPS,
     ROUTER_HEALTHY_PODS,
+    KVAWARE_REGISTERED_WORKERS,
     CURVINE_CAPACITY,
     CURVINE_FS_USED,
-    CURVINE_EVICTION_BYTES,
     CURVINE_WORKER_CAPACITY,
+    JANITOR_FREED_BYTES,
+    JANITOR_LAST_SUCCESS,
     UP,
 )
 

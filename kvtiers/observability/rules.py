@@ -8,7 +8,9 @@ Per endpoint (label ``endpoint``), over 5 minutes:
   has no per-backend hit counter, so L2 tokens are remote bytes read divided by the endpoint's KV bytes per token
   from the sizing, and L1 tokens are LMCache's hits minus those;
 - time to first token p50/p95 (vLLM's histogram), engine queue length (requests waiting).
-The L2 is one Curvine namespace shared by every endpoint: its use and eviction rate are cluster-wide series.
+The L2 is one Curvine namespace shared by every endpoint: its use and what the janitor freed are cluster-wide series.
+Per endpoint also the engine and router targets up and, for kvaware, the workers registered with the router's
+controller, so that an endpoint whose pods are all gone shows (and alerts) as zero, not as no data.
 """
 
 from __future__ import annotations
@@ -17,14 +19,23 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from kvtiers.config.schema import Environment
+from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.observability import metrics as m
-from kvtiers.observability.scrape import COMPONENT, CURVINE_MASTER, CURVINE_WORKER, ENDPOINT, ENGINE
+from kvtiers.observability.scrape import (
+    COMPONENT,
+    CURVINE_MASTER,
+    CURVINE_WORKER,
+    ENDPOINT,
+    ENGINE,
+    L2_JANITOR,
+    ROUTER,
+)
 
 WINDOW = "5m"
 BY = f"sum by ({ENDPOINT})"
 ENGINES = f'{{{COMPONENT}="{ENGINE}"}}'
 MASTERS = f'{{{COMPONENT}="{CURVINE_MASTER}"}}'
+JANITOR = f'{{{COMPONENT}="{L2_JANITOR}"}}'
 
 # Recorded series: the names the dashboard and `kvtiers top` read.
 PROMPT_TOKENS = "kvtiers:prompt_tokens:rate5m"
@@ -41,6 +52,12 @@ L2_USED_BYTES = "kvtiers:l2_used_bytes"
 L2_CAPACITY_BYTES = "kvtiers:l2_capacity_bytes"
 L2_USED_RATIO = "kvtiers:l2_used_ratio"
 L2_EVICTED_BYTES = "kvtiers:l2_evicted_bytes:rate5m"
+"""Bytes per second the janitor deleted to keep the L2 below its high watermark."""
+L2_LOST_BYTES = "kvtiers:l2_lost_bytes_removed:rate5m"
+"""Bytes per second of files the janitor deleted because no live worker held a block of them."""
+ENGINES_UP = "kvtiers:engines_up"
+ROUTERS_UP = "kvtiers:routers_up"
+KVAWARE_REGISTERED = "kvtiers:kvaware_registered_workers"
 TIER_SERIES = {"L0": L0_TOKENS, "L1": L1_TOKENS, "L2": L2_TOKENS, "recomputed": RECOMPUTED_TOKENS}
 """Where each prompt token came from, in display order."""
 DERIVED = {"derived": "true"}
@@ -106,6 +123,12 @@ def tier_rules(env: Environment) -> list[Rule]:
             record=TTFT_P95,
         ),
         Rule(f"{BY} ({m.REQUESTS_WAITING.name}{ENGINES})", record=QUEUE),
+        Rule(f"{BY} ({m.UP.name}{ENGINES})", record=ENGINES_UP),
+        Rule(f'{BY} ({m.UP.name}{{{COMPONENT}="{ROUTER}"}})', record=ROUTERS_UP),
+        Rule(
+            f'max by ({ENDPOINT}) ({m.KVAWARE_REGISTERED_WORKERS.name}{{{COMPONENT}="{ROUTER}"}})',
+            record=KVAWARE_REGISTERED,
+        ),
     ]
     return rules
 
@@ -116,7 +139,15 @@ def l2_rules() -> list[Rule]:
         Rule(f"max({m.CURVINE_FS_USED.name}{MASTERS})", record=L2_USED_BYTES),
         Rule(f"max({m.CURVINE_CAPACITY.name}{MASTERS})", record=L2_CAPACITY_BYTES),
         Rule(f"{L2_USED_BYTES} / ({L2_CAPACITY_BYTES} > 0)", record=L2_USED_RATIO),
-        Rule(f"sum(rate({m.CURVINE_EVICTION_BYTES.name}{MASTERS}[{WINDOW}]))", record=L2_EVICTED_BYTES),
+        # What the janitor deleted (not Curvine's eviction counters: at v0.4.1 they count files never deleted).
+        Rule(
+            f'sum(rate({m.JANITOR_FREED_BYTES.name}{{{COMPONENT}="{L2_JANITOR}",reason="watermark"}}[{WINDOW}]))',
+            record=L2_EVICTED_BYTES,
+        ),
+        Rule(
+            f'sum(rate({m.JANITOR_FREED_BYTES.name}{{{COMPONENT}="{L2_JANITOR}",reason="lost"}}[{WINDOW}]))',
+            record=L2_LOST_BYTES,
+        ),
     ]
 
 
@@ -132,7 +163,7 @@ def alert_rules(env: Environment) -> list[Rule]:
             annotations={
                 "summary": "The Curvine L2 is {{ $value | humanizePercentage }} full",
                 "description": f"Eviction (high watermark {env.curvine.eviction.high_watermark}) is not "
-                "keeping up: raise curvine.worker.capacity_gb or run curvine.eviction.janitor_schedule more often.",
+                "keeping up: raise curvine.worker.capacity_gb or lower curvine.eviction.janitor_interval_seconds.",
             },
         ),
         # Counted against what the environment deploys: a pod that is gone or Pending has no `up` series at all.
@@ -142,10 +173,10 @@ def alert_rules(env: Environment) -> list[Rule]:
             for_="5m",
             labels=dict(page),
             annotations={
-                "summary": f"fewer than {env.curvine.master.replicas} Curvine master(s) answer /metrics",
+                "summary": f"{{{{ $value }}}} of {env.curvine.master.replicas} Curvine master(s) answer /metrics",
                 "description": "Without a master leader the L2 is unavailable: engines recompute what they cannot "
                 "read, and the L2 guard stops a stalled L2 call after the LMCache timeout and skips the L2 for a "
-                "while (KvtiersL2Stalled).",
+                "while (KvtiersL2Stalled). docs/failure-modes.md, a master lost.",
             },
         ),
         Rule(
@@ -154,11 +185,15 @@ def alert_rules(env: Environment) -> list[Rule]:
             for_="5m",
             labels=dict(page),
             annotations={
-                "summary": f"fewer than {env.sizing.curvine_workers} Curvine worker(s) answer /metrics",
-                "description": "A missing worker's node L2 blocks are unreadable; its writes go remote.",
+                "summary": f"{{{{ $value }}}} of {env.sizing.curvine_workers} Curvine worker(s) answer /metrics",
+                "description": "A missing worker's node L2 blocks are unreadable; its writes go remote. "
+                "docs/failure-modes.md, a Curvine worker lost.",
             },
         ),
+        *janitor_alerts(env),
     ]
+    for endpoint in env.serving.endpoints:
+        rules += availability_alerts(endpoint)
     if any(sized.l2_enabled for _, sized in env.sized_endpoints()):
         rules += l2_guard_alerts()
     for endpoint, sized in env.sized_endpoints():
@@ -236,6 +271,104 @@ def l2_guard_alerts() -> list[Rule]:
     ]
 
 
+def janitor_alerts(env: Environment) -> list[Rule]:
+    """The L2 janitor is the L2's only eviction and its only cleanup after a lost worker: its absence, its failing
+    runs and an L2 that stays above the high watermark each need a person."""
+    interval = env.curvine.eviction.janitor_interval_seconds
+    high = env.curvine.eviction.high_watermark
+    return [
+        Rule(
+            _fewer_up(JANITOR, 1),
+            alert="KvtiersL2JanitorDown",
+            for_="10m",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": "The Curvine L2 janitor answers no scrape",
+                "description": "Nothing evicts the L2 or removes a lost worker's files while it is gone: "
+                "kubectl -n <serving ns> describe deploy/curvine-l2-janitor (a HyperPod node with the L2 mount).",
+            },
+        ),
+        Rule(
+            f"time() - max({m.JANITOR_LAST_SUCCESS.name}{JANITOR}) > {3 * interval}",
+            alert="KvtiersL2JanitorFailing",
+            for_="10m",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": f"No successful L2 janitor run for {{{{ $value | humanizeDuration }}}} (interval {interval}s)",
+                "description": "Its log says why (kubectl -n <serving ns> logs deploy/curvine-l2-janitor): an "
+                "unreadable or hung L2 mount (Curvine FUSE restart runbook), or files it cannot delete.",
+            },
+        ),
+        Rule(
+            f"{L2_USED_RATIO} > {high}",
+            alert="KvtiersL2AboveHighWatermark",
+            for_="30m",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": f"The Curvine L2 has stayed above its high watermark {high} for 30 minutes",
+                "description": "The janitor should bring it to the low watermark every run: check "
+                "KvtiersL2JanitorFailing and its log, then the L2 capacity (curvine.worker.capacity_gb).",
+            },
+        ),
+    ]
+
+
+def availability_alerts(endpoint: Endpoint) -> list[Rule]:
+    """Per endpoint: its engines (and, self-managed, its router) answer scrapes as many times as the environment
+    deploys them; a kvaware router's controller knows every rank of every engine that is up. Each is true of an
+    endpoint that has no pods left at all, which no latency or hit-rate alert can see."""
+    name = endpoint.name
+    labels = {"severity": "page", ENDPOINT: name}
+    engines = f'{{{COMPONENT}="{ENGINE}",{ENDPOINT}="{name}"}}'
+    rules = [
+        Rule(
+            _fewer_up(engines, endpoint.replicas),
+            alert="KvtiersEngineDown",
+            for_="5m",
+            labels=dict(labels),
+            annotations={
+                "summary": f"{name}: {{{{ $value }}}} of {endpoint.replicas} engine(s) answer /metrics",
+                "description": "With none, every request to the endpoint fails. docs/failure-modes.md, an engine "
+                "crash or out-of-memory.",
+            },
+        )
+    ]
+    if endpoint.serving != "self_managed":
+        return rules  # the Inference Operator runs its own router, which kvtiers does not scrape
+    router = f'{{{COMPONENT}="{ROUTER}",{ENDPOINT}="{name}"}}'
+    rules.append(
+        Rule(
+            _fewer_up(router, endpoint.router_replicas),
+            alert="KvtiersRouterDown",
+            for_="5m",
+            labels=dict(labels),
+            annotations={
+                "summary": f"{name}: {{{{ $value }}}} of {endpoint.router_replicas} router(s) answer /metrics",
+                "description": "The router is the endpoint's entry: with none, clients get connection errors. "
+                "docs/failure-modes.md, a router lost.",
+            },
+        )
+    )
+    if endpoint.routing == "kvaware":
+        ranks = endpoint.tensor_parallel_size
+        registered = f"{m.KVAWARE_REGISTERED_WORKERS.name}{router}"
+        rules.append(
+            Rule(
+                f"(max({registered}) or vector(0)) < sum({m.UP.name}{engines}) * {ranks}",
+                alert="KvtiersKvawareEnginesUnregistered",
+                for_="5m",
+                labels={"severity": "warning", ENDPOINT: name},
+                annotations={
+                    "summary": f"{name}: {{{{ $value }}}} LMCache workers registered with the kvaware router, "
+                    f"fewer than the engines up x {ranks} ranks",
+                    "description": "kvaware then routes those engines' cached prefixes by load (misses). Check the "
+                    "engines' LMCache controller settings and the router's log; kvtiers verify checks it.",
+                },
+            )
+        )
+    return rules
+
+
 def rule_groups(env: Environment) -> dict:
     interval = f"{env.observability.scrape_interval_seconds}s"
     return {
@@ -252,5 +385,6 @@ def rules_yaml(env: Environment) -> str:
 
 
 def _fewer_up(selector: str, expected: int) -> str:
-    """Fewer than ``expected`` targets up, including none at all (``absent``: no series to compare)."""
-    return f"sum({m.UP.name}{selector}) < {expected} or absent({m.UP.name}{selector})"
+    """Fewer than ``expected`` targets up, including none at all: the count is 0 when no series exists, so the alert
+    has the same labels (its rule's) whether some or all targets are gone."""
+    return f"(sum({m.UP.name}{selector}) or vector(0)) < {expected}"

@@ -1,6 +1,6 @@
 """The managed collector's Prometheus scrape configuration: which pods, on which port, with which labels.
 
-Each target gets ``component`` (engine, router, curvine-master, curvine-worker) and, for serving pods, ``endpoint``
+Each target gets ``component`` (engine, router, curvine-master, curvine-worker, l2-janitor) and, for serving pods, ``endpoint``
 (the endpoint's name in the environment file). Rules and dashboards select by these two labels only, so the
 router's reuse of vLLM's metric names cannot mix into the engines' numbers. Ports come from the charts' constants.
 """
@@ -20,6 +20,7 @@ from kvtiers.stacks.wiring.serving import operator_endpoint
 ENDPOINT = "endpoint"
 COMPONENT = "component"
 ENGINE, ROUTER, CURVINE_MASTER, CURVINE_WORKER = "engine", "router", "curvine-master", "curvine-worker"
+L2_JANITOR = "l2-janitor"
 METRICS_PATH = "/metrics"
 
 
@@ -61,6 +62,13 @@ def targets(env: Environment) -> list[ScrapeTarget]:
             cv,
             web["worker_web"],
             {names.COMPONENT: "worker", names.PART_OF_KEY: names.PART_OF},
+        ),
+        ScrapeTarget(
+            "curvine-l2-janitor",
+            L2_JANITOR,
+            ns,
+            names.CURVINE_JANITOR_METRICS_PORT,
+            {names.COMPONENT: names.CURVINE_JANITOR_COMPONENT, names.PART_OF_KEY: names.PART_OF},
         ),
     ]
     self_managed = [e for e in env.serving.endpoints if e.serving == "self_managed"]

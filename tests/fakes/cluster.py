@@ -96,6 +96,7 @@ def build_healthy(
         "l2": set(),
         "curvine": None,
         "placement": {"worker": "local"},
+        "ranks": {},
     }
     _curvine(kube, env, by_kind, handles)
     for claim in by_kind.get("PersistentVolumeClaim", ()):
@@ -186,11 +187,15 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
         kube.objects[object_path(deployment)]["status"] = {"availableReplicas": replicas, "readyReplicas": replicas}
         template = deployment["spec"]["template"]
         container = template["spec"]["containers"][0]
-        if container["image"] == images.vllm_image:
+        # Engines carry their endpoint's label (the L2 janitor runs in the engine image too, without it).
+        if container["image"] == images.vllm_image and ENDPOINT_LABEL in template["metadata"]["labels"]:
+            args = container.get("args") or []
+            ranks = int(args[args.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in args else 1
             for i in range(replicas):
                 node = handles["nodes"][i % len(handles["nodes"])]
                 pod = f"{name}-{i}"
                 kube.add_pod(ns, pod, template["metadata"]["labels"], node)
+                handles["ranks"][pod] = ranks
                 _engine(
                     kube,
                     env,
@@ -207,9 +212,10 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
             routers.append(deployment)
     for deployment in routers:
         labels = deployment["spec"]["template"]["metadata"]["labels"]
-        engine_selector = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-        selector = engine_selector[engine_selector.index("--k8s-label-selector") + 1]
+        router_args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        selector = router_args[router_args.index("--k8s-label-selector") + 1]
         pods = [p for p in kube.pods if matches(p["metadata"]["labels"], selector)]
+        kvaware = router_args[router_args.index("--routing-logic") + 1] == "kvaware"
         state = {
             "engines": [
                 {
@@ -220,10 +226,23 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                 for p in pods
             ],
             "health": 200,
+            # kvaware: LMCache's controller in the router counts one worker per engine pod and rank
+            "registered": sum(handles["ranks"][p["metadata"]["name"]] for p in pods) if kvaware else None,
         }
         handles["routers"][labels[ENDPOINT_LABEL]] = state
 
         def route(method, path, body, state=state):
+            if path == "/metrics":
+                lines = ["# TYPE router_cpu_usage_percent gauge", "router_cpu_usage_percent 1.0"]
+                if state["registered"] is not None:
+                    lines += [
+                        "# TYPE lmcache:cache_controller_registered_workers_count gauge",
+                        (
+                            'lmcache:cache_controller_registered_workers_count{role="controller"} '
+                            f"{float(state['registered'])}"
+                        ),
+                    ]
+                return 200, "text/plain; version=0.0.4", "\n".join(lines) + "\n"
             if path == "/engines":
                 return json_reply(200, state["engines"])
             if path == "/health":

@@ -254,7 +254,7 @@ class FakeEngine:
                     f'lmcache:num_stored_tokens_total{{model_name="{self.model}",worker_id="0"}} {float(self.stored)}',
                     f'lmcache:num_stored_tokens_created{{model_name="{self.model}",worker_id="0"}} 1.7e9',
                     f'lmcache:num_hit_tokens_total{{model_name="{self.model}",worker_id="0"}} {float(self.hit)}',
-                    f'lmcache:num_remote_read_bytes_total{{model_name="{self.model}",worker_id="0"}} 0.0',
+                    f'lmcache:num_remote_read_bytes_total{{model_name="{self.model}",worker_id="0"}} {self.hit * 1024.0}',
                 ]
             return 200, "text/plain; version=0.0.4", "\n".join(lines) + "\n"
         return json_reply(404, {"detail": "Not Found"})

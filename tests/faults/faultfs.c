@@ -8,6 +8,8 @@
  *   gone   <path>  stat still finds the file, open fails with ENOENT (deleted between the check and the read)
  *   hang   <path>  stat and open of the file block for FAULTFS_HANG_SECONDS (default 600): a hung mount
  *   stall  <path>  every read of the open file blocks for FAULTFS_HANG_SECONDS, then succeeds: a stalled read
+ * With FAULTFS_NOATIME set, every read-only open gets O_NOATIME: reads never change a file's access time, as on a
+ * FUSE mount (Linux marks FUSE inodes S_NOATIME), so only an explicit utime does.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -62,13 +64,19 @@ static int before_open(const char *path) {
     return rule;
 }
 
+/* FUSE semantics for the access time (see above); the caller owns the files, as O_NOATIME requires. */
+static int noatime(int flags) {
+    if (getenv("FAULTFS_NOATIME") != NULL && (flags & O_ACCMODE) == O_RDONLY) return flags | O_NOATIME;
+    return flags;
+}
+
 int open64(const char *path, int flags, ...) {
     NEXT(open64);
     mode_t mode = 0;
     if (flags & (O_CREAT | O_TMPFILE)) { va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap); }
     int rule = before_open(path);
     if (rule < 0) return -1;
-    return after_open(next_open64(path, flags, mode), (char)rule);
+    return after_open(next_open64(path, noatime(flags), mode), (char)rule);
 }
 
 int open(const char *path, int flags, ...) {
@@ -77,7 +85,7 @@ int open(const char *path, int flags, ...) {
     if (flags & (O_CREAT | O_TMPFILE)) { va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap); }
     int rule = before_open(path);
     if (rule < 0) return -1;
-    return after_open(next_open(path, flags, mode), (char)rule);
+    return after_open(next_open(path, noatime(flags), mode), (char)rule);
 }
 
 int openat64(int dirfd, const char *path, int flags, ...) {
@@ -86,7 +94,7 @@ int openat64(int dirfd, const char *path, int flags, ...) {
     if (flags & (O_CREAT | O_TMPFILE)) { va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap); }
     int rule = before_open(path);
     if (rule < 0) return -1;
-    return after_open(next_openat64(dirfd, path, flags, mode), (char)rule);
+    return after_open(next_openat64(dirfd, path, noatime(flags), mode), (char)rule);
 }
 
 int openat(int dirfd, const char *path, int flags, ...) {
@@ -95,7 +103,7 @@ int openat(int dirfd, const char *path, int flags, ...) {
     if (flags & (O_CREAT | O_TMPFILE)) { va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap); }
     int rule = before_open(path);
     if (rule < 0) return -1;
-    return after_open(next_openat(dirfd, path, flags, mode), (char)rule);
+    return after_open(next_openat(dirfd, path, noatime(flags), mode), (char)rule);
 }
 
 int close(int fd) {

@@ -269,6 +269,37 @@ def async_prefetch_without_load(case: dict) -> dict:
     return {"hit_tokens": list(scheduler.hit_tokens.values()), "buffers_held_after_each_request": held}
 
 
+def use_stamps(case: dict) -> dict:
+    """A chunk read from the L2 gets its access time stamped (the janitor evicts by it), once per interval: a second
+    reader within the interval leaves it; the modification time never changes."""
+    root = os.path.join(case["root"], "stamps")
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    tokens = torch.arange(CHUNKS * CHUNK) + 800_000
+    writer, _ = engine("writer-stamps", root, case["timeout"])
+    writer.store(tokens, kvcaches=[], slot_mapping=torch.arange(len(tokens)))
+    wait_for_files(root, CHUNKS)
+    paths = sorted(os.path.join(root, n) for n in os.listdir(root) if n.endswith(".data"))
+    began = time.time()
+    # Written two hours ago, last used one hour ago.
+    for path in paths:
+        os.utime(path, (began - 3600, began - 7200))
+
+    def times() -> list[list[float]]:
+        return [[os.stat(p).st_atime, os.stat(p).st_mtime] for p in paths]
+
+    def read(name: str) -> list[list[float]]:
+        reader, gpu = engine(name, root, case["timeout"])
+        request(reader, gpu, tokens)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(a < began for a, _ in times()):
+            time.sleep(0.05)
+        time.sleep(0.3)  # a stamp still queued would land now
+        return times()
+
+    return {"began": began, "after_first_reader": read("stamp-reader-1"), "after_second_reader": read("stamp-reader-2")}
+
+
 def guard_counters() -> dict:
     from prometheus_client import REGISTRY
 
@@ -292,6 +323,8 @@ def main() -> None:
     results = {}
     if case.get("async_requests"):
         results["async_prefetch_without_load"] = async_prefetch_without_load(case)
+    if case.get("stamp"):
+        results["use_stamps"] = use_stamps(case)
     for index, scenario in enumerate(case["scenarios"]):
         counters_before = guard_counters() if case["guard_dir"] else {}
         result = drill(scenario, case, index)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtiers.cli import output
-from kvtiers.cli.verify import aws, crosspod, k8s, placement, tiers
+from kvtiers.cli.verify import aws, crosspod, k8s, kvaware, placement, tiers
 from kvtiers.cli.verify.result import CheckResult, failed
 from kvtiers.config.schema import Endpoint, Environment
 
@@ -89,6 +89,8 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
                 yield area, "Curvine L2 attached", lambda e=endpoint: k8s.check_operator_l2(core, env, e)
             continue
         yield area, "router", lambda e=endpoint: k8s.check_router(core, apps, api, env, e)
+        if endpoint.routing == "kvaware":
+            yield area, kvaware.NAME, lambda e=endpoint: kvaware.check_kvaware_registration(core, api, env, e)
     if cross_pod:
         started: dict[str, float] = {}
 

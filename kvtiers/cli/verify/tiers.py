@@ -1,6 +1,6 @@
 """With ``observability.enabled``: each endpoint's engines expose the counters the per-tier rules read (vLLM's prefix
-cache and KV-connector hits; with the L2 on, LMCache's remote reads, which the L2 panel and the L2-collapse alert
-read), and what they have counted so far, by tier."""
+cache and KV-connector hits, LMCache's remote reads, required on every endpoint with the L2), and what they have
+counted so far, by tier."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from kvtiers.observability import metrics as m
 
 NAME = "per-tier counters"
 REQUIRED = (m.PREFIX_CACHE_QUERIES, m.PREFIX_CACHE_HITS, m.EXTERNAL_PREFIX_CACHE_HITS)
+REQUIRED_WITH_L2 = (m.LMCACHE_HIT_TOKENS, m.LMCACHE_REMOTE_READ_BYTES)
+"""With the L2 on, LMCache's series must be there too: without them the L2 rows and the L2 alerts see nothing (an
+engine without ``PROMETHEUS_MULTIPROC_DIR`` serves vLLM's series only)."""
 
 
 def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpoint: Endpoint) -> CheckResult:
@@ -21,7 +24,7 @@ def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpo
     pods = [p.metadata.name for p in k8s.engine_pods(core, env, endpoint) if k8s.pod_ready(p)]
     if not pods:
         return failed(area, NAME, "no Ready engine pod", "kvtiers verify's engine checks above")
-    required = (*REQUIRED, m.LMCACHE_REMOTE_READ_BYTES) if env.sizing.endpoint(endpoint.name).l2_enabled else REQUIRED
+    required = (*REQUIRED, *REQUIRED_WITH_L2) if env.sizing.endpoint(endpoint.name).l2_enabled else REQUIRED
     totals: dict[str, float] = {}
     missing: list[str] = []
     for pod in pods:
@@ -29,7 +32,7 @@ def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpo
             samples = _Pod(api, env.serving.namespace, pod, engine_port(endpoint)).counters()
         except Exception as exc:  # noqa: BLE001 - a proxy or HTTP failure is this check's failure
             return failed(area, NAME, f"{pod}: {exc}", "the engine's /metrics through the API server's pod proxy")
-        for metric in (*REQUIRED, m.LMCACHE_REMOTE_READ_BYTES):
+        for metric in (*REQUIRED, *REQUIRED_WITH_L2):
             value = metrics.counter(samples, metric.registered)
             if value is None and metric in required:
                 missing.append(f"{pod}: {metric.name}")
@@ -39,8 +42,8 @@ def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpo
             area,
             NAME,
             f"missing {', '.join(missing)}",
-            "the recording rules read these: engine image (vLLM 0.12.0 metrics), kv-transfer-config set; lmcache:* "
-            "needs PROMETHEUS_MULTIPROC_DIR set to a directory every engine process can write",
+            "the recording rules read these: engine image (vLLM 0.12.0 metrics), kv-transfer-config set; LMCache's "
+            "lmcache:* series need PROMETHEUS_MULTIPROC_DIR in the engine pod",
         )
     queries = totals[m.PREFIX_CACHE_QUERIES.registered]
     l0, lmcache = totals[m.PREFIX_CACHE_HITS.registered], totals[m.EXTERNAL_PREFIX_CACHE_HITS.registered]

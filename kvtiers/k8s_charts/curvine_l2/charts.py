@@ -32,7 +32,6 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     check_dns_label,
     check_image,
     check_range,
-    check_schedule,
 )
 from kvtiers.k8s_charts.names import (
     CURVINE_CONFIG_CHECKSUM_ANNOTATION,
@@ -43,6 +42,8 @@ from kvtiers.k8s_charts.names import (
     CURVINE_CSI_NODE,
     CURVINE_DRIVER,
     CURVINE_JANITOR,
+    CURVINE_JANITOR_COMPONENT,
+    CURVINE_JANITOR_METRICS_PORT,
     CURVINE_MASTER,
     CURVINE_STATIC_CLASS,
     CURVINE_STORAGE_CLASS,
@@ -67,7 +68,8 @@ JANITOR_SCRIPT = Path(__file__).parent / "l2_janitor.py"
 JANITOR_L2_MOUNT = "/l2"
 DEFAULT_CLAIM_NAME = "curvine-l2"
 DEFAULT_CLAIM_SIZE_GIB = 100
-DEFAULT_JANITOR_SCHEDULE = "*/10 * * * *"
+DEFAULT_JANITOR_INTERVAL_SECONDS = 600
+MIN_JANITOR_INTERVAL_SECONDS = 60
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
@@ -697,7 +699,7 @@ class CurvineStorageChart(cdk8s.Chart):
         janitor_image: str,
         claim_name: str = DEFAULT_CLAIM_NAME,
         claim_size_gib: int = DEFAULT_CLAIM_SIZE_GIB,
-        janitor_schedule: str = DEFAULT_JANITOR_SCHEDULE,
+        janitor_interval_seconds: int = DEFAULT_JANITOR_INTERVAL_SECONDS,
     ) -> None:
         """
         :param cluster: the Curvine L2 the claim is served by.
@@ -707,8 +709,9 @@ class CurvineStorageChart(cdk8s.Chart):
         :param claim_name: the claim serving pods mount. @default ``curvine-l2``
         :param claim_size_gib: nominal size of the claim (Curvine does not enforce it; capacity comes from the
             workers). @default 100
-        :param janitor_schedule: cron schedule (five fields) of the janitor. @default every 10 minutes, so the L2
-            overshoots the high watermark by at most ten minutes of writes
+        :param janitor_interval_seconds: time from the start of one janitor run to the next (at least 60).
+            @default 600: the L2 overshoots the high watermark by at most ten minutes of writes, and a lost worker's
+            unreadable files are gone two runs after its replacement registers
         """
         check_dns_label(self, "serving_namespace", serving_namespace)
         if serving_namespace == cluster.namespace:
@@ -719,7 +722,7 @@ class CurvineStorageChart(cdk8s.Chart):
         check_image(self, "janitor_image", janitor_image)
         check_dns_label(self, "claim_name", claim_name)
         check_range(self, "claim_size_gib", claim_size_gib, 1)
-        check_schedule(self, "janitor_schedule", janitor_schedule)
+        check_range(self, "janitor_interval_seconds", janitor_interval_seconds, MIN_JANITOR_INTERVAL_SECONDS)
         super().__init__(scope, id, disable_resource_name_hashes=True)
         k8s.KubeStorageClass(
             self,
@@ -746,15 +749,20 @@ class CurvineStorageChart(cdk8s.Chart):
                 resources=k8s.VolumeResourceRequirements(requests=_storage(claim_size_gib)),
             ),
         )
-        self._janitor(cluster, serving_namespace, claim_name, janitor_image, janitor_schedule).add_dependency(claim)
+        self._janitor(cluster, serving_namespace, claim_name, janitor_image, janitor_interval_seconds).add_dependency(
+            claim
+        )
 
     def _janitor(
-        self, cluster: CurvineCluster, namespace: str, claim_name: str, image: str, schedule: str
-    ) -> k8s.KubeCronJob:
-        """A CronJob that mounts the L2 claim and deletes the oldest chunk files above the high watermark
-        (``l2_janitor.py`` says why Curvine cannot do it at v0.4.1). On HyperPod nodes: only they run the CSI node
-        plugin that mounts the claim, and they already hold the engine image it runs in."""
-        labels = component_labels(CURVINE_JANITOR, "l2-janitor")
+        self, cluster: CurvineCluster, namespace: str, claim_name: str, image: str, interval_seconds: int
+    ) -> k8s.KubeDeployment:
+        """One long-running janitor pod that mounts the L2 claim: it evicts the least recently used chunk files above
+        the high watermark, deletes files a lost worker left unreadable (asking the masters' web API), and serves its
+        counters on ``/metrics`` for the collector (``l2_janitor.py`` says why Curvine cannot do either at v0.4.1).
+        A Deployment rather than a CronJob: a finished Job cannot be scraped, so what the janitor freed and whether
+        it failed would not reach the alerts. On HyperPod nodes: only they run the CSI node plugin that mounts the
+        claim, and they already hold the engine image it runs in."""
+        labels = component_labels(CURVINE_JANITOR, CURVINE_JANITOR_COMPONENT)
         script = k8s.KubeConfigMap(
             self,
             "janitor-script",
@@ -762,62 +770,75 @@ class CurvineStorageChart(cdk8s.Chart):
             data={JANITOR_SCRIPT.name: JANITOR_SCRIPT.read_text()},
         )
         eviction = cluster.eviction
-        job_pod = k8s.PodTemplateSpec(
-            metadata=k8s.ObjectMeta(labels=labels),
-            spec=k8s.PodSpec(
-                restart_policy="Never",
-                automount_service_account_token=False,
-                # Root without capabilities: the engines (root, their image has no user) own the chunk files, and
-                # only their owner may delete them; the root filesystem stays read-only.
-                security_context=pod_security_context(root=True),
-                affinity=k8s.Affinity(node_affinity=_in_groups(cluster.hyperpod_groups)),
-                tolerations=[t.to_k8s() for t in cluster.tolerations],
-                containers=[
-                    k8s.Container(
-                        name="janitor",
-                        image=image,
-                        image_pull_policy="IfNotPresent",
-                        command=[
-                            "python3",
-                            f"/janitor/{JANITOR_SCRIPT.name}",
-                            JANITOR_L2_MOUNT,
-                            str(cluster.capacity_bytes),
-                            str(eviction.high_watermark),
-                            str(eviction.low_watermark),
-                        ],
-                        resources=cluster.resources.sidecar.to_k8s(),
-                        env=[_env("PYTHONDONTWRITEBYTECODE", value="1")],
-                        security_context=container_security_context(root=True),
-                        volume_mounts=[
-                            k8s.VolumeMount(name="l2", mount_path=JANITOR_L2_MOUNT),
-                            k8s.VolumeMount(name="script", mount_path="/janitor", read_only=True),
-                        ],
-                    )
-                ],
-                volumes=[
-                    k8s.Volume(
-                        name="l2", persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=claim_name)
-                    ),
-                    k8s.Volume(name="script", config_map=k8s.ConfigMapVolumeSource(name=CURVINE_JANITOR)),
-                ],
-            ),
+        masters = ",".join(f"http://{host}:{cluster.ports.master_web}" for host in cluster.master_hosts)
+        metrics_probe = k8s.HttpGetAction(path="/metrics", port=_port("metrics"))
+        janitor = k8s.Container(
+            name="janitor",
+            image=image,
+            image_pull_policy="IfNotPresent",
+            command=["python3", f"/janitor/{JANITOR_SCRIPT.name}"],
+            args=[
+                "--root",
+                JANITOR_L2_MOUNT,
+                "--capacity-bytes",
+                str(cluster.capacity_bytes),
+                "--high",
+                str(eviction.high_watermark),
+                "--low",
+                str(eviction.low_watermark),
+                "--interval",
+                str(interval_seconds),
+                "--metrics-port",
+                str(CURVINE_JANITOR_METRICS_PORT),
+                "--masters",
+                masters,
+                "--fs-path",
+                cluster.fs_path,
+                "--workers",
+                str(cluster.worker_nodes),
+            ],
+            ports=[k8s.ContainerPort(name="metrics", container_port=CURVINE_JANITOR_METRICS_PORT)],
+            # /metrics answers from its own thread: a run stuck on a hung mount shows in the counters (an alert), it
+            # does not restart the pod, which would not unhang the mount.
+            readiness_probe=k8s.Probe(http_get=metrics_probe, period_seconds=30),
+            liveness_probe=k8s.Probe(http_get=metrics_probe, period_seconds=30, failure_threshold=4, timeout_seconds=5),
+            resources=cluster.resources.sidecar.to_k8s(),
+            env=[_env("PYTHONDONTWRITEBYTECODE", value="1"), _env("PYTHONUNBUFFERED", value="1")],
+            security_context=container_security_context(root=True),
+            volume_mounts=[
+                k8s.VolumeMount(name="l2", mount_path=JANITOR_L2_MOUNT),
+                k8s.VolumeMount(name="script", mount_path="/janitor", read_only=True),
+            ],
         )
-        cronjob = k8s.KubeCronJob(
+        deployment = k8s.KubeDeployment(
             self,
             "janitor",
             metadata=k8s.ObjectMeta(name=CURVINE_JANITOR, namespace=namespace, labels=labels),
-            spec=k8s.CronJobSpec(
-                schedule=schedule,
-                # One at a time: two janitors would delete twice as much.
-                concurrency_policy="Forbid",
-                successful_jobs_history_limit=1,
-                failed_jobs_history_limit=3,
-                # A run stuck on a dead mount must not block the next ones (Forbid waits for it).
-                starting_deadline_seconds=300,
-                job_template=k8s.JobTemplateSpec(
-                    spec=k8s.JobSpec(backoff_limit=0, active_deadline_seconds=1800, template=job_pod)
+            spec=k8s.DeploymentSpec(
+                replicas=1,
+                selector=k8s.LabelSelector(match_labels=labels),
+                # Never two at once: two janitors would evict twice as much.
+                strategy=k8s.DeploymentStrategy(type="Recreate"),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=labels),
+                    spec=k8s.PodSpec(
+                        automount_service_account_token=False,
+                        # Root without capabilities: the engines (root, their image has no user) own the chunk
+                        # files, and only their owner may delete them; the root filesystem stays read-only.
+                        security_context=pod_security_context(root=True),
+                        affinity=k8s.Affinity(node_affinity=_in_groups(cluster.hyperpod_groups)),
+                        tolerations=[t.to_k8s() for t in cluster.tolerations],
+                        containers=[janitor],
+                        volumes=[
+                            k8s.Volume(
+                                name="l2",
+                                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=claim_name),
+                            ),
+                            k8s.Volume(name="script", config_map=k8s.ConfigMapVolumeSource(name=CURVINE_JANITOR)),
+                        ],
+                    ),
                 ),
             ),
         )
-        cronjob.add_dependency(script)
-        return cronjob
+        deployment.add_dependency(script)
+        return deployment

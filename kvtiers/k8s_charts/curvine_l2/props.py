@@ -43,6 +43,24 @@ PROVISIONER_TIMEOUT_S = 300
 four times per missing path with 30 s command timeouts (``controller.go``, ``utils.go``); upstream's own
 manifest uses 300 s (``curvine-csi/deploy/deployment.yaml``)."""
 
+FUSE_LOG_FILE_MIB = 64
+FUSE_LOG_OLD_FILES = 4
+FUSE_LOG_BOUND_MIB = (FUSE_LOG_OLD_FILES + 1) * FUSE_LOG_FILE_MIB
+FUSE_LOG: dict[str, str | int] = {
+    "level": "INFO",
+    "log_dir": "/tmp",
+    "file_name": "curvine-fuse",
+    "max_file_size_mb": FUSE_LOG_FILE_MIB,
+    "max_log_files": FUSE_LOG_OLD_FILES,
+}
+"""``[fuse.log]``: curvine-fuse initialises its logger from this section only (``curvine-fuse/src/cli/mount_run.rs``
+``Logger::init(cluster_conf.fuse.log)``). Without it the FUSE client logs to stdout, which the CSI driver redirects
+into ``/tmp/curvine-fuse-<key>.log`` and never rotates (``curvine-csi/pkg/csi/fuse_manager.go``). With a directory it
+writes ``<log_dir>/<file_name>.log`` through rolling-file (``crates/core/runtime/src/common/logger.rs``), rotated at
+``max_file_size_mb`` and keeping ``max_log_files`` old files: at most 5 x 64 MiB = 320 MiB per node in the CSI node
+plugin's writable layer, where ``/tmp`` exists (the directory must exist: the appender panics without it). Not an
+emptyDir with a size limit: exceeding it evicts the pod, and with it every FUSE mount of the node."""
+
 GRACE_SECONDS = {"master": 120, "worker": 60}
 """terminationGracePeriodSeconds: on SIGTERM the server stops its RPC loop and runs its shutdown hooks
 (``rpc_server.rs``), the master closing its RocksDB metadata and Raft journal; the image's own stop action waits
@@ -63,7 +81,6 @@ _PINNED_IMAGE = re.compile(
 _CPU = re.compile(r"^\d+(\.\d+)?m?$")
 _ABSOLUTE_PATH = re.compile(r"^/[^\s]+$")
 _BLOCK_SIZE = re.compile(r"^\d+(KB|MB|GB)$")
-_CRON = re.compile(r"^(\S+\s+){4}\S+$")
 
 
 def _error(owner: object, name: str, problem: str) -> ValueError:
@@ -87,11 +104,6 @@ def check_image(owner: object, name: str, value: str) -> None:
 def check_absolute_path(owner: object, name: str, value: str) -> None:
     if not _ABSOLUTE_PATH.match(value):
         raise _error(owner, name, f"{value!r} is not an absolute path")
-
-
-def check_schedule(owner: object, name: str, value: str) -> None:
-    if not _CRON.match(value):
-        raise _error(owner, name, f"{value!r} is not a five-field cron schedule")
 
 
 def check_range(owner: object, name: str, value: int, low: int, high: int | None = None) -> None:
@@ -207,8 +219,8 @@ class CurvineResources:
 @dataclass(frozen=True, kw_only=True)
 class CurvineEviction:
     """How the L2 makes room: LMCache's ``fs://`` connector never deletes, so the janitor (``l2_janitor.py``) deletes
-    the oldest chunk files when the stored bytes reach ``high_watermark`` of the workers' capacity, down to
-    ``low_watermark``. Both are fractions strictly between 0 and 1, low below high.
+    the least recently used chunk files when the stored bytes reach ``high_watermark`` of the workers' capacity, down
+    to ``low_watermark``. Both are fractions strictly between 0 and 1, low below high.
 
     :param high_watermark: @default 0.85
     :param low_watermark: @default 0.70
@@ -508,7 +520,7 @@ class CurvineCluster:
                 # container), so a local short-circuit open would fail; writes go through the worker's RPC.
                 "short_circuit": False,
             },
-            "fuse": {"web_port": p.fuse_web},
+            "fuse": {"web_port": p.fuse_web, "log": dict(FUSE_LOG)},
         }
 
     @property
@@ -517,6 +529,9 @@ class CurvineCluster:
 
     @property
     def config_checksum(self) -> str:
-        """Of the config's content, not its TOML text: a new TOML writer version must not roll the servers."""
-        canonical = json.dumps(self.cluster_config(), sort_keys=True, separators=(",", ":"))
+        """Of what the servers read, not the TOML text (a new TOML writer version must not roll them) and not
+        ``[fuse]``, which masters and workers never read (only curvine-fuse does, ``mount_run.rs``; it reaches the FUSE
+        client when the CSI node plugin restarts): a FUSE setting must not restart the Raft group."""
+        servers = {k: v for k, v in self.cluster_config().items() if k != "fuse"}
+        canonical = json.dumps(servers, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()

@@ -119,6 +119,11 @@ class Router:
     hf_token_secret: str | None = None
     """kvaware tokenizes prompts with the model's Hugging Face tokenizer: gated models need the token (Secret key
     ``token``). @default None"""
+    kv_aware_threshold: int | None = None
+    """kvaware only: the router routes by load instead of by cache when more than this many of a prompt's tokens are
+    not cached (``--kv-aware-threshold``; production-stack vllm-stack-0.1.12 ``routing_logic.py``: it falls back when
+    ``matched < len(prompt) - threshold``). At least the typical prompt length makes every partly cached prompt go to
+    the engine that holds it. @default None (the router's own default, 2,000 tokens)"""
 
     def __post_init__(self) -> None:
         if not self.image:
@@ -127,6 +132,10 @@ class Router:
         at_least("Router", "replicas", self.replicas, 1)
         if self.routing == "session" and not self.session_key:
             raise ValueError("Router: session_key is required when routing is 'session'")
+        if self.kv_aware_threshold is not None:
+            if self.routing != "kvaware":
+                raise ValueError(f"Router: kv_aware_threshold applies to routing 'kvaware' only, not {self.routing!r}")
+            at_least("Router", "kv_aware_threshold", self.kv_aware_threshold, 1)
         if self.routing == "kvaware" and self.replicas != 1:
             raise ValueError(
                 f"Router: replicas must be 1 when routing is 'kvaware', got {self.replicas} (each engine reports its "

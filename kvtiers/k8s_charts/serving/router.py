@@ -58,6 +58,8 @@ def router_args(*, name: str, namespace: str, router: Router, controller: LMCach
     ]
     if router.routing == "session" and router.session_key is not None:
         args += ["--session-key", router.session_key]
+    if router.kv_aware_threshold is not None:
+        args += ["--kv-aware-threshold", str(router.kv_aware_threshold)]
     if controller is not None:
         args += [
             "--lmcache-controller-port",

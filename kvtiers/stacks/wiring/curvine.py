@@ -81,5 +81,5 @@ def curvine_storage_chart(
         janitor_image=env.serving.images.vllm_image,
         claim_name=env.serving.l2_claim_name,
         claim_size_gib=env.serving.l2_claim_size_gib,
-        janitor_schedule=env.curvine.eviction.janitor_schedule,
+        janitor_interval_seconds=env.curvine.eviction.janitor_interval_seconds,
     )

@@ -149,6 +149,9 @@ def router(env: Environment, e: Endpoint) -> Router:
         session_key=e.session_key,
         internal_load_balancer=e.internal_load_balancer,
         hf_token_secret=source.token_secret if isinstance(source, HuggingFaceModelSource) else source.hf_token_secret,
+        # kvaware falls back to load routing when more tokens than this are uncached: the typical prompt length keeps
+        # every partly cached prompt on the engine that holds its prefix.
+        kv_aware_threshold=e.expected_prompt_tokens if e.routing == "kvaware" else None,
     )
 
 
@@ -257,7 +260,7 @@ def endpoint_traffic(env: Environment) -> tuple[EndpointTraffic, ...]:
 def serving_network_policy_chart(
     scope: Construct, id: str, env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()
 ) -> ServingNetworkPolicyChart:
-    from kvtiers.k8s_charts.network_policies import ServingNetworkPolicyChart
+    from kvtiers.k8s_charts.network_policies import JanitorTraffic, ServingNetworkPolicyChart
 
     return ServingNetworkPolicyChart(
         scope,
@@ -265,6 +268,11 @@ def serving_network_policy_chart(
         namespace=env.serving.namespace,
         network=cluster_network(env, control_plane_cidrs=control_plane_cidrs),
         endpoints=endpoint_traffic(env),
+        janitor=JanitorTraffic(
+            curvine_namespace=env.curvine.namespace,
+            master_web_port=env.curvine.ports.master_web,
+            metrics_port=names.CURVINE_JANITOR_METRICS_PORT,
+        ),
     )
 
 
@@ -286,6 +294,7 @@ def curvine_network_policy_chart(
         journal_port=ports.journal,
         master_web_port=ports.master_web,
         worker_rpc_port=ports.worker_rpc,
+        janitor_namespace=env.serving.namespace,
     )
 
 
