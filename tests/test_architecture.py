@@ -221,9 +221,9 @@ def value_objects_built_outside_the_wiring(root: Path, package: str, extra: tupl
     return sorted(found)
 
 
-ENGINE_SIDE = {"kvtiers.k8s_charts.kvtiers_l2_guard"}
+ENGINE_SIDE = {"kvtiers.k8s_charts.kvtiers_l2_guard", "kvtiers.k8s_charts.kvtiers_engine_drain"}
 """Modules shipped into the engine image (a ConfigMap on its PYTHONPATH), which import the image's packages."""
-ENGINE_PACKAGES = {"lmcache", "prometheus_client", "torch", "vllm"}
+ENGINE_PACKAGES = {"lmcache", "prometheus_client", "torch", "vllm", "zmq"}
 
 
 def top_level_imports(tree: ast.Module) -> set[str]:

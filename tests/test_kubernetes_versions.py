@@ -111,7 +111,11 @@ def test_the_tests_synthesize_for_a_fixed_day_and_only_app_py_reads_the_clock():
         if re.search(r"\b(date\.today|datetime\.now|datetime\.utcnow|time\.time)\(", p.read_text())
     ]
     # Scripts the charts ship into pods (they run on the cluster, never at synth) read the clock where they run.
-    in_pods = {"kvtiers/k8s_charts/kvtiers_l2_guard.py", "kvtiers/k8s_charts/curvine_l2/l2_janitor.py"}
+    in_pods = {
+        "kvtiers/k8s_charts/kvtiers_l2_guard.py",
+        "kvtiers/k8s_charts/kvtiers_engine_drain.py",
+        "kvtiers/k8s_charts/curvine_l2/l2_janitor.py",
+    }
     synth_side = [str(p) for p in readers if str(p) != "app.py" and not str(p).startswith("kvtiers/cli/")]
     assert [p for p in synth_side if p not in in_pods] == []
 

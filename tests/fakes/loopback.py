@@ -23,14 +23,17 @@ class LoopbackServer:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         raise NotImplementedError
 
-    def _serve(self) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+    def _serve(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Listen on ``host`` (any loopback address: engines of one test can each have their own, as pods do) and
+        ``port`` (0: a free one)."""
+        self._server = ThreadingHTTPServer((host, port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
 
     def __enter__(self):
         self._thread.start()

@@ -4,6 +4,9 @@ Tokens are whitespace-separated words. Time to first token = ``base_s + per_toke
 is the number of prompt tokens after the longest previously seen prompt that is a prefix of this one, so a
 repeated prompt costs ``base_s`` (warm) and a fresh one ``base_s + per_token_s * tokens`` (cold). Several servers
 can share one ``seen`` store (a cross-replica L2).
+
+Like vLLM it also answers ``/tokenize`` with token ids (one per word) and ``/metrics`` with the scheduler's
+``vllm:num_requests_running`` / ``vllm:num_requests_waiting`` gauges: the completions in flight plus ``busy``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import json
 import socket
 import threading
 import time
+import zlib
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
 from tests.fakes.loopback import LoopbackServer, send_json
@@ -35,6 +40,11 @@ class PrefixStore:
             self.prompts.append(tokens)
 
 
+def token_ids(text: str) -> list[int]:
+    """One token per word, with a stable id (what a tokenizer gives the router and the engine alike)."""
+    return [zlib.crc32(word.encode()) % 32000 for word in text.split()]
+
+
 class FakeOpenAI(LoopbackServer):
     def __init__(
         self,
@@ -45,13 +55,22 @@ class FakeOpenAI(LoopbackServer):
         stream: bool = True,
         status: int = 200,
         reply: str = "ok fine",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_completion: Callable[[list[int]], None] | None = None,
     ) -> None:
+        """:param on_completion: called with the prompt's token ids after each completion (the engine stores its KV)."""
         self.base_s, self.per_token_s = base_s, per_token_s
         self.store = store or PrefixStore()
         self.tokenize, self.stream, self.status, self.reply = tokenize, stream, status, reply
         self.connections = 0
         self.requests: list[dict] = []
-        self._serve()
+        self.on_completion = on_completion
+        self.in_flight = 0
+        self.busy = 0
+        """Requests the ``/metrics`` gauges report beyond the completions in flight (a drain test sets it)."""
+        self._lock = threading.Lock()
+        self._serve(host, port)
 
     def expected_ttft(self, tokens: int, cached: int = 0) -> float:
         return self.base_s + self.per_token_s * (tokens - cached)
@@ -80,6 +99,21 @@ class FakeOpenAI(LoopbackServer):
             def do_GET(self) -> None:
                 if self.path == "/v1/models":
                     self._json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+                elif self.path == "/metrics":
+                    running = fake.in_flight + fake.busy
+                    labels = '{engine="0",model_name="test-model"}'
+                    data = (
+                        "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+                        "# TYPE vllm:num_requests_running gauge\n"
+                        f"vllm:num_requests_running{labels} {float(running)}\n"
+                        "# TYPE vllm:num_requests_waiting gauge\n"
+                        f"vllm:num_requests_waiting{labels} 0.0\n"
+                    ).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; version=0.0.4")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
                 else:
                     self._json(404, {"error": "not found"})
 
@@ -89,7 +123,8 @@ class FakeOpenAI(LoopbackServer):
                     if not fake.tokenize:
                         self._json(404, {"detail": "Not Found"})
                         return
-                    self._json(200, {"count": len(body["prompt"].split()), "max_model_len": 32768})
+                    tokens = token_ids(body["prompt"])
+                    self._json(200, {"count": len(tokens), "max_model_len": 32768, "tokens": tokens})
                     return
                 if self.path != "/v1/completions":
                     self._json(404, {"error": "not found"})
@@ -100,8 +135,16 @@ class FakeOpenAI(LoopbackServer):
                     return
                 tokens = body["prompt"].split()
                 cached = fake.store.cached_tokens(tokens)
-                time.sleep(fake.expected_ttft(len(tokens), cached))
+                with fake._lock:
+                    fake.in_flight += 1
+                try:
+                    time.sleep(fake.expected_ttft(len(tokens), cached))
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
                 fake.store.add(tokens)
+                if fake.on_completion is not None:
+                    fake.on_completion(token_ids(body["prompt"]))
                 usage = {"prompt_tokens": len(tokens), "completion_tokens": 2, "total_tokens": len(tokens) + 2}
                 if not fake.stream or not body.get("stream"):
                     self._json(200, {"choices": [{"text": fake.reply, "index": 0}], "usage": usage})

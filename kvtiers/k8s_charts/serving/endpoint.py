@@ -10,8 +10,10 @@ from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.kvtiers_engine_drain import POD_IP_ENV
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
+from kvtiers.k8s_charts.serving.drain import DRAIN_SCRIPT, TERMINATION_GRACE_SECONDS, drain_command, drain_source
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import MODELS_DIR, Engine
 from kvtiers.k8s_charts.vllm import (
@@ -87,12 +89,16 @@ class EngineDeployment(Construct):
         ns = namespace
         labels = names.engine_pod_labels(name)
         self.name = names.engine_name(name)
+        router_host = names.router_host(name, ns)
         self.config_text = render_lmcache_config(
-            lmcache, router_host=names.router_host(name, ns), tensor_parallel_size=engine.tensor_parallel_size
+            lmcache, router_host=router_host, tensor_parallel_size=engine.tensor_parallel_size
         )
-        # With an L2, vLLM loads LMCache through the L2 guard, shipped in the same ConfigMap (one checksum).
+        # The preStop hook and, with an L2, the L2 guard vLLM loads LMCache through, in the same ConfigMap (one
+        # checksum: a new hook or guard rolls the engines).
+        scripts = {DRAIN_SCRIPT: drain_source()}
         guard = {f"{L2_GUARD_MODULE}.py": l2_guard_source()} if lmcache.remote_url is not None else {}
-        self.config_checksum = config_checksum(self.config_text, *guard.values())
+        scripts.update(guard)
+        self.config_checksum = config_checksum(self.config_text, *scripts.values())
 
         sa_annotations = {MODEL_ROLE_ANNOTATION: engine.model_role_arn} if engine.model_role_arn else None
         self.service_account = kplus.ServiceAccount(
@@ -108,7 +114,7 @@ class EngineDeployment(Construct):
             self,
             "LMCacheConfig",
             metadata=k8s.ObjectMeta(name=config_map_name, namespace=ns, labels=labels),
-            data={LMCACHE_CONFIG_KEY: self.config_text, **guard},
+            data={LMCACHE_CONFIG_KEY: self.config_text, **scripts},
         )
 
         env = [
@@ -129,6 +135,14 @@ class EngineDeployment(Construct):
             ),
         ]
         env += [k8s.EnvVar(name=k, value=v) for k, v in per_pod_env(lmcache).items()]
+        if lmcache.controller is not None:
+            # What LMCache's worker registered as its address; the preStop hook's deregistration carries it too.
+            env.append(
+                k8s.EnvVar(
+                    name=POD_IP_ENV,
+                    value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path="status.podIP")),
+                )
+            )
         if guard:
             # vLLM imports the guard by module name (kv_connector_module_path) from the mounted ConfigMap.
             env.append(k8s.EnvVar(name="PYTHONPATH", value=LMCACHE_CONFIG_DIR))
@@ -245,6 +259,20 @@ class EngineDeployment(Construct):
             ),
             readiness_probe=k8s.Probe(http_get=http, period_seconds=5, failure_threshold=3),
             liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
+            # Leave the router (and kvaware's controller) and finish the requests in flight before vLLM stops.
+            lifecycle=k8s.Lifecycle(
+                pre_stop=k8s.LifecycleHandler(
+                    exec=k8s.ExecAction(
+                        command=drain_command(
+                            vllm_binary=engine.vllm_binary,
+                            script_dir=LMCACHE_CONFIG_DIR,
+                            controller=lmcache.controller,
+                            router_host=router_host,
+                            tensor_parallel_size=engine.tensor_parallel_size,
+                        )
+                    )
+                )
+            ),
             # Root: the image defines no other user, and the L2 files on the shared Curvine mount are written by
             # every engine as the same owner. Every capability is dropped, so root cannot bypass file permissions;
             # the root filesystem is read-only, with each written path an explicit volume (ENGINE_WRITABLE).
@@ -287,7 +315,7 @@ class EngineDeployment(Construct):
                                 match_label_keys=["pod-template-hash"],
                             )
                         ],
-                        termination_grace_period_seconds=60,
+                        termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,
                         init_containers=init_containers,
                         containers=[container],
                         volumes=volumes,

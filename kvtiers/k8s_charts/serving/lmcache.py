@@ -23,10 +23,10 @@ from typing import Any
 import yaml
 
 from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.kvtiers_engine_drain import INSTANCE_ID_ENV
 from kvtiers.k8s_charts.l2 import POD_TMP_DIR_PREFIX
 from kvtiers.k8s_charts.vllm import LMCache
 
-INSTANCE_ID_ENV = "LMCACHE_LMCACHE_INSTANCE_ID"
 EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
 POD_NAME_ENV = "POD_NAME"
 
