@@ -399,6 +399,19 @@ def test_the_alb_controller_is_enabled_with_its_own_role(prod_synth):
     )
     deletes = next(s for s in policy if "elasticloadbalancing:DeleteLoadBalancer" in s["Action"])
     assert deletes["Condition"] == {"Null": {"aws:ResourceTag/elbv2.k8s.aws/cluster": "false"}}
+    # the targets' security groups (node and cluster groups, untagged) are opened to the ALB: no tag condition
+    assert any(
+        {"ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"} <= set(s["Action"])
+        and "Condition" not in s
+        and "security-group/*" in json.dumps(s["Resource"])
+        for s in policy
+    )
+
+
+def test_the_operator_endpoint_name_clients_invoke_is_a_stack_output(prod_synth, prod):
+    outputs = prod_synth.template_json(prod_synth.graph.workloads)["Outputs"]
+    name = wiring.operator_endpoint(prod, "qwen2-7b-chat").object_name
+    assert outputs["OperatorEndpointNameQwen27bChat"]["Value"] == name
 
 
 def test_the_newer_addon_accepts_its_crd_fields_and_the_pinned_one_refuses_them(operator_props):

@@ -92,6 +92,15 @@ def load_balancer_controller_statements() -> list[iam.PolicyStatement]:
             conditions=CREATED_BY_CONTROLLER,
         ),
         iam.PolicyStatement(
+            sid="TargetSecurityGroupRules",
+            # The controller opens the security group of each target pod's network interface to the ALB (the
+            # HyperPod node group, the EKS cluster group): groups it did not create, which carry no tag
+            # (aws-load-balancer-controller v2.13.4 pkg/networking/networking_manager.go resolveEndpointSGForENI;
+            # its docs/install/iam_policy.json grants these two actions without a condition).
+            actions=["ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"],
+            resources=security_groups,
+        ),
+        iam.PolicyStatement(
             sid="CreateTagged",
             actions=["elasticloadbalancing:CreateLoadBalancer", "elasticloadbalancing:CreateTargetGroup"],
             resources=["*"],

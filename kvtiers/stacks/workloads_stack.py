@@ -131,6 +131,14 @@ class WorkloadsStack(cdk.Stack):
                 ready.node.add_dependency(policy)
                 after = [policy, ready]
             self.endpoints[endpoint.name] = self.add_chart(f"OperatorEndpoint{pascal}", chart, after=after)
+            # The name clients invoke changes with the fingerprint: published under a stable output id.
+            cdk.CfnOutput(
+                self,
+                f"OperatorEndpointName{_pascal(endpoint.name)}",
+                value=operator_endpoint.object_name,
+                description=f"{endpoint.name}: the SageMaker endpoint name to invoke (changes when the endpoint's "
+                "immutable fields change)",
+            )
             cdk.Annotations.of(self.endpoints[endpoint.name]).add_info(
                 f"{endpoint.name}: InferenceEndpointConfig {operator_endpoint.object_name}; a change to its immutable fields "
                 "(intelligentRoutingSpec.enabled, worker environment) changes this name: CloudFormation creates the new "
