@@ -296,8 +296,9 @@ def vpc_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -
     ``cfn-templates/nested-stacks/sagemaker-iam-role-stack.yaml``); docs/aws-prerequisites.md cites each. Every action
     that takes a resource (Service Authorization Reference) is scoped to this account and region, the HyperPod
     subnet and the node security group; describe calls take none. The one exception is the instance of
-    ``ec2:DetachNetworkInterface``: HyperPod's instances live in a SageMaker service account (AWS documents this
-    action on ``*``), so its instance part is any account's instance in this region, its network interface ours.
+    ``ec2:AttachNetworkInterface`` and ``ec2:DetachNetworkInterface``: HyperPod's instances live in a SageMaker
+    service account (AWS documents these actions on ``*``), so their instance part is any account's instance in this
+    region, their network interface ours.
     """
     stack = cdk.Stack.of(subnet)
 
@@ -315,7 +316,6 @@ def vpc_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -
             sid="VpcEnis",
             actions=[
                 "ec2:AssignPrivateIpAddresses",
-                "ec2:AttachNetworkInterface",
                 "ec2:CreateNetworkInterface",
                 "ec2:CreateNetworkInterfacePermission",
                 "ec2:DeleteNetworkInterface",
@@ -327,7 +327,7 @@ def vpc_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -
         ),
         iam.PolicyStatement(
             sid="VpcEniDetach",
-            actions=["ec2:DetachNetworkInterface"],
+            actions=["ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface"],
             resources=[ec2_arn("network-interface"), ec2_arn("instance", account="*")],
         ),
         # The Service Authorization Reference lists no resource type for these: they cannot be scoped.
