@@ -103,20 +103,20 @@ def test_installed_package_has_the_public_constructs_and_data(installed_venv, tm
     assert has_script == "True"
 
 
-def test_example_app_synthesizes_from_the_installed_package(installed_venv, tmp_path):
-    shutil.copy(EXAMPLE, tmp_path / "app.py")
-    env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+def synthesize_example(venv: Path, workdir: Path) -> dict:
+    """The example app run with ``venv``'s Python from a directory outside this tree; its template."""
+    shutil.copy(EXAMPLE, workdir / "app.py")
+    env = {**os.environ, "CDK_OUTDIR": str(workdir / "out"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     env.pop("PYTHONPATH", None)
     run = subprocess.run(
-        [str(installed_venv / "bin/python"), "app.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [str(venv / "bin/python"), "app.py"], cwd=workdir, env=env, capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    template = json.loads((tmp_path / "out" / "team-endpoint.template.json").read_text())
+    return json.loads((workdir / "out" / "team-endpoint.template.json").read_text())
+
+
+def test_example_app_synthesizes_from_the_installed_package(installed_venv, tmp_path):
+    template = synthesize_example(installed_venv, tmp_path)
     manifests = [r for r in template["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
     assert len(manifests) == 1
     body = json.dumps(manifests[0]["Properties"]["Manifest"])
@@ -193,19 +193,7 @@ def test_the_wheel_installs_and_synthesizes_beside_another_aws_cdk_lib(consumer_
         text=True,
     ).strip()
     assert version == lowest("aws-cdk-lib") and version.split(".")[1] != "275"
-    shutil.copy(EXAMPLE, tmp_path / "app.py")
-    env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    env.pop("PYTHONPATH", None)
-    run = subprocess.run(
-        [str(consumer_with_another_cdk / "bin/python"), "app.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert (tmp_path / "out" / "team-endpoint.template.json").is_file()
+    assert synthesize_example(consumer_with_another_cdk, tmp_path)["Resources"]
 
 
 def test_without_the_cli_extra_the_tool_names_the_extra(consumer_with_another_cdk):
