@@ -145,6 +145,7 @@ def test_a_minimal_serving_chart_renders_engines_and_router_in_its_namespace():
         "RoleBinding",
         "Deployment",
         "Service",
+        "PodDisruptionBudget",
     ]
     assert {o["metadata"]["namespace"] for o in objs} == {"serving"}
     assert flag(container(objs, "ep-router")["args"], "--k8s-namespace") == "serving"
