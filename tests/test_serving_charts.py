@@ -466,6 +466,9 @@ def test_engines_drain_before_they_stop(charts):
             assert env_of(container)["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
         else:
             assert "--controller" not in command and "POD_IP" not in env_of(container)
+        # A lost node's engines are evicted after 30 s, which is what drops them from the router's discovery.
+        tolerated = {t["key"]: t["tolerationSeconds"] for t in pod["tolerations"] if t["effect"] == "NoExecute"}
+        assert tolerated == {"node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}
 
 
 def test_routers_survive_a_rollout_and_a_node_loss(charts):

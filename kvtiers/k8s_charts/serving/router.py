@@ -14,7 +14,7 @@ from constructs import Construct
 
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
-from kvtiers.k8s_charts.serving.drain import DRAIN_MAX_SECONDS
+from kvtiers.k8s_charts.serving.drain import DRAIN_MAX_SECONDS, node_loss_tolerations
 from kvtiers.k8s_charts.serving.lmcache import config_checksum
 from kvtiers.k8s_charts.serving.props import Router
 from kvtiers.k8s_charts.vllm import LMCacheController
@@ -42,9 +42,6 @@ PRESTOP_DELAY_SECONDS = 10
 drop the pod from the Service first, so no new request reaches a router that is going away."""
 TERMINATION_GRACE_SECONDS = PRESTOP_DELAY_SECONDS + DRAIN_MAX_SECONDS
 """The delay, then as long for the requests in flight as an engine's drain waits for them."""
-NODE_LOSS_TOLERATION_SECONDS = 30
-"""A router on a node that stopped answering is evicted (and replaced) after this, not Kubernetes' default 300 s: a
-kvaware endpoint has one router."""
 STARTUP_PROBE_PERIOD_SECONDS = 1
 STARTUP_SECONDS = 300
 """The router starts in seconds; probing every second lets a replacement take traffic as soon as it can."""
@@ -259,15 +256,7 @@ class RouterDeployment(Construct):
                         security_context=pod_security_context(),
                         volumes=volumes,
                         termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,
-                        tolerations=[
-                            k8s.Toleration(
-                                key=key,
-                                operator="Exists",
-                                effect="NoExecute",
-                                toleration_seconds=NODE_LOSS_TOLERATION_SECONDS,
-                            )
-                            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-                        ],
+                        tolerations=node_loss_tolerations(),
                         # One router per node (per zone where the nodes allow): a node loss takes one replica.
                         # Counted per revision, so that a rollout's new pod is not pushed away by the old ones.
                         topology_spread_constraints=[
