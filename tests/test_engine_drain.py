@@ -2,7 +2,7 @@
 0.3.11's own controller and workers and a vLLM-like ``/metrics``.
 
 The controller (``LMCacheControllerManager``, as the router embeds it) and each engine's LMCache side (a real
-``LMCacheWorker`` per rank, heartbeating every second, and ``BatchedMessageSender`` admitting keys) run in
+``LMCacheWorker`` per rank, heartbeating every second, admitting keys as ``BatchedKVOperationMsg``) run in
 ``.venv-engine`` (``tests/fakes/lmcache_cluster.py``). The hook runs with the file and the command line of the
 rendered Deployment and ConfigMap; only addresses and times are replaced by the test's.
 """
