@@ -56,6 +56,17 @@ ENGINE_LMCACHE := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --
 	.venv-engine/bin/pip install --quiet --disable-pip-version-check --no-deps lmcache==$(ENGINE_LMCACHE)
 	touch $@
 
+# The router image's Python and LMCache, for the kvaware rollout drill (tests/test_router_rollout.py, which runs the
+# router from its source and skips without a Python 3.12 venv or a mirror of the router's repository).
+ROUTER_PYTHON := $(if $(PYTHON),$(shell $(PYTHON) tools/python_versions.py which 3.12))
+ROUTER_LMCACHE := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --router-lmcache))
+.venv-router/.installed: kvtiers/config/versions.py pyproject.toml | check-python
+	@if [ -z "$(ROUTER_PYTHON)" ]; then echo "note: no python3.12: tests/test_router_rollout.py will skip"; exit 0; fi; \
+	$(ROUTER_PYTHON) -m venv .venv-router && \
+	$(PINS) router-drill | .venv-router/bin/pip install --quiet --disable-pip-version-check -r /dev/stdin && \
+	.venv-router/bin/pip install --quiet --disable-pip-version-check --no-deps lmcache==$(ROUTER_LMCACHE) && \
+	touch $@
+
 # The engine image's vLLM wheel, unpacked by no one: the contract tests read its source files (tests/upstream.py).
 ENGINE_VLLM := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --engine-vllm))
 VLLM_WHEEL_DIR := .upstream/vllm-$(ENGINE_VLLM)
@@ -117,7 +128,7 @@ lint: $(VENV)/.installed
 python-versions: $(VENV)/.installed
 	$(PY) tools/python_versions.py install
 
-test: install $(LMCACHE_VENVS) .venv-engine/.installed $(VLLM_WHEEL_DIR)/.downloaded $(HYPERPOD_SDK)/.installed .venv-checkov/.installed $(PROMTOOL) python-versions lint
+test: install $(LMCACHE_VENVS) .venv-engine/.installed .venv-router/.installed $(VLLM_WHEEL_DIR)/.downloaded $(HYPERPOD_SDK)/.installed .venv-checkov/.installed $(PROMTOOL) python-versions lint
 	$(PY) -m pytest -n 2 --dist loadfile
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating;

@@ -224,6 +224,9 @@ def value_objects_built_outside_the_wiring(root: Path, package: str, extra: tupl
 ENGINE_SIDE = {"kvtiers.k8s_charts.kvtiers_l2_guard", "kvtiers.k8s_charts.kvtiers_engine_drain"}
 """Modules shipped into the engine image (a ConfigMap on its PYTHONPATH), which import the image's packages."""
 ENGINE_PACKAGES = {"lmcache", "prometheus_client", "torch", "vllm", "zmq"}
+ROUTER_SIDE = {"kvtiers.k8s_charts.kvtiers_kvaware_fallback"}
+"""Modules shipped into the router image (a ConfigMap on its PYTHONPATH), which import the router's own code."""
+ROUTER_PACKAGES = {"vllm_router"}
 
 
 def top_level_imports(tree: ast.Module) -> set[str]:
@@ -240,7 +243,7 @@ def undeclared_third_party_imports(root: Path, package: str, extra: tuple[Path, 
     known = modules(root, package)
     distributions = importlib.metadata.packages_distributions()
     trees = [
-        *(m.tree for name, m in known.items() if name not in ENGINE_SIDE),
+        *(m.tree for name, m in known.items() if name not in ENGINE_SIDE | ROUTER_SIDE),
         *(ast.parse(p.read_text()) for p in extra),
     ]
     missing = set()
@@ -273,12 +276,14 @@ def declared_distributions() -> set[str]:
 # --------------------------------------------------------------------------------------------------- kvtiers
 
 
-def test_engine_side_modules_import_only_the_standard_library_and_the_engine_images_packages():
-    """They run alone in the engine image: an import of kvtiers or of a package the image lacks fails at start."""
+def test_image_side_modules_import_only_the_standard_library_and_their_images_packages():
+    """They run alone in the engine or router image: an import of kvtiers or of a package the image lacks fails at
+    start."""
     known = modules(ROOT, "kvtiers")
-    for name in ENGINE_SIDE:
-        imported = top_level_imports(known[name].tree)
-        assert imported - set(sys.stdlib_module_names) - {"__future__"} <= ENGINE_PACKAGES, name
+    for side, packages in ((ENGINE_SIDE, ENGINE_PACKAGES), (ROUTER_SIDE, ROUTER_PACKAGES)):
+        for name in side:
+            imported = top_level_imports(known[name].tree)
+            assert imported - set(sys.stdlib_module_names) - {"__future__"} <= packages, name
 
 
 def test_no_import_cycles():

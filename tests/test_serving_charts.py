@@ -80,8 +80,14 @@ def vllm(objs) -> dict:
     return next(c for c in engine_deployment(objs)["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm")
 
 
+def lmcache_config_map(objs) -> dict:
+    return one(
+        objs, "ConfigMap", next(o["metadata"]["name"] for o in objs if o["metadata"]["name"].endswith("-lmcache"))
+    )
+
+
 def lmcache_yaml(objs) -> dict:
-    return yaml.safe_load(one(objs, "ConfigMap")["data"][LMCACHE_CONFIG_KEY])
+    return yaml.safe_load(lmcache_config_map(objs)["data"][LMCACHE_CONFIG_KEY])
 
 
 def flag(args: list[str], name: str) -> str:
@@ -158,7 +164,7 @@ def test_lmcache_is_configured_only_through_the_file(env, charts):
         volume = next(
             v for v in engine_deployment(objs)["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]
         )
-        assert volume["configMap"]["name"] == one(objs, "ConfigMap")["metadata"]["name"]
+        assert volume["configMap"]["name"] == lmcache_config_map(objs)["metadata"]["name"]
         assert path.endswith("/" + LMCACHE_CONFIG_KEY)
         config = lmcache_yaml(objs)
         sizing = env.sizing.endpoint(name)
@@ -170,8 +176,8 @@ def test_config_checksum_annotation_follows_the_config(env, charts):
     import hashlib
 
     for objs in charts.values():
-        data = one(objs, "ConfigMap")["data"]
-        # the LMCache config, then (with an L2) the L2 guard the engines load from the same ConfigMap
+        data = lmcache_config_map(objs)["data"]
+        # the LMCache config, then the preStop hook and (with an L2) the L2 guard the engines load from the same ConfigMap
         texts = [data[LMCACHE_CONFIG_KEY], *(v for k, v in data.items() if k != LMCACHE_CONFIG_KEY)]
         annotations = engine_deployment(objs)["spec"]["template"]["metadata"]["annotations"]
         assert annotations[CONFIG_CHECKSUM_ANNOTATION] == hashlib.sha256("\0".join(texts).encode()).hexdigest()
@@ -233,9 +239,12 @@ def test_services_and_pdb_select_their_own_pods(charts):
         for svc in (o for o in objs if o["kind"] == "Service"):
             target = engine_labels if svc["metadata"]["name"].endswith("-engine") else router_labels
             assert svc["spec"]["selector"].items() <= target.items()
-        pdb = one(objs, "PodDisruptionBudget")
-        assert pdb["spec"]["maxUnavailable"] == 1
-        assert pdb["spec"]["selector"]["matchLabels"].items() <= engine_labels.items()
+        pdbs = {p["metadata"]["name"]: p for p in objs if p["kind"] == "PodDisruptionBudget"}
+        engine_pdb = pdbs[engine_deployment(objs)["metadata"]["name"]]
+        router_pdb = pdbs[router_deployment(objs)["metadata"]["name"]]
+        assert len(pdbs) == 2 and engine_pdb["spec"]["maxUnavailable"] == router_pdb["spec"]["maxUnavailable"] == 1
+        assert engine_pdb["spec"]["selector"]["matchLabels"].items() <= engine_labels.items()
+        assert router_pdb["spec"]["selector"]["matchLabels"].items() <= router_labels.items()
 
 
 def test_gpus_equal_tensor_parallel_size_and_memory_equals_sizing(env, charts):
@@ -426,3 +435,84 @@ def test_pod_identity_association_names_the_engine_service_account(prod_synth):
         if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-engine")
     }
     assert associations == accounts == {"llama31-70b-engine", "qwen25-32b-engine"}
+
+
+# ------------------------------------------------------------------------------------------- rollouts and drains
+
+
+def test_engines_drain_before_they_stop(charts):
+    """The preStop hook runs the ConfigMap's script with the settings the engines register with; the grace period
+    covers the hook's bound and vLLM's shutdown (tests/test_engine_drain.py runs the hook itself)."""
+    for objs in charts.values():
+        pod = engine_deployment(objs)["spec"]["template"]["spec"]
+        container = vllm(objs)
+        command = container["lifecycle"]["preStop"]["exec"]["command"]
+        mount = next(m for m in container["volumeMounts"] if command[1].startswith(m["mountPath"] + "/"))
+        assert (
+            next(v for v in pod["volumes"] if v["name"] == mount["name"])["configMap"]["name"]
+            == (lmcache_config_map(objs)["metadata"]["name"])
+        )
+        assert command[1].rpartition("/")[2] in lmcache_config_map(objs)["data"]
+        assert command[0] == "/opt/venv/bin/python3"  # the engine image's venv, beside its vllm
+        assert container["command"][0] == "/opt/venv/bin/vllm"
+        assert flag(command, "--metrics-url") == f"http://127.0.0.1:{container['ports'][0]['containerPort']}/metrics"
+        bound = float(flag(command, "--settle-seconds")) + float(flag(command, "--max-seconds"))
+        assert pod["terminationGracePeriodSeconds"] >= bound + 30
+        config = lmcache_yaml(objs)
+        if config.get("enable_controller"):
+            assert flag(command, "--controller") == config["controller_pull_url"]
+            assert flag(command, "--worker-ports") == ",".join(map(str, config["lmcache_worker_ports"]))
+            assert float(flag(command, "--resend-seconds")) <= config["lmcache_worker_heartbeat_time"]
+            assert env_of(container)["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+        else:
+            assert "--controller" not in command and "POD_IP" not in env_of(container)
+        # A lost node's engines are evicted after 30 s, which is what drops them from the router's discovery.
+        tolerated = {t["key"]: t["tolerationSeconds"] for t in pod["tolerations"] if t["effect"] == "NoExecute"}
+        assert tolerated == {"node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}
+
+
+def test_routers_survive_a_rollout_and_a_node_loss(charts):
+    for name, objs in charts.items():
+        router = router_deployment(objs)
+        pod = router["spec"]["template"]["spec"]
+        kvaware = name == "llama-8b"
+        assert router["spec"]["replicas"] == (1 if kvaware else 2)
+        assert router["spec"]["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+        }
+        pdb = one(objs, "PodDisruptionBudget", router["metadata"]["name"])
+        assert pdb["spec"]["maxUnavailable"] == 1
+        spread = {c["topologyKey"]: c for c in pod["topologySpreadConstraints"]}
+        assert spread["kubernetes.io/hostname"]["whenUnsatisfiable"] == "DoNotSchedule"
+        assert spread["kubernetes.io/hostname"]["matchLabelKeys"] == ["pod-template-hash"]
+        assert (
+            spread["kubernetes.io/hostname"]["labelSelector"]["matchLabels"]
+            == router["spec"]["selector"]["matchLabels"]
+        )
+        assert spread["topology.kubernetes.io/zone"]["whenUnsatisfiable"] == "ScheduleAnyway"
+        container = pod["containers"][0]
+        delay = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        assert 5 <= delay < pod["terminationGracePeriodSeconds"]
+        assert container["startupProbe"]["periodSeconds"] == 1
+        tolerated = {t["key"]: t["tolerationSeconds"] for t in pod["tolerations"] if t["effect"] == "NoExecute"}
+        assert tolerated == {"node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}
+        # kvaware loads the fallback for departed engines from its own ConfigMap
+        args = container["args"]
+        if kvaware:
+            module = flag(args, "--callbacks").rpartition(".")[0]
+            scripts = one(objs, "ConfigMap", names.router_scripts_config_map_name(name))
+            assert f"{module}.py" in scripts["data"]
+            mount = next(m for m in container["volumeMounts"] if m["name"] == "kvtiers")
+            assert env_of(container)["PYTHONPATH"]["value"] == mount["mountPath"]
+        else:
+            assert "--callbacks" not in args and "PYTHONPATH" not in env_of(container)
+
+
+def test_router_replicas_default_to_two_and_kvaware_to_one():
+    raw = copy.deepcopy(DEV)
+    endpoint = Environment.model_validate(raw).serving.endpoints[0]
+    assert endpoint.routing == "prefixaware" and endpoint.router_replicas == 2
+    assert two_endpoint_env().serving.endpoints[1].router_replicas == 1
+    raw["serving"]["endpoints"][0]["router_replicas"] = 3
+    assert Environment.model_validate(raw).serving.endpoints[0].router_replicas == 3

@@ -145,6 +145,7 @@ def test_a_minimal_serving_chart_renders_engines_and_router_in_its_namespace():
         "RoleBinding",
         "Deployment",
         "Service",
+        "PodDisruptionBudget",
     ]
     assert {o["metadata"]["namespace"] for o in objs} == {"serving"}
     assert flag(container(objs, "ep-router")["args"], "--k8s-namespace") == "serving"
@@ -174,10 +175,14 @@ def test_a_kvaware_serving_chart_with_the_l2_and_s3_weights():
     engine_pod = next(o for o in objs if o["metadata"]["name"] == "ep-engine" and o["kind"] == "Deployment")
     spec = engine_pod["spec"]["template"]["spec"]
     assert {"name": "l2-cache", "persistentVolumeClaim": {"claimName": "curvine-l2"}} in spec["volumes"]
-    assert spec["tolerations"] == [
+    assert spec["tolerations"][:2] == [
         {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     ]
+    assert {t["key"] for t in spec["tolerations"][2:]} == {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    }
     assert spec["initContainers"][0]["command"][3] == "s3://models/org/model"
     config = next(o for o in objs if o["kind"] == "ConfigMap")["data"]["lmcache.yaml"]
     assert f"remote_url: {REMOTE_URL}" in config and "controller_pull_url: ep-router.serving.svc:9000" in config

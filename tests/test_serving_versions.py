@@ -3,6 +3,7 @@ token, heartbeats, one controller), the versioned L2 namespaces and the sizing f
 
 from __future__ import annotations
 
+import ast
 import copy
 
 import cdk8s
@@ -10,12 +11,13 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from kvtiers.config import versions
 from kvtiers.config.schema import Environment
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
 from kvtiers.k8s_charts.l2 import L2Namespace
 from kvtiers.k8s_charts.serving.endpoint import LMCACHE_CONFIG_KEY
 from kvtiers.stacks.wiring import serving as wiring
-from tests.conftest import CONFIG_DIR
+from tests.conftest import CONFIG_DIR, ROOT
 
 DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
 DIGEST = "sha256:" + "a" * 64
@@ -86,6 +88,26 @@ def test_an_endpoint_with_the_l2_needs_the_lmcache_the_l2_guard_is_tested_with()
 # ----------------------------------------------------------------------------------------------- kvaware
 
 
+def test_kvaware_needs_the_router_release_the_fallback_is_reviewed_against(monkeypatch):
+    newer = "lmcache/lmstack-router:v0.1.13"
+    release = versions.ROUTER_IMAGES[DEFAULT_ROUTER_IMAGE]
+    monkeypatch.setitem(
+        versions.ROUTER_IMAGES, newer, versions.RouterRelease("vllm-stack-0.1.13", release.lmcache, release.vllm, "")
+    )
+    images = {"vllm_image": DEFAULT_ENGINE_IMAGE, "router_image": newer}
+    assert env_with(images=images).serving.images.router.production_stack == "vllm-stack-0.1.13"  # prefixaware
+    message = error(images=images, routing="kvaware", api="completions")
+    assert "serving.images.router_image" in message and "reviewed against vllm-stack-0.1.12" in message
+    # The module (which imports the router, so it is read here, not imported) says the same release.
+    module = ast.parse((ROOT / "kvtiers" / "k8s_charts" / "kvtiers_kvaware_fallback.py").read_text())
+    supported = next(
+        n.value.value
+        for n in module.body
+        if isinstance(n, ast.Assign) and [t.id for t in n.targets if isinstance(t, ast.Name)] == ["SUPPORTED_ROUTER"]
+    )
+    assert supported == versions.KVAWARE_FALLBACK_ROUTER == release.production_stack
+
+
 def test_kvaware_with_chat_is_rejected_with_the_reason():
     message = error(routing="kvaware")
     assert "serving.endpoints.0" in message and "needs api: completions" in message and "'prompt'" in message
@@ -118,7 +140,7 @@ def test_operator_invocation_endpoint_follows_the_declared_api():
         assert wiring.operator_endpoint(env, "qwen2-7b-chat").spec()["invocationEndpoint"] == path
 
 
-def test_kvaware_heartbeats_match_the_router_worker_timeout_and_one_controller_runs():
+def test_kvaware_heartbeats_match_the_router_worker_timeout_and_its_one_router_rolls_without_a_gap():
     env = env_with(routing="kvaware", api="completions")
     objs = render(env, "qwen2-7b")
     config = yaml.safe_load(kinds(objs, "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY])
@@ -127,13 +149,18 @@ def test_kvaware_heartbeats_match_the_router_worker_timeout_and_one_controller_r
     timeout = int(args[args.index("--lmcache-worker-timeout") + 1])
     beat, delay = config["lmcache_worker_heartbeat_time"], config["lmcache_worker_heartbeat_delay_time"]
     assert beat > 0 and delay + 2 * beat < timeout <= 60
-    assert router["spec"]["strategy"] == {"type": "Recreate"}
+    assert router["spec"]["replicas"] == 1
+    # The replacement is Ready before the old router stops (engines move to it when the old one's connections close).
+    assert router["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
     probe = router["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]
     assert probe["timeoutSeconds"] >= 5 and probe["periodSeconds"] * probe["failureThreshold"] >= 30
-    # prefixaware has no controller: no heartbeat keys, rolling updates
+    # prefixaware has no controller: no heartbeat keys, two routers
     plain = render(env_with(), "qwen2-7b")
     plain_router = next(d for d in kinds(plain, "Deployment") if d["metadata"]["name"].endswith("-router"))
-    assert "strategy" not in plain_router["spec"]
+    assert plain_router["spec"]["replicas"] == 2 and plain_router["spec"]["strategy"] == router["spec"]["strategy"]
     assert "lmcache_worker_heartbeat_time" not in yaml.safe_load(
         kinds(plain, "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY]
     )

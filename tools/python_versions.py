@@ -7,7 +7,8 @@ dependencies and kvtiers itself (``pip install -e .``, so pip checks ``requires-
 says which versions it found and which it skipped. tests/test_python_versions.py then synthesizes both environments
 in each of these venvs and compares the output with the project venv's.
 
-Without ``install`` it only reports.
+Without ``install`` it only reports. ``which 3.X`` prints the interpreter found for one version (nothing when none
+is), for the Makefile's venvs that need a particular Python.
 """
 
 from __future__ import annotations
@@ -161,6 +162,10 @@ def install(found: list[Found]) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
+    if len(argv) == 2 and argv[0] == "which":
+        python = find(argv[1]).python
+        print(python or "")
+        return
     if argv not in ([], ["install"]):
         raise SystemExit(__doc__)
     current = current_version()

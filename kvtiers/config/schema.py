@@ -34,6 +34,7 @@ from kvtiers.config.versions import (
     DEFAULT_ENGINE_IMAGE,
     DEFAULT_ROUTER_IMAGE,
     ENGINE_IMAGES,
+    KVAWARE_FALLBACK_ROUTER,
     L2_GUARD_LMCACHE,
     OPERATOR_ADDON_MODEL_SOURCES,
     ROUTER_IMAGES,
@@ -638,13 +639,22 @@ class Endpoint(Strict):
     (``/v1/completions``). kvaware needs ``completions``: the router tokenizes only a completion's ``prompt``."""
     session_key: str | None = None
     """Header or JSON field with the session id. Required for ``routing: session``."""
-    router_replicas: int = Field(default=1, ge=1, le=10)
+    router_replicas: int = Field(default=2, ge=1, le=10)
+    """Default: 2, so that a router's rollout or its node's loss leaves one serving; 1 for ``kvaware``, whose LMCache
+    controller lives in the router process (one router only)."""
     internal_load_balancer: bool = False
     """Expose the router through an internal NLB as well as the ClusterIP Service. Default off."""
     startup_timeout_seconds: int = Field(default=1800, ge=60)
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
     """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_kvaware_router_by_default(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("routing") == "kvaware" and data.get("router_replicas") is None:
+            return {**data, "router_replicas": 1}
+        return data
 
     @model_validator(mode="after")
     def _derived_names_fit(self) -> Endpoint:
@@ -884,6 +894,14 @@ class Environment(Strict):
                 f"guard turns into recomputes, and the guard is tested with LMCache {L2_GUARD_LMCACHE}; "
                 f"{self.serving.images.vllm_image} carries LMCache {engine_lmcache} (version matrix: "
                 "kvtiers/config/versions.py)"
+            )
+        kvaware = [e.name for e in self.serving.endpoints if e.routing == "kvaware" and e.serving == "self_managed"]
+        router_release = self.serving.images.router.production_stack
+        if kvaware and router_release != KVAWARE_FALLBACK_ROUTER:
+            raise ValueError(
+                f"serving.images.router_image: endpoints {kvaware} route kvaware, which kvtiers' fallback for departed "
+                f"engines keeps from answering HTTP 500, and the fallback is reviewed against {KVAWARE_FALLBACK_ROUTER}; "
+                f"{self.serving.images.router_image} is {router_release} (version matrix: kvtiers/config/versions.py)"
             )
         return self
 

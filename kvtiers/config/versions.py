@@ -87,6 +87,13 @@ against: engines with an L2 must carry it (the guard refuses to start under anot
 unreadable L2 chunk gives wrong output)."""
 
 
+KVAWARE_FALLBACK_ROUTER = "vllm-stack-0.1.12"
+"""The production-stack release whose ``KvawareRouter.route_request`` the kvaware fallback
+(``kvtiers/k8s_charts/kvtiers_kvaware_fallback.py``, ``SUPPORTED_ROUTER``) was reviewed and tested against: kvaware
+endpoints must use a router image of it (the module refuses to load under other code, and without it a departed
+engine's cache match answers HTTP 500)."""
+
+
 def image_key(image: str) -> str:
     """``repo:tag`` of an image reference, without a ``@sha256:`` digest (the digest pins the contents; the tag
     names the matrix row)."""
@@ -118,6 +125,9 @@ if __name__ == "__main__":
         print(default_engine.lmcache)
     elif "--engine-vllm" in sys.argv:
         print(default_engine.vllm)
+    elif "--router-lmcache" in sys.argv:
+        # The LMCache the default router image carries (the router drill's venv).
+        print(ROUTER_IMAGES[DEFAULT_ROUTER_IMAGE].lmcache)
     else:
         print(" ".join(lmcache_versions_to_install()))
 

@@ -118,6 +118,11 @@ def router_name(endpoint: str) -> str:
     return f"{endpoint}-router"
 
 
+def router_scripts_config_map_name(endpoint: str) -> str:
+    """kvaware: the ConfigMap with the router's kvtiers module (``kvtiers_kvaware_fallback``)."""
+    return f"{router_name(endpoint)}-kvtiers"
+
+
 def router_discovery_role_name(endpoint: str) -> str:
     return f"{router_name(endpoint)}-discovery"
 

@@ -2,14 +2,18 @@
 
 It serves exactly what ``kvtiers verify`` reads: node and pod lists (equality label selectors), StatefulSets,
 DaemonSets, Deployments, PVCs, and the ``pods|services/<name>:<port>/proxy/<path>`` subresource, whose answers
-come from Python handlers registered per target. The kubernetes client talks to it through a
+come from Python handlers registered per target. For the router's pod discovery it also serves one pod by name and
+pod watches (``?watch=true``: the matching pods as ``ADDED``, then every :meth:`FakeKube.update_pod` and
+:meth:`FakeKube.delete_pod` as it happens, one JSON event a line, on a connection that stays open). The kubernetes client talks to it through a
 ``Configuration(host=http://127.0.0.1:<port>)``.
 """
 
 from __future__ import annotations
 
 import json
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
@@ -54,6 +58,8 @@ class FakeKube(LoopbackServer):
         """Path (``/apis/apps/v1/namespaces/<ns>/statefulsets/<name>`` ...) -> object."""
         self.proxies: dict[tuple[str, str, str, int], ProxyHandler] = {}
         self.log: list[tuple[str, str]] = []
+        self._watches: list[tuple[str, str | None, queue.Queue]] = []
+        self._watch_lock = threading.Lock()
         self._serve()
 
     def api_client(self) -> client.ApiClient:
@@ -93,6 +99,58 @@ class FakeKube(LoopbackServer):
     def pod(self, name: str) -> dict:
         return next(p for p in self.pods if p["metadata"]["name"] == name)
 
+    def _notify(self, event: str, pod: dict) -> None:
+        with self._watch_lock:
+            for namespace, selector, events in self._watches:
+                if pod["metadata"]["namespace"] == namespace and matches(pod["metadata"]["labels"], selector):
+                    events.put({"type": event, "object": json.loads(json.dumps(pod))})
+
+    def update_pod(self, name: str, change: Callable[[dict], None]) -> None:
+        """Apply ``change`` to the pod and tell the watches (``MODIFIED``)."""
+        pod = self.pod(name)
+        change(pod)
+        self._notify("MODIFIED", pod)
+
+    def delete_pod(self, name: str) -> None:
+        pod = self.pod(name)
+        self.pods.remove(pod)
+        self._notify("DELETED", pod)
+
+    def _watch(self, handler: BaseHTTPRequestHandler, namespace: str, selector: str | None) -> None:
+        events: queue.Queue = queue.Queue()
+        with self._watch_lock:
+            for pod in self.pods:
+                if pod["metadata"]["namespace"] == namespace and matches(pod["metadata"]["labels"], selector):
+                    events.put({"type": "ADDED", "object": json.loads(json.dumps(pod))})
+            watch = (namespace, selector, events)
+            self._watches.append(watch)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        try:
+            while True:
+                try:
+                    event = events.get(timeout=0.5)
+                except queue.Empty:
+                    if self._stopping:
+                        return
+                    continue
+                line = json.dumps(event).encode() + b"\n"
+                handler.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                handler.wfile.flush()
+        except OSError:
+            pass  # the watcher went away
+        finally:
+            with self._watch_lock:
+                self._watches.remove(watch)
+
+    _stopping = False
+
+    def __exit__(self, *exc) -> None:
+        self._stopping = True
+        super().__exit__(*exc)
+
     def put(self, path: str, obj: dict) -> None:
         self.objects[path] = obj
 
@@ -118,6 +176,11 @@ class FakeKube(LoopbackServer):
         if path == "/api/v1/nodes":
             items = [n for n in self.nodes if matches(n["metadata"]["labels"], selector)]
             return 200, "application/json", json.dumps({"kind": "NodeList", "apiVersion": "v1", "items": items})
+        named = re.match(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$", path)
+        if named:
+            found = [p for p in self.pods if (p["metadata"]["namespace"], p["metadata"]["name"]) == named.groups()]
+            if found:
+                return 200, "application/json", json.dumps(found[0])
         listed = re.match(r"^/api/v1/namespaces/([^/]+)/pods$", path)
         if listed:
             ns = listed.group(1)
@@ -139,6 +202,13 @@ class FakeKube(LoopbackServer):
                 pass
 
             def _serve(self, method: str) -> None:
+                url = urlparse(self.path)
+                query = parse_qs(url.query)
+                watched = re.match(r"^/api/v1/namespaces/([^/]+)/pods$", url.path)
+                if method == "GET" and watched and (query.get("watch") or [""])[0].lower() == "true":
+                    fake.log.append((method, self.path))
+                    fake._watch(self, watched.group(1), (query.get("labelSelector") or [None])[0])
+                    return
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None

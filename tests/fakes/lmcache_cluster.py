@@ -4,10 +4,12 @@
   a loopback HTTP page with its registry: ``GET /state?keys=1,2`` answers the registered ``[instance, worker]``
   pairs and which instance ``find_kv`` gives for each key.
 - ``engine``: one engine's LMCache side: a real ``LMCacheWorker`` per rank (it registers, then heartbeats every
-  ``lmcache_worker_heartbeat_time``) and a real ``BatchedMessageSender`` per rank, as ``LocalCPUBackend`` builds it.
-  Each stdin line ``{"keys": [...]}`` or ``{"tokens": [...]}`` admits chunk hashes on every rank, as a stored chunk
-  does (tokens are hashed by LMCache's ``ChunkedTokenDatabase`` with the engine's config, full chunks only). The
-  process never deregisters: kill it, and it is gone the way a stopped vLLM 0.12.0 leaves (no shutdown hook).
+  ``lmcache_worker_heartbeat_time``). Each stdin line ``{"keys": [...]}`` or ``{"tokens": [...]}`` admits chunk hashes
+  on every rank as a stored chunk does: a ``BatchedKVOperationMsg`` of ``ADMIT`` events with consecutive sequence
+  numbers, location ``LocalCPUBackend``, through the worker's queue (what 0.3.11's ``BatchedMessageSender`` sends for
+  ``LocalCPUBackend``; the sender itself is not used because its package imports the storage backends, which need a
+  real torch). Tokens are hashed by LMCache's ``ChunkedTokenDatabase`` with the engine's config, full chunks only.
+  The process never deregisters: kill it, and it is gone the way a stopped vLLM 0.12.0 leaves (no shutdown hook).
 
 Prints ``ready`` on stdout when it is up.
 """
@@ -67,9 +69,8 @@ def engine(args: argparse.Namespace) -> None:
     import torch
     from lmcache.config import LMCacheEngineMetadata
     from lmcache.v1.cache_controller import worker as worker_module
-    from lmcache.v1.cache_controller.message import OpType
+    from lmcache.v1.cache_controller.message import BatchedKVOperationMsg, KVOpEvent, OpType
     from lmcache.v1.config import LMCacheEngineConfig
-    from lmcache.v1.storage_backend.batched_message_sender import BatchedMessageSender
     from lmcache.v1.token_database import ChunkedTokenDatabase
 
     # The pod IP that LMCache's get_ip() would find (the test's engines share one host, each on its own address).
@@ -77,7 +78,7 @@ def engine(args: argparse.Namespace) -> None:
     config = LMCacheEngineConfig.from_file(args.config)
     config.lmcache_instance_id = args.instance
     world_size = len(config.lmcache_worker_ports)
-    senders, workers = [], []
+    workers = []
     for rank in range(world_size):
         metadata = LMCacheEngineMetadata(
             model_name="test-model",
@@ -87,11 +88,9 @@ def engine(args: argparse.Namespace) -> None:
             kv_dtype=torch.bfloat16,
             kv_shape=(1, 2, config.chunk_size, 1, 1),
         )
-        lmcache_worker = worker_module.LMCacheWorker(config, metadata, None)
-        workers.append(lmcache_worker)
-        # LocalCPUBackend names the location by its class (str(self)).
-        senders.append(BatchedMessageSender(metadata, config, "LocalCPUBackend", lmcache_worker))
+        workers.append(worker_module.LMCacheWorker(config, metadata, None))
     token_database = ChunkedTokenDatabase(config, metadata)
+    sequence = 0
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
@@ -99,10 +98,15 @@ def engine(args: argparse.Namespace) -> None:
             keys = [key for _, _, key in token_database.process_tokens(request["tokens"], make_key=False)]
         else:
             keys = request["keys"]
-        for sender in senders:
-            for key in keys:
-                sender.add_kv_op(op_type=OpType.ADMIT, key=key)
-            sender.flush()
+        operations = [KVOpEvent(op_type=OpType.ADMIT, key=key, seq_num=sequence + n) for n, key in enumerate(keys)]
+        sequence += len(keys)
+        for rank, lmcache_worker in enumerate(workers):
+            # LocalCPUBackend names the location by its class (str(self)).
+            lmcache_worker.put_msg(
+                BatchedKVOperationMsg(
+                    instance_id=args.instance, worker_id=rank, location="LocalCPUBackend", operations=operations
+                )
+            )
         print(json.dumps({"admitted": len(keys)}), flush=True)
 
 

@@ -66,11 +66,24 @@ class FakeOpenAI(LoopbackServer):
         self.connections = 0
         self.requests: list[dict] = []
         self.on_completion = on_completion
+        self.arrivals: list[float] = []
+        """``time.monotonic()`` at each completion request's arrival."""
+        self._connections: set[socket.socket] = set()
         self.in_flight = 0
         self.busy = 0
         """Requests the ``/metrics`` gauges report beyond the completions in flight (a drain test sets it)."""
         self._lock = threading.Lock()
         self._serve(host, port)
+
+    def kill(self) -> None:
+        """Stop as a dead process does: refuse new connections and cut the open ones (keep-alive clients too)."""
+        self._server.shutdown()
+        self._server.server_close()
+        for connection in list(self._connections):
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def expected_ttft(self, tokens: int, cached: int = 0) -> float:
         return self.base_s + self.per_token_s * (tokens - cached)
@@ -88,6 +101,11 @@ class FakeOpenAI(LoopbackServer):
                 super().setup()
                 self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 fake.connections += 1
+                fake._connections.add(self.request)
+
+            def finish(self) -> None:
+                fake._connections.discard(self.request)
+                super().finish()
 
             def _json(self, code: int, body) -> None:
                 send_json(self, code, body)
@@ -129,6 +147,7 @@ class FakeOpenAI(LoopbackServer):
                 if self.path != "/v1/completions":
                     self._json(404, {"error": "not found"})
                     return
+                fake.arrivals.append(time.monotonic())
                 fake.requests.append(body)
                 if fake.status != 200:
                     self._json(fake.status, {"error": {"message": "model overloaded", "code": fake.status}})

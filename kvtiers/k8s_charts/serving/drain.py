@@ -1,5 +1,5 @@
-"""How an engine pod stops: its preStop hook (``kvtiers_engine_drain``, shipped in the LMCache ConfigMap) and the
-grace period that covers it.
+"""How serving pods stop: an engine's preStop hook (``kvtiers_engine_drain``, shipped in the LMCache ConfigMap) and
+the grace period that covers it, and how soon a pod on a lost node is given up.
 
 Kubernetes runs the hook as soon as the pod is deleted (a rollout, a scale-in, a node drain) and sends vLLM SIGTERM
 when it returns; the grace period counts from the deletion, so it covers the hook and vLLM's own shutdown.
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path, PurePosixPath
+
+from cdk8s_plus_33 import k8s
 
 from kvtiers.k8s_charts import kvtiers_engine_drain, names
 from kvtiers.k8s_charts.vllm import LMCacheController
@@ -29,6 +31,20 @@ DEREGISTER_RESEND_SECONDS = 1
 """kvaware: the hook repeats the deregistration this often. A worker's heartbeat re-registers it (with an empty
 index that requests finishing during the drain fill again), so this must not exceed the heartbeat period, and the
 shortest one :class:`~kvtiers.k8s_charts.vllm.LMCacheController` allows is 1 s."""
+
+
+NODE_LOSS_TOLERATION_SECONDS = 30
+"""A pod on a node that stopped answering is evicted after this, not Kubernetes' default 300 s. Eviction is what the
+router sees: its discovery reads container statuses and the deletion timestamp, which the node lifecycle controller
+does not change when it marks a lost node's pods not Ready, so until then it keeps routing to a dead engine; and a
+kvaware endpoint's single router is replaced only then."""
+
+
+def node_loss_tolerations() -> list[k8s.Toleration]:
+    return [
+        k8s.Toleration(key=key, operator="Exists", effect="NoExecute", toleration_seconds=NODE_LOSS_TOLERATION_SECONDS)
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+    ]
 
 
 @cache

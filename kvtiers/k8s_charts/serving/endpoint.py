@@ -13,7 +13,13 @@ from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.kvtiers_engine_drain import POD_IP_ENV
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
-from kvtiers.k8s_charts.serving.drain import DRAIN_SCRIPT, TERMINATION_GRACE_SECONDS, drain_command, drain_source
+from kvtiers.k8s_charts.serving.drain import (
+    DRAIN_SCRIPT,
+    TERMINATION_GRACE_SECONDS,
+    drain_command,
+    drain_source,
+    node_loss_tolerations,
+)
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import MODELS_DIR, Engine
 from kvtiers.k8s_charts.vllm import (
@@ -281,7 +287,7 @@ class EngineDeployment(Construct):
         # The GPU taint last: the instance group's own taints come first, as the group declares them.
         tolerations = [
             k8s.Toleration(key=t.key, operator=t.operator, effect=t.effect, value=t.value) for t in engine.tolerations
-        ] + [k8s.Toleration(key=names.GPU_RESOURCE, operator="Exists", effect="NoSchedule")]
+        ] + [k8s.Toleration(key=names.GPU_RESOURCE, operator="Exists", effect="NoSchedule"), *node_loss_tolerations()]
         self.deployment = k8s.KubeDeployment(
             self,
             "Deployment",

@@ -1,7 +1,10 @@
-"""The production-stack router of one endpoint: RBAC for pod discovery, Deployment, ClusterIP (+ internal NLB)."""
+"""The production-stack router of one endpoint: RBAC for pod discovery, Deployment, ClusterIP (+ internal NLB), PDB."""
 
 from __future__ import annotations
 
+import importlib.util
+from functools import cache
+from pathlib import Path
 from typing import cast
 
 import cdk8s
@@ -11,6 +14,8 @@ from constructs import Construct
 
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
+from kvtiers.k8s_charts.serving.drain import DRAIN_MAX_SECONDS, node_loss_tolerations
+from kvtiers.k8s_charts.serving.lmcache import config_checksum
 from kvtiers.k8s_charts.serving.props import Router
 from kvtiers.k8s_charts.vllm import LMCacheController
 
@@ -27,6 +32,19 @@ ROUTER_HOME = "/home/router"
 """HOME and Hugging Face cache of the router (non-root: the image, python:3.12-slim with a venv in /opt/venv, defines
 no user and needs none); kvaware downloads the model's tokenizer there."""
 ROUTER_WRITABLE = {"home": (ROUTER_HOME, "2Gi"), "tmp": ("/tmp", "1Gi")}
+KVAWARE_FALLBACK_MODULE = "kvtiers_kvaware_fallback"
+"""kvaware: the module the router loads with ``--callbacks`` (``kvtiers/k8s_charts/kvtiers_kvaware_fallback.py``): a
+cache match on an engine that is no longer an endpoint is routed as a miss, never to the departed pod."""
+ROUTER_SCRIPTS_DIR = "/etc/kvtiers"
+SCRIPTS_CHECKSUM_ANNOTATION = "kvtiers.io/router-scripts-sha256"
+PRESTOP_DELAY_SECONDS = 10
+"""A stopping router keeps serving this long before it gets SIGTERM: kube-proxy on every node (and an NLB's targets)
+drop the pod from the Service first, so no new request reaches a router that is going away."""
+TERMINATION_GRACE_SECONDS = PRESTOP_DELAY_SECONDS + DRAIN_MAX_SECONDS
+"""The delay, then as long for the requests in flight as an engine's drain waits for them."""
+STARTUP_PROBE_PERIOD_SECONDS = 1
+STARTUP_SECONDS = 300
+"""The router starts in seconds; probing every second lets a replacement take traffic as soon as it can."""
 NLB_ANNOTATIONS = {
     # In-tree AWS cloud provider (EKS): an internal Network Load Balancer.
     "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
@@ -34,6 +52,14 @@ NLB_ANNOTATIONS = {
     # AWS Load Balancer Controller, when installed, reads the scheme annotation instead.
     "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
 }
+
+
+@cache
+def kvaware_fallback_source() -> str:
+    """The module's file, read without importing it (it imports the router's code)."""
+    spec = importlib.util.find_spec(f"kvtiers.k8s_charts.{KVAWARE_FALLBACK_MODULE}")
+    assert spec is not None and spec.origin is not None
+    return Path(spec.origin).read_text()
 
 
 def router_args(*, name: str, namespace: str, router: Router, controller: LMCacheController | None) -> list[str]:
@@ -69,6 +95,8 @@ def router_args(*, name: str, namespace: str, router: Router, controller: LMCach
             # Consistent with the engines' heartbeat (the same LMCacheController): a live engine is never dropped.
             "--lmcache-worker-timeout",
             str(controller.worker_timeout_seconds),
+            "--callbacks",
+            f"{KVAWARE_FALLBACK_MODULE}.callbacks",
         ]
     return args
 
@@ -147,6 +175,33 @@ class RouterDeployment(Construct):
                         name=port_name, port=port, target_port=k8s.IntOrString.from_string(port_name), protocol="TCP"
                     )
                 )
+        volumes = [
+            k8s.Volume(name=volume, empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(limit)))
+            for volume, (_, limit) in ROUTER_WRITABLE.items()
+        ]
+        mounts = [k8s.VolumeMount(name=volume, mount_path=path) for volume, (path, _) in ROUTER_WRITABLE.items()]
+        annotations = None
+        self.scripts = None
+        if controller is not None:
+            scripts = {f"{KVAWARE_FALLBACK_MODULE}.py": kvaware_fallback_source()}
+            self.scripts = k8s.KubeConfigMap(
+                self,
+                "Scripts",
+                metadata=k8s.ObjectMeta(
+                    name=names.router_scripts_config_map_name(name), namespace=ns, labels=meta_labels
+                ),
+                data=scripts,
+            )
+            volumes.append(
+                k8s.Volume(
+                    name="kvtiers",
+                    config_map=k8s.ConfigMapVolumeSource(name=names.router_scripts_config_map_name(name)),
+                )
+            )
+            mounts.append(k8s.VolumeMount(name="kvtiers", mount_path=ROUTER_SCRIPTS_DIR, read_only=True))
+            # --callbacks imports the module by name.
+            env.append(k8s.EnvVar(name="PYTHONPATH", value=ROUTER_SCRIPTS_DIR))
+            annotations = {SCRIPTS_CHECKSUM_ANNOTATION: config_checksum(*scripts.values())}
         http = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
         resources = {k: quantity(v) for k, v in ROUTER_RESOURCES.items()}
         container = k8s.Container(
@@ -156,7 +211,11 @@ class RouterDeployment(Construct):
             env=env,
             ports=ports,
             resources=k8s.ResourceRequirements(requests=resources, limits=dict(resources)),
-            startup_probe=k8s.Probe(http_get=http, period_seconds=5, failure_threshold=60),
+            startup_probe=k8s.Probe(
+                http_get=http,
+                period_seconds=STARTUP_PROBE_PERIOD_SECONDS,
+                failure_threshold=STARTUP_SECONDS // STARTUP_PROBE_PERIOD_SECONDS,
+            ),
             readiness_probe=k8s.Probe(
                 http_get=http,
                 period_seconds=5,
@@ -164,9 +223,11 @@ class RouterDeployment(Construct):
                 failure_threshold=READINESS_FAILURES,
             ),
             liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
-            volume_mounts=[
-                k8s.VolumeMount(name=volume, mount_path=path) for volume, (path, _) in ROUTER_WRITABLE.items()
-            ],
+            volume_mounts=mounts,
+            # Until the Service has dropped the pod (no HTTP server is needed for a sleep action).
+            lifecycle=k8s.Lifecycle(
+                pre_stop=k8s.LifecycleHandler(sleep=k8s.SleepAction(seconds=PRESTOP_DELAY_SECONDS))
+            ),
             security_context=container_security_context(),
         )
         hyperpod_key, hyperpod_value = next(iter(names.HYPERPOD_NODE_SELECTOR.items()))
@@ -177,21 +238,42 @@ class RouterDeployment(Construct):
             spec=k8s.DeploymentSpec(
                 replicas=router.replicas,
                 selector=k8s.LabelSelector(match_labels=meta_labels),
-                # kvaware: the router hosts the LMCache controller the engines register with. A rolling update would
-                # run two controllers, and engines connected to the old one would feed an index nobody queries.
-                # Recreate stops the old router first; engines re-register by heartbeat (a heartbeat carries the
-                # registration) once the new one is up.
-                strategy=k8s.DeploymentStrategy(type="Recreate") if controller is not None else None,
+                # A new router is Ready before an old one stops, so a rollout never leaves the endpoint without one.
+                # kvaware too, whose single router hosts the LMCache controller: while both run, the engines' open
+                # connections stay with the old one, which keeps routing by its index; when it stops they reconnect
+                # through the Service to the new one and re-register by heartbeat (its index restarts empty either
+                # way, and a match on an engine it does not know is routed as a miss).
+                strategy=k8s.DeploymentStrategy(
+                    type="RollingUpdate",
+                    rolling_update=k8s.RollingUpdateDeployment(
+                        max_surge=k8s.IntOrString.from_number(1), max_unavailable=k8s.IntOrString.from_number(0)
+                    ),
+                ),
                 template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=meta_labels),
+                    metadata=k8s.ObjectMeta(labels=meta_labels, annotations=annotations),
                     spec=k8s.PodSpec(
                         service_account_name=account_name,
                         # Pod discovery lists and watches pods through the API.
                         automount_service_account_token=True,
                         security_context=pod_security_context(),
-                        volumes=[
-                            k8s.Volume(name=volume, empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(limit)))
-                            for volume, (_, limit) in ROUTER_WRITABLE.items()
+                        volumes=volumes,
+                        termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,
+                        tolerations=node_loss_tolerations(),
+                        # One router per node (per zone where the nodes allow): a node loss takes one replica.
+                        # Counted per revision, so that a rollout's new pod is not pushed away by the old ones.
+                        topology_spread_constraints=[
+                            k8s.TopologySpreadConstraint(
+                                max_skew=1,
+                                topology_key=topology_key,
+                                when_unsatisfiable=when,
+                                label_selector=k8s.LabelSelector(match_labels=meta_labels),
+                                match_label_keys=["pod-template-hash"],
+                                node_taints_policy="Honor",
+                            )
+                            for topology_key, when in (
+                                ("kubernetes.io/hostname", "DoNotSchedule"),
+                                ("topology.kubernetes.io/zone", "ScheduleAnyway"),
+                            )
                         ],
                         # Prefer the system node group: keep GPU nodes' memory for engines.
                         affinity=k8s.Affinity(
@@ -220,6 +302,15 @@ class RouterDeployment(Construct):
             "Service",
             metadata=k8s.ObjectMeta(name=service_name, namespace=ns, labels=meta_labels),
             spec=k8s.ServiceSpec(type="ClusterIP", selector=meta_labels, ports=service_ports),
+        )
+        # Node drains (and other evictions) take one router at a time.
+        self.pdb = k8s.KubePodDisruptionBudget(
+            self,
+            "Pdb",
+            metadata=k8s.ObjectMeta(name=deployment_name, namespace=ns, labels=meta_labels),
+            spec=k8s.PodDisruptionBudgetSpec(
+                max_unavailable=k8s.IntOrString.from_number(1), selector=k8s.LabelSelector(match_labels=meta_labels)
+            ),
         )
         self.load_balancer = None
         if router.internal_load_balancer:
