@@ -39,6 +39,18 @@ ADDON_VERSION_PATTERN = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
 """An exact EKS add-on version such as ``v1.20.4-eksbuild.1``: pinned, never resolved at synth."""
 MIN_VPC_CNI_VERSION = (1, 18, 3)
 """The oldest VPC CNI HyperPod supports."""
+MIN_EBS_CSI_DRIVER_VERSION = (1, 47, 0)
+"""The first EBS CSI driver that attaches volumes to HyperPod nodes (``AttachClusterNodeVolume``)."""
+
+# Pinned EKS add-on versions for the default Kubernetes 1.34 (``aws eks describe-addon-versions --kubernetes-version
+# 1.34``; sources in docs/aws-prerequisites.md). Pinned, never resolved at synth, so that ``cdk diff`` shows every
+# upgrade; change them with the Kubernetes version.
+VPC_CNI_VERSION = "v1.21.1-eksbuild.3"
+COREDNS_VERSION = "v1.13.2-eksbuild.4"
+KUBE_PROXY_VERSION = "v1.34.3-eksbuild.2"
+"""kube-proxy's minor version is the cluster's."""
+EKS_POD_IDENTITY_AGENT_VERSION = "v1.3.9-eksbuild.3"
+EBS_CSI_DRIVER_VERSION = "v1.50.1-eksbuild.1"
 
 # --------------------------------------------------------------------------------------------------- HyperPod
 

@@ -16,16 +16,12 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from kvtiers import platform_defaults as platform
+from kvtiers import serving_defaults
 from kvtiers.aws_limits import GP3_MAX_GIB, GP3_MAX_IOPS, GP3_MAX_MIBPS, GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
 from kvtiers.config.instance_types import G6E_INSTANCE_TYPES, GPU_MEMORY_GIB, InstanceType
-from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
 from kvtiers.config.sizing import (
     ACTIVATION_RESERVE_GIB,
     GB,
-    GIB,
-    MODEL_DISK_EXTRA_GIB,
-    MODEL_DISK_HEADROOM,
-    VLLM_HOST_GIB_PER_EXTRA_RANK,
     EndpointSizing,
     EnvironmentSizing,
     NodeBudget,
@@ -43,8 +39,11 @@ from kvtiers.config.versions import (
     engine_release,
     router_release,
 )
+from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH
 from kvtiers.k8s_charts.names import longest_endpoint_name
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
+from kvtiers.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
+from kvtiers.serving_defaults import GIB, engine_pod_sizing
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SAGEMAKER_NAME = platform.SAGEMAKER_NAME_PATTERN
@@ -173,13 +172,13 @@ class EksAddonVersions(Strict):
     Pinned, never resolved at synth, so that ``cdk diff`` shows every upgrade.
     """
 
-    vpc_cni: str = "v1.21.1-eksbuild.3"
+    vpc_cni: str = platform.VPC_CNI_VERSION
     """HyperPod needs the VPC CNI at 1.18.3 or later."""
-    coredns: str = "v1.13.2-eksbuild.4"
-    kube_proxy: str = "v1.34.3-eksbuild.2"
+    coredns: str = platform.COREDNS_VERSION
+    kube_proxy: str = platform.KUBE_PROXY_VERSION
     """kube-proxy's minor version is the cluster's."""
-    eks_pod_identity_agent: str = "v1.3.9-eksbuild.3"
-    aws_ebs_csi_driver: str = "v1.50.1-eksbuild.1"
+    eks_pod_identity_agent: str = platform.EKS_POD_IDENTITY_AGENT_VERSION
+    aws_ebs_csi_driver: str = platform.EBS_CSI_DRIVER_VERSION
 
     @model_validator(mode="after")
     def _pinned(self) -> EksAddonVersions:
@@ -188,7 +187,7 @@ class EksAddonVersions(Strict):
                 raise ValueError(f"{name}: {version!r} is not an EKS add-on version like 'v1.20.4-eksbuild.1'")
         if _version(self.vpc_cni) < platform.MIN_VPC_CNI_VERSION:
             raise ValueError(f"vpc_cni {self.vpc_cni} is older than v1.18.3, the minimum HyperPod supports")
-        if _version(self.aws_ebs_csi_driver) < (1, 47, 0):
+        if _version(self.aws_ebs_csi_driver) < platform.MIN_EBS_CSI_DRIVER_VERSION:
             raise ValueError(
                 f"aws_ebs_csi_driver {self.aws_ebs_csi_driver} is older than v1.47.0, the first that attaches volumes to "
                 "HyperPod nodes (AttachClusterNodeVolume)"
@@ -567,7 +566,7 @@ class ServingImages(ImageField):
     matches the router's (see the README's version matrix)."""
     router_image: str = DEFAULT_ROUTER_IMAGE
     """production-stack router; stable releases are published as ``lmcache/lmstack-router:v<version>``."""
-    model_sync_image: str = "public.ecr.aws/aws-cli/aws-cli:2.31.3"
+    model_sync_image: str = serving_defaults.MODEL_SYNC_IMAGE
     """Init container that copies S3 weights to the pod (``aws s3 sync``)."""
 
     @field_validator("vllm_image", "router_image")
@@ -616,18 +615,18 @@ class Endpoint(Strict):
     source: ModelSource
     serving: Literal["self_managed", "operator"] = "self_managed"
     instance_group: str
-    replicas: int = Field(default=2, ge=1, le=64)
-    tensor_parallel_size: int = Field(default=1, ge=1, le=8)
-    dtype: Literal["bfloat16", "float16"] = "bfloat16"
-    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.95)
-    max_model_len: int = Field(default=16384, ge=256)
-    l1_gib: int = Field(default=40, ge=1)
+    replicas: int = Field(default=serving_defaults.REPLICAS, ge=1, le=64)
+    tensor_parallel_size: int = Field(default=serving_defaults.TENSOR_PARALLEL_SIZE, ge=1, le=8)
+    dtype: Literal["bfloat16", "float16"] = serving_defaults.DTYPE
+    gpu_memory_utilization: float = Field(default=serving_defaults.GPU_MEMORY_UTILIZATION, gt=0.1, le=0.95)
+    max_model_len: int = Field(default=serving_defaults.MAX_MODEL_LEN, ge=256)
+    l1_gib: int = Field(default=serving_defaults.L1_GIB, ge=1)
     """LMCache L1 (``max_local_cpu_size``) per GPU worker, pinned host DRAM."""
-    shm_gib: int = Field(default=8, ge=1)
+    shm_gib: int = Field(default=serving_defaults.SHM_GIB, ge=1)
     """Memory-backed /dev/shm (NCCL needs more than the 64 MiB default once TP > 1)."""
-    vllm_overhead_gib: int = Field(default=16, ge=4)
+    vllm_overhead_gib: int = Field(default=serving_defaults.VLLM_OVERHEAD_GIB, ge=4)
     """Host memory vLLM itself needs (Python, CUDA context, weight staging)."""
-    cpu: int = Field(default=8, ge=1)
+    cpu: int = Field(default=serving_defaults.CPU, ge=1)
     l2: Literal["auto", "on", "off"] = "auto"
     expected_prompt_tokens: int = Field(default=2000, ge=1)
     """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``. With
@@ -644,7 +643,7 @@ class Endpoint(Strict):
     controller lives in the router process (one router only)."""
     internal_load_balancer: bool = False
     """Expose the router through an internal NLB as well as the ClusterIP Service. Default off."""
-    startup_timeout_seconds: int = Field(default=1800, ge=60)
+    startup_timeout_seconds: int = Field(default=serving_defaults.STARTUP_TIMEOUT_SECONDS, ge=60)
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
     """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
@@ -716,12 +715,12 @@ class Serving(Strict):
     namespace: DnsLabel = "serving"
     node_reserved_gib: int = Field(default=8, ge=0)
     """Host memory kept for the OS, kubelet and HyperPod agents on every GPU node before pods are placed."""
-    hash_seed: str = Field(default="0", pattern=r"^\d{1,10}$")
+    hash_seed: str = Field(default=serving_defaults.HASH_SEED, pattern=r"^\d{1,10}$")
     """``PYTHONHASHSEED`` shared by every engine and router on the L2: without one seed, cross-pod hits are zero."""
     l2_threshold_tokens: int = Field(default=1000, ge=0)
     """``l2: auto`` turns the L2 on at or above this prompt length (below it the source design measured the L2
     round trip costing as much as recompute: 0.99x at 500 tokens)."""
-    l2_mount_path: AbsolutePath = "/mnt/curvine/l2cache"
+    l2_mount_path: AbsolutePath = DEFAULT_MOUNT_PATH
     """Where the Curvine L2 claim is mounted in serving pods; LMCache's ``remote_url`` path is derived from it."""
     l2_claim_name: DnsLabel = "curvine-l2"
     l2_claim_size_gib: int = Field(default=100, ge=1)
@@ -967,7 +966,13 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint, group: Inst
             f"give {usable_gpu / GIB:.1f} GiB; raise tensor_parallel_size"
         )
     l1_bytes = endpoint.l1_gib * tp * GIB
-    vllm_host_gib = _vllm_host_memory_gib(endpoint)
+    pod = engine_pod_sizing(
+        weight_bytes=weights,
+        tensor_parallel_size=tp,
+        l1_gib=endpoint.l1_gib,
+        shm_gib=endpoint.shm_gib,
+        vllm_overhead_gib=endpoint.vllm_overhead_gib,
+    )
     l2_enabled, reason = _l2_decision(endpoint, env.serving.l2_threshold_tokens)
     return EndpointSizing(
         name=endpoint.name,
@@ -980,15 +985,11 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint, group: Inst
         l1_tokens=l1_bytes // kv,
         l2_enabled=l2_enabled,
         l2_reason=reason,
-        pod_memory_gib=endpoint.l1_gib * tp + vllm_host_gib + endpoint.shm_gib,
+        pod_memory_gib=pod.memory_gib,
         pods_per_node=math.ceil(endpoint.replicas / group.count),
-        vllm_host_gib=vllm_host_gib,
-        model_disk_gib=math.ceil(weights / GIB * MODEL_DISK_HEADROOM) + MODEL_DISK_EXTRA_GIB,
+        vllm_host_gib=pod.vllm_host_gib,
+        model_disk_gib=pod.model_disk_gib,
     )
-
-
-def _vllm_host_memory_gib(endpoint: Endpoint) -> int:
-    return endpoint.vllm_overhead_gib + VLLM_HOST_GIB_PER_EXTRA_RANK * (endpoint.tensor_parallel_size - 1)
 
 
 def _size_environment(env: Environment) -> EnvironmentSizing:

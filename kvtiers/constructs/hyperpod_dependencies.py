@@ -18,7 +18,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
 
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"
@@ -64,7 +64,8 @@ class HyperPodDependencies(Construct):
 
     :param scope: the parent construct.
     :param id: the construct id.
-    :param cluster: the EKS cluster to install the chart on.
+    :param cluster: the EKS cluster to install the chart on. Given the :class:`EksCluster` construct, the chart comes
+        after the networking add-ons and the system node group its controllers run on.
     :param chart_dir: a local copy of ``helm_chart/HyperPodHelmChart`` with its ``charts/`` resolved
         (``helm dependency update``); must hold ``Chart.yaml``.
     :param region: the region of the health-monitoring agent's image. @default the stack's region
@@ -72,8 +73,10 @@ class HyperPodDependencies(Construct):
         device plugins get them on top of their own, so that tainted GPU nodes still offer ``nvidia.com/gpu``.
         @default none (no custom taints)
     :param wait: wait until the chart's controllers (training and MPI operators) are ready, and roll back otherwise.
-        Needs a node for them before HyperPod's nodes exist (the system node group): without one, set ``False`` or
-        the install waits for nodes that HyperPod creates only after it. @default wait
+        Needs a node for them before HyperPod's nodes exist (the system node group): without one the install would
+        wait for nodes that HyperPod creates only after it. @default wait when ``cluster`` is an :class:`EksCluster`
+        with a system node group or an imported cluster (which has its own nodes); not for an :class:`EksCluster`
+        without one
     """
 
     def __init__(
@@ -81,20 +84,24 @@ class HyperPodDependencies(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: ClusterLike,
+        cluster: EksCluster | ClusterLike,
         chart_dir: Path,
         region: str | None = None,
         tolerations: Sequence[Mapping[str, str]] = (),
-        wait: bool = True,
+        wait: bool | None = None,
     ) -> None:
         super().__init__(scope, id)
         if not (chart_dir / "Chart.yaml").is_file():
             raise ValueError(f"HyperPodDependencies: chart_dir {chart_dir} has no Chart.yaml")
+        eks_cluster = cluster if isinstance(cluster, EksCluster) else None
+        kubernetes = cluster.cluster if isinstance(cluster, EksCluster) else cluster
+        if wait is None:
+            wait = eks_cluster is None or eks_cluster.system_nodegroup is not None
         self.chart_asset = s3_assets.Asset(self, "ChartAsset", path=str(chart_dir))
         self.chart = eks.HelmChart(
             self,
             "Chart",
-            cluster=as_cluster_interface(cluster),
+            cluster=as_cluster_interface(kubernetes),
             chart_asset=self.chart_asset,
             release=RELEASE,
             namespace=NAMESPACE,
@@ -105,3 +112,12 @@ class HyperPodDependencies(Construct):
             timeout=cdk.Duration.minutes(10),
             values=chart_values(region if region is not None else cdk.Stack.of(self).region, tolerations),
         )
+        if eks_cluster is not None:
+            # Its controllers need a node with pod networking before HyperPod's nodes exist.
+            for prerequisite in (
+                eks_cluster.addons["vpc-cni"],
+                eks_cluster.addons["kube-proxy"],
+                eks_cluster.system_nodegroup,
+            ):
+                if prerequisite is not None:
+                    self.node.add_dependency(prerequisite)

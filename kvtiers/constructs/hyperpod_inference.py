@@ -20,9 +20,11 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 import kvtiers.constructs._checks as check
-from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface, pinned_addon
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pinned_addon
 from kvtiers.constructs.load_balancer_controller import load_balancer_controller_statements
+from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
 from kvtiers.k8s_charts.hyperpod_operator.contract import kyverno_values
+from kvtiers.k8s_charts.names import OPERATOR_PORT
 from kvtiers.platform_defaults import ADDON_VERSION_PATTERN
 
 OPERATOR_ADDON = "amazon-sagemaker-hyperpod-inference"
@@ -61,6 +63,28 @@ class OperatorAddonVersions:
         check.exact_addon_versions(self, ADDON_VERSION_PATTERN, "v1.0.0-eksbuild.1")
 
 
+KUBELET_PORT = 10250
+
+
+def _allow_operator_traffic(traffic: NodeTraffic) -> None:
+    # metrics-server (a prerequisite) scrapes every kubelet, from whichever kind of node it runs on.
+    traffic.allow_to_hyperpod(
+        PortRule(protocol="tcp", port=KUBELET_PORT, reason="metrics-server scrapes the HyperPod kubelets")
+    )
+    traffic.allow_to_system(
+        PortRule(
+            protocol="tcp", port=KUBELET_PORT, reason="metrics-server on a HyperPod node scrapes the system kubelets"
+        )
+    )
+    traffic.allow_to_hyperpod(
+        PortRule(
+            protocol="tcp",
+            port=OPERATOR_PORT,
+            reason="Inference Operator: its router and controller reach the model pods on their invocation port",
+        )
+    )
+
+
 class InferenceOperator(Construct):
     """The operator add-on with its prerequisites, roles and TLS bucket, and Kyverno.
 
@@ -70,7 +94,9 @@ class InferenceOperator(Construct):
 
     :param scope: the parent construct.
     :param id: the construct id.
-    :param cluster: the EKS cluster (with an OpenID Connect provider).
+    :param cluster: the EKS cluster (with an OpenID Connect provider). Given the :class:`EksCluster` construct, the
+        operator opens the ports it needs between system and HyperPod nodes (kubelets for metrics-server, the model
+        pods' invocation port) in its node traffic.
     :param hyperpod_cluster_arn: the HyperPod cluster the operator schedules on.
     :param environment_name: names the execution role ``SageMakerHyperPodInference-<environment_name>`` (cut to 64
         characters) and describes the resources.
@@ -86,7 +112,7 @@ class InferenceOperator(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: ClusterLike,
+        cluster: EksCluster | ClusterLike,
         hyperpod_cluster_arn: str,
         environment_name: str,
         addons: OperatorAddonVersions,
@@ -105,6 +131,10 @@ class InferenceOperator(Construct):
             "a chart version X.Y.Z",
         )
         check.distinct("InferenceOperator", "model_buckets", model_buckets)
+        if isinstance(cluster, EksCluster):
+            if cluster.node_traffic is not None:
+                _allow_operator_traffic(cluster.node_traffic)
+            cluster = cluster.cluster
         self._cluster = cluster
         self.tls_bucket = s3.Bucket(
             self,

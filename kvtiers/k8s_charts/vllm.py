@@ -70,6 +70,9 @@ class S3Weights:
     bucket: str
     prefix: str
     """Key prefix holding the weights, without leading or trailing slash."""
+    revision: str | None = None
+    """Version of the weights under the prefix (for example the commit they were copied from); part of the L2
+    namespace, so replacing the weights in place must change it. @default None (unpinned)"""
 
     def __post_init__(self) -> None:
         if not self.bucket or not self.prefix or self.prefix.startswith("/") or self.prefix.endswith("/"):

@@ -343,28 +343,18 @@ def port_table(ports: CurvinePorts) -> tuple[CurvinePort, ...]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CurvineCluster:
-    """One Curvine L2 as each of its charts sees it (passed as ``cluster=``): where masters, workers and the CSI
-    run, with which ports, images and budgets, and the cluster config they all read.
+class CurvineSettings:
+    """What a user chooses about one Curvine L2 beyond where it runs (see :class:`CurvineCluster`, which adds the
+    placement the platform decides): names, volume sizes, cache geometry, eviction, ports, images and budgets.
 
-    :param master_volumes: one :class:`MasterVolumeIds` per master; their number is the master count, 1, 3 or 5 (an
-        odd Raft quorum), fixed at install.
-    :param availability_zone: AZ name of the master volumes (a token for a new VPC); masters are pinned there.
-    :param hyperpod_groups: every HyperPod instance group: each node runs a CSI node pod, so any serving pod can
-        mount the L2. Names are unique.
-    :param worker_nodes: nodes in ``worker_groups``, one worker each: the L2 capacity is this times
-        ``capacity_gb``, what the janitor's watermarks are fractions of.
-    :param worker_groups: groups that run a worker (node-local NVMe) and the masters; each one of
-        ``hyperpod_groups``. @default every group in ``hyperpod_groups``
     :param namespace: the Curvine namespace (created with the masters). @default ``curvine``
     :param cluster_id: Curvine's ``cluster_id``. @default ``kvtiers``
-    :param meta_volume_gib: size of each master's metadata volume (1 to 16384). @default 20
-    :param journal_volume_gib: size of each master's journal volume (1 to 16384). @default 50
+    :param meta_volume_gib: size of each master's metadata volume (1 to 16384): the EBS volume and the
+        PersistentVolume both read it. @default 20
+    :param journal_volume_gib: size of each master's journal volume (1 to 16384), likewise. @default 50
     :param audit_log: master audit log (``master.audit_logging_enabled``): one line per file operation, i.e. per
         LMCache chunk stored or looked up. Off: the RPC is unauthenticated, so the log names only the client host
         it trusts anyway (Curvine's own default is on). @default False
-    :param tolerations: tolerations of the custom HyperPod taints, for the masters, workers and janitor. @default
-        none (no custom taints)
     :param nvme_mount: mount point of the node's NVMe instance store; the worker checks it is one before it starts.
         @default ``/opt/dlami/nvme`` (the DLAMI path)
     :param data_dir: cache directory below ``nvme_mount``. @default ``/opt/dlami/nvme/curvine``
@@ -379,17 +369,11 @@ class CurvineCluster:
     :param resources: @default :class:`CurvineResources` defaults
     """
 
-    master_volumes: tuple[MasterVolumeIds, ...]
-    availability_zone: str
-    hyperpod_groups: tuple[str, ...]
-    worker_nodes: int
-    worker_groups: tuple[str, ...] | None = None
     namespace: str = "curvine"
     cluster_id: str = "kvtiers"
     meta_volume_gib: int = 20
     journal_volume_gib: int = 50
     audit_log: bool = False
-    tolerations: tuple[Toleration, ...] = ()
     nvme_mount: str = "/opt/dlami/nvme"
     data_dir: str = "/opt/dlami/nvme/curvine"
     capacity_gb: int = 1000
@@ -402,6 +386,53 @@ class CurvineCluster:
     resources: CurvineResources = field(default_factory=CurvineResources)
 
     def __post_init__(self) -> None:
+        check_dns_label(self, "namespace", self.namespace)
+        check_dns_label(self, "cluster_id", self.cluster_id)
+        check_range(self, "meta_volume_gib", self.meta_volume_gib, 1, MAX_GP3_GIB)
+        check_range(self, "journal_volume_gib", self.journal_volume_gib, 1, MAX_GP3_GIB)
+        check_absolute_path(self, "nvme_mount", self.nvme_mount)
+        check_absolute_path(self, "data_dir", self.data_dir)
+        if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
+            raise _error(self, "data_dir", f"{self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
+        check_range(self, "capacity_gb", self.capacity_gb, 1)
+        check_range(self, "reserved_gb", self.reserved_gb, 0)
+        if not _BLOCK_SIZE.match(self.block_size):
+            raise _error(self, "block_size", f"{self.block_size!r} is not a size such as '64MB' (KB, MB or GB)")
+        check_absolute_path(self, "fs_path", self.fs_path)
+
+    def settings(self) -> dict[str, Any]:
+        """These settings as keyword arguments (for a :class:`CurvineCluster` from them)."""
+        return {f.name: getattr(self, f.name) for f in fields(CurvineSettings)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvineCluster(CurvineSettings):
+    """One Curvine L2 as each of its charts sees it (passed as ``cluster=``): its :class:`CurvineSettings` and where
+    masters, workers and the CSI run. :class:`~kvtiers.constructs.curvine.CurvineL2` builds it from the HyperPod
+    cluster and the journal volumes it creates.
+
+    :param master_volumes: one :class:`MasterVolumeIds` per master; their number is the master count, 1, 3 or 5 (an
+        odd Raft quorum), fixed at install.
+    :param availability_zone: AZ name of the master volumes (a token for a new VPC); masters are pinned there.
+    :param hyperpod_groups: every HyperPod instance group: each node runs a CSI node pod, so any serving pod can
+        mount the L2. Names are unique.
+    :param worker_nodes: nodes in ``worker_groups``, one worker each: the L2 capacity is this times
+        ``capacity_gb``, what the janitor's watermarks are fractions of.
+    :param worker_groups: groups that run a worker (node-local NVMe) and the masters; each one of
+        ``hyperpod_groups``. @default every group in ``hyperpod_groups``
+    :param tolerations: tolerations of the custom HyperPod taints, for the masters, workers and janitor. @default
+        none (no custom taints)
+    """
+
+    master_volumes: tuple[MasterVolumeIds, ...]
+    availability_zone: str
+    hyperpod_groups: tuple[str, ...]
+    worker_nodes: int
+    worker_groups: tuple[str, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if len(self.master_volumes) not in MASTER_COUNTS:
             raise _error(
                 self,
@@ -421,19 +452,6 @@ class CurvineCluster:
             if unknown:
                 raise _error(self, "worker_groups", f"{unknown} not in hyperpod_groups {list(self.hyperpod_groups)}")
         check_range(self, "worker_nodes", self.worker_nodes, 1)
-        check_dns_label(self, "namespace", self.namespace)
-        check_dns_label(self, "cluster_id", self.cluster_id)
-        check_range(self, "meta_volume_gib", self.meta_volume_gib, 1, MAX_GP3_GIB)
-        check_range(self, "journal_volume_gib", self.journal_volume_gib, 1, MAX_GP3_GIB)
-        check_absolute_path(self, "nvme_mount", self.nvme_mount)
-        check_absolute_path(self, "data_dir", self.data_dir)
-        if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
-            raise _error(self, "data_dir", f"{self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
-        check_range(self, "capacity_gb", self.capacity_gb, 1)
-        check_range(self, "reserved_gb", self.reserved_gb, 0)
-        if not _BLOCK_SIZE.match(self.block_size):
-            raise _error(self, "block_size", f"{self.block_size!r} is not a size such as '64MB' (KB, MB or GB)")
-        check_absolute_path(self, "fs_path", self.fs_path)
 
     # ------------------------------------------------------------------------------------------- derived facts
 
