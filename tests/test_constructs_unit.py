@@ -33,6 +33,7 @@ from kvtiers.constructs import (
 )
 from kvtiers.constructs.hyperpod_inference import InferenceOperator, OperatorAddonVersions
 from kvtiers.constructs.observability import Observability
+from kvtiers.k8s_charts.tolerations import Toleration
 
 ACCOUNT, REGION = "123456789012", "eu-west-1"
 ADDONS = {
@@ -222,7 +223,7 @@ def test_hyperpod_dependencies_installs_the_chart_for_the_stacks_region(stack, t
         "Deps",
         cluster=imported_cluster(stack),
         chart_dir=chart_dir(tmp_path),
-        tolerations=({"key": "team", "operator": "Exists", "effect": "NoSchedule"},),
+        tolerations=(Toleration(key="team"),),
     )
     (chart,) = resources(Template.from_stack(stack), "Custom::AWSCDK-EKS-HelmChart")
     assert chart["Namespace"] == "kube-system" and chart["Wait"] is True

@@ -409,19 +409,25 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config_but_
         (lambda: serving(name="e" * 53), "ServingChart: name 'e+' is not a DNS-1123 label of at most 52"),
         (lambda: serving(namespace="serving_ns"), "ServingChart: namespace 'serving_ns' is not a DNS-1123 label"),
         (lambda: serving(hash_seed="random"), "ServingChart: hash_seed 'random' is not a PYTHONHASHSEED"),
-        (lambda: Router(image="r:1", routing="loadaware", replicas=1), "Router: routing 'loadaware' is not one of"),
+        (
+            lambda: Router(image="r:1", routing="loadaware", replicas=1),
+            "Router: routing must be one of .*, got 'loadaware'",
+        ),
         (lambda: Router(image="r:1", routing="prefixaware", replicas=0), "Router: replicas must be at least 1"),
         (lambda: dataclasses.replace(ENGINE, model_sync_image=""), "Engine: model_sync_image is empty"),
         (
             lambda: dataclasses.replace(ENGINE, gpu_memory_utilization=1.5),
             "Engine: gpu_memory_utilization must be in",
         ),
-        (lambda: dataclasses.replace(ENGINE, dtype="float32"), "Engine: dtype 'float32' is not one of"),
+        (
+            lambda: dataclasses.replace(ENGINE, dtype="float32"),
+            "Engine: dtype must be one of 'bfloat16', 'float16', got 'float32'",
+        ),
         (
             lambda: dataclasses.replace(ENGINE, tensor_parallel_size=0),
             "Engine: tensor_parallel_size must be at least 1",
         ),
-        (lambda: Toleration(key="k", effect="Never"), "Toleration: effect 'Never' is not one of"),
+        (lambda: Toleration(key="k", effect="Never"), "Toleration: effect must be one of .*, got 'Never'"),
         (lambda: S3Weights(bucket="b", prefix="/p/"), "S3Weights: .* without a leading or trailing slash"),
         (lambda: LMCache(max_local_cpu_size_gib=0), "LMCache: max_local_cpu_size_gib must be positive"),
         (lambda: LMCache(max_local_cpu_size_gib=1, chunk_size=0), "LMCache: chunk_size must be at least 1"),
@@ -459,7 +465,10 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config_but_
             lambda: dataclasses.replace(OPERATOR, memory_gib=4),
             "OperatorEndpoint: memory_gib 4 is less than the LMCache L1",
         ),
-        (lambda: dataclasses.replace(OPERATOR, api="responses"), "OperatorEndpoint: api 'responses' is not one of"),
+        (
+            lambda: dataclasses.replace(OPERATOR, api="responses"),
+            "OperatorEndpoint: api must be one of 'completions', 'chat', got 'responses'",
+        ),
         (
             lambda: CurvineL2PolicyChart(cdk8s.App(), "p", endpoint=OPERATOR),
             "CurvineL2PolicyChart: endpoint.l2_backend must be 'curvine'",
@@ -519,7 +528,7 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config_but_
         ),
         (
             lambda: NamespaceChart(cdk8s.App(), "ns", names=("serving",), enforce={"serving": "strict"}),
-            "NamespaceChart: enforce 'strict' is not one of",
+            "NamespaceChart: enforce must be one of .*, got 'strict'",
         ),
         (
             lambda: ScraperRbacChart(cdk8s.App(), "rbac", user="collector", namespaces=()),

@@ -366,18 +366,6 @@ class HyperPod(Strict):
     def group(self, name: str) -> InstanceGroup:
         return next(g for g in self.instance_groups if g.name == name)
 
-    @property
-    def taint_tolerations(self) -> tuple[dict[str, str], ...]:
-        """One Kubernetes toleration per distinct custom taint of any group, for node agents that must run on every
-        HyperPod node (device plugins)."""
-        taints = sorted({(t.key, t.value, t.effect) for g in self.instance_groups for t in g.taints})
-        return tuple(
-            {"key": key, "operator": "Equal", "value": value, "effect": effect}
-            if value
-            else {"key": key, "operator": "Exists", "effect": effect}
-            for key, value, effect in taints
-        )
-
 
 # --------------------------------------------------------------------------------------------------- Curvine
 

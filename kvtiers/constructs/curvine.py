@@ -34,7 +34,6 @@ from kvtiers.k8s_charts.curvine_l2 import (
     CurvineStorageChart,
     CurvineWorkerChart,
     MasterVolumeIds,
-    Toleration,
 )
 from kvtiers.k8s_charts.curvine_l2.charts import (
     DEFAULT_CLAIM_NAME,
@@ -42,6 +41,7 @@ from kvtiers.k8s_charts.curvine_l2.charts import (
     DEFAULT_JANITOR_INTERVAL_SECONDS,
 )
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Volume
+from kvtiers.k8s_charts.tolerations import tolerating
 from kvtiers.platform_defaults import (
     EBS_CSI_DRIVER_VERSION,
     MIN_EBS_CSI_DRIVER_VERSION,
@@ -157,7 +157,6 @@ class CurvineL2(Construct):
         # The driver's node pods run on HyperPod nodes, and it attaches through the HyperPod cluster's API.
         self.ebs_csi.node.add_dependency(hyperpod.cluster)
 
-        taints = sorted({(t.key, t.value, t.effect) for g in hyperpod.instance_groups for t in g.taints})
         self.cluster = CurvineCluster(
             **settings.settings(),
             master_volumes=tuple(
@@ -168,7 +167,7 @@ class CurvineL2(Construct):
             hyperpod_groups=tuple(groups),
             worker_nodes=sum(groups[name].count for name in workers),
             worker_groups=None if worker_groups is None else workers,
-            tolerations=tuple(Toleration(key=k, value=v or None, effect=e) for k, v, e in taints),
+            tolerations=tolerating((t.key, t.value, t.effect) for g in hyperpod.instance_groups for t in g.taints),
         )
         if eks_cluster.node_traffic is not None:
             eks_cluster.node_traffic.allow_to_hyperpod(

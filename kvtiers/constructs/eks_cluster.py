@@ -19,7 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
 from kvtiers.constructs.node_traffic import IpProtocol, NodeTraffic, PortRule
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, Support, release, support, support_note
 from kvtiers.platform_defaults import (

@@ -19,7 +19,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
 from kvtiers.platform_defaults import (

@@ -9,7 +9,7 @@ that folder as a chart asset.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.k8s_charts.tolerations import Toleration
 
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"
@@ -46,14 +47,14 @@ v0.16.1 ``templates/daemonset-device-plugin.yml``; aws/eks-charts ``aws-efa-k8s-
 ``templates/daemonset.yaml``). The health-monitoring agent tolerates every taint in its own template."""
 
 
-def chart_values(region: str, tolerations: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+def chart_values(region: str, tolerations: Sequence[Toleration]) -> dict[str, Any]:
     """Values for the dependency chart: the region for the health-monitoring agent's image, and every custom taint
     tolerated by the device plugins."""
     # Subchart values are keyed by the subchart name, not the enable flag (sagemaker-hyperpod-cli#289).
     values: dict[str, Any] = {"health-monitoring-agent": {"region": region}, "global": {"region": region}}
     if tolerations:
         for subchart, defaults in DEVICE_PLUGIN_TOLERATIONS.items():
-            values[subchart] = {"tolerations": [*defaults, *(dict(t) for t in tolerations)]}
+            values[subchart] = {"tolerations": [*defaults, *(t.to_dict() for t in tolerations)]}
     return values
 
 
@@ -69,7 +70,7 @@ class HyperPodDependencies(Construct):
     :param chart_dir: a local copy of ``helm_chart/HyperPodHelmChart`` with its ``charts/`` resolved
         (``helm dependency update``); must hold ``Chart.yaml``.
     :param region: the region of the health-monitoring agent's image. @default the stack's region
-    :param tolerations: Kubernetes tolerations (as in a pod spec) for the custom taints of the HyperPod groups; the
+    :param tolerations: tolerations of the custom taints of the HyperPod groups; the
         device plugins get them on top of their own, so that tainted GPU nodes still offer ``nvidia.com/gpu``.
         @default none (no custom taints)
     :param wait: wait until the chart's controllers (training and MPI operators) are ready, and roll back otherwise.
@@ -87,7 +88,7 @@ class HyperPodDependencies(Construct):
         cluster: EksCluster | ClusterLike,
         chart_dir: Path,
         region: str | None = None,
-        tolerations: Sequence[Mapping[str, str]] = (),
+        tolerations: Sequence[Toleration] = (),
         wait: bool | None = None,
     ) -> None:
         super().__init__(scope, id)

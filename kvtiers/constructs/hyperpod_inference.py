@@ -19,7 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pinned_addon
 from kvtiers.constructs.load_balancer_controller import load_balancer_controller_statements
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule

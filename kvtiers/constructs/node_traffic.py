@@ -16,7 +16,7 @@ from typing import Literal, cast
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
 
 IpProtocol = Literal["tcp", "udp"]
 TO_HYPERPOD = "ToHyperPod"

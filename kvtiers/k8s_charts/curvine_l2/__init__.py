@@ -16,9 +16,9 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     CurvineSettings,
     MasterVolumeIds,
     Resources,
-    Toleration,
     port_table,
 )
+from kvtiers.k8s_charts.tolerations import Toleration
 
 __all__ = [
     "CurvineCluster",

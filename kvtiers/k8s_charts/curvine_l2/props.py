@@ -11,14 +11,15 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import tomli_w
 from cdk8s_plus_33 import k8s
 
-from kvtiers.k8s_charts.checks import DNS_LABEL
+from kvtiers.checks import absolute_path, dns_label, in_range, invalid, one_of, pinned_image
 from kvtiers.k8s_charts.names import curvine_master_host, curvine_master_pod
 from kvtiers.k8s_charts.security import quantity
+from kvtiers.k8s_charts.tolerations import Toleration
 
 GB = 1000**3
 """Curvine's capacity unit (``[SSD:<n>GB]``, ``dir_reserved``): decimal gigabytes."""
@@ -73,43 +74,9 @@ MAX_GP3_GIB = 16384
 
 Network = Literal["host", "pod"]
 EvictionPolicy = Literal["lru", "lfu"]
-TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
-_PINNED_IMAGE = re.compile(
-    r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[a-f0-9]{64})$"
-)
 _CPU = re.compile(r"^\d+(\.\d+)?m?$")
-_ABSOLUTE_PATH = re.compile(r"^/[^\s]+$")
 _BLOCK_SIZE = re.compile(r"^\d+(KB|MB|GB)$")
-
-
-def _error(owner: object, name: str, problem: str) -> ValueError:
-    return ValueError(f"{type(owner).__name__}.{name}: {problem}")
-
-
-def check_dns_label(owner: object, name: str, value: str) -> None:
-    if len(value) > 63 or not DNS_LABEL.match(value):
-        raise _error(owner, name, f"{value!r} is not a DNS-1123 label (lower-case alphanumerics and '-', <= 63)")
-
-
-def check_image(owner: object, name: str, value: str) -> None:
-    """Every image pinned by tag or digest, never the moving ``latest``."""
-    tag = value.split("@")[0].rsplit("/", 1)[-1].partition(":")[2]
-    if tag == "latest":
-        raise _error(owner, name, f"image {value!r} uses the moving tag 'latest'; pin a version tag or digest")
-    if not _PINNED_IMAGE.match(value):
-        raise _error(owner, name, f"image {value!r} has no tag; give 'repository:tag' or 'repository@sha256:<digest>'")
-
-
-def check_absolute_path(owner: object, name: str, value: str) -> None:
-    if not _ABSOLUTE_PATH.match(value):
-        raise _error(owner, name, f"{value!r} is not an absolute path")
-
-
-def check_range(owner: object, name: str, value: int, low: int, high: int | None = None) -> None:
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"{low} to {high}"
-        raise _error(owner, name, f"{value} is out of range ({bound})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,9 +102,9 @@ class CurvinePorts:
     def __post_init__(self) -> None:
         owners: dict[int, str] = {}
         for name, port in self.by_name().items():
-            check_range(self, name, port, 1, 65535)
+            in_range(self, name, port, 1, 65535)
             if port in owners:
-                raise _error(self, name, f"{port} is also {owners[port]}'s port; every port must be distinct")
+                raise invalid(self, name, f"{port} is also {owners[port]}'s port; every port must be distinct")
             owners[port] = name
 
     def by_name(self) -> dict[str, int]:
@@ -163,7 +130,7 @@ class CurvineImages:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            check_image(self, f.name, getattr(self, f.name))
+            pinned_image(self, f.name, getattr(self, f.name))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,8 +146,8 @@ class Resources:
 
     def __post_init__(self) -> None:
         if not _CPU.match(self.cpu):
-            raise _error(self, "cpu", f"{self.cpu!r} is not a CPU quantity such as '2', '0.5' or '500m'")
-        check_range(self, "memory_gib", self.memory_gib, 1)
+            raise invalid(self, "cpu", f"{self.cpu!r} is not a CPU quantity such as '2', '0.5' or '500m'")
+        in_range(self, "memory_gib", self.memory_gib, 1)
 
     def to_k8s(self) -> k8s.ResourceRequirements:
         amount = {"cpu": quantity(self.cpu), "memory": quantity(f"{self.memory_gib}Gi")}
@@ -236,39 +203,12 @@ class CurvineEviction:
         for name in ("high_watermark", "low_watermark"):
             value = getattr(self, name)
             if not 0 < value < 1:
-                raise _error(self, name, f"{value} must be between 0 and 1 (a fraction of the L2 capacity)")
+                raise invalid(self, name, f"{value} must be between 0 and 1 (a fraction of the L2 capacity)")
         if self.low_watermark >= self.high_watermark:
-            raise _error(
+            raise invalid(
                 self, "low_watermark", f"{self.low_watermark} must be below high_watermark {self.high_watermark}"
             )
-        if self.policy not in get_args(EvictionPolicy):
-            raise _error(self, "policy", f"{self.policy!r} is not one of {', '.join(get_args(EvictionPolicy))}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Toleration:
-    """A toleration of a custom HyperPod node taint.
-
-    :param key: the taint's key.
-    :param value: the taint's value; ``None`` tolerates any value (operator ``Exists``). @default None
-    :param effect: @default ``NoSchedule``
-    """
-
-    key: str
-    value: str | None = None
-    effect: TaintEffect = "NoSchedule"
-
-    def __post_init__(self) -> None:
-        if not self.key:
-            raise _error(self, "key", "is required")
-        if self.value == "":
-            raise _error(self, "value", "is empty: give None to tolerate any value")
-        if self.effect not in get_args(TaintEffect):
-            raise _error(self, "effect", f"{self.effect!r} is not one of {', '.join(get_args(TaintEffect))}")
-
-    def to_k8s(self) -> k8s.Toleration:
-        operator = "Exists" if self.value is None else "Equal"
-        return k8s.Toleration(key=self.key, operator=operator, value=self.value, effect=self.effect)
+        one_of(self, "policy", self.policy, EvictionPolicy)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -386,19 +326,19 @@ class CurvineSettings:
     resources: CurvineResources = field(default_factory=CurvineResources)
 
     def __post_init__(self) -> None:
-        check_dns_label(self, "namespace", self.namespace)
-        check_dns_label(self, "cluster_id", self.cluster_id)
-        check_range(self, "meta_volume_gib", self.meta_volume_gib, 1, MAX_GP3_GIB)
-        check_range(self, "journal_volume_gib", self.journal_volume_gib, 1, MAX_GP3_GIB)
-        check_absolute_path(self, "nvme_mount", self.nvme_mount)
-        check_absolute_path(self, "data_dir", self.data_dir)
+        dns_label(self, "namespace", self.namespace)
+        dns_label(self, "cluster_id", self.cluster_id)
+        in_range(self, "meta_volume_gib", self.meta_volume_gib, 1, MAX_GP3_GIB)
+        in_range(self, "journal_volume_gib", self.journal_volume_gib, 1, MAX_GP3_GIB)
+        absolute_path(self, "nvme_mount", self.nvme_mount)
+        absolute_path(self, "data_dir", self.data_dir)
         if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
-            raise _error(self, "data_dir", f"{self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
-        check_range(self, "capacity_gb", self.capacity_gb, 1)
-        check_range(self, "reserved_gb", self.reserved_gb, 0)
+            raise invalid(self, "data_dir", f"{self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
+        in_range(self, "capacity_gb", self.capacity_gb, 1)
+        in_range(self, "reserved_gb", self.reserved_gb, 0)
         if not _BLOCK_SIZE.match(self.block_size):
-            raise _error(self, "block_size", f"{self.block_size!r} is not a size such as '64MB' (KB, MB or GB)")
-        check_absolute_path(self, "fs_path", self.fs_path)
+            raise invalid(self, "block_size", f"{self.block_size!r} is not a size such as '64MB' (KB, MB or GB)")
+        absolute_path(self, "fs_path", self.fs_path)
 
     def settings(self) -> dict[str, Any]:
         """These settings as keyword arguments (for a :class:`CurvineCluster` from them)."""
@@ -434,24 +374,24 @@ class CurvineCluster(CurvineSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         if len(self.master_volumes) not in MASTER_COUNTS:
-            raise _error(
+            raise invalid(
                 self,
                 "master_volumes",
                 f"{len(self.master_volumes)} given; Curvine runs 1, 3 or 5 masters (an odd Raft quorum)",
             )
         if not self.availability_zone:
-            raise _error(self, "availability_zone", "is required")
+            raise invalid(self, "availability_zone", "is required")
         if not self.hyperpod_groups:
-            raise _error(self, "hyperpod_groups", "needs at least one HyperPod instance group")
+            raise invalid(self, "hyperpod_groups", "needs at least one HyperPod instance group")
         if len(set(self.hyperpod_groups)) != len(self.hyperpod_groups):
-            raise _error(self, "hyperpod_groups", f"names must be unique, got {list(self.hyperpod_groups)}")
+            raise invalid(self, "hyperpod_groups", f"names must be unique, got {list(self.hyperpod_groups)}")
         if self.worker_groups is not None:
             if not self.worker_groups:
-                raise _error(self, "worker_groups", "is empty; give None for every HyperPod group")
+                raise invalid(self, "worker_groups", "is empty; give None for every HyperPod group")
             unknown = sorted(set(self.worker_groups) - set(self.hyperpod_groups))
             if unknown:
-                raise _error(self, "worker_groups", f"{unknown} not in hyperpod_groups {list(self.hyperpod_groups)}")
-        check_range(self, "worker_nodes", self.worker_nodes, 1)
+                raise invalid(self, "worker_groups", f"{unknown} not in hyperpod_groups {list(self.hyperpod_groups)}")
+        in_range(self, "worker_nodes", self.worker_nodes, 1)
 
     # ------------------------------------------------------------------------------------------- derived facts
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import checks, names
+from kvtiers import checks
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import L2Volume, l2_namespace
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router

@@ -289,9 +289,10 @@ class EngineDeployment(Construct):
             security_context=container_security_context(root=True),
         )
         # The GPU taint last: the instance group's own taints come first, as the group declares them.
-        tolerations = [
-            k8s.Toleration(key=t.key, operator=t.operator, effect=t.effect, value=t.value) for t in engine.tolerations
-        ] + [k8s.Toleration(key=names.GPU_RESOURCE, operator="Exists", effect="NoSchedule"), *node_loss_tolerations()]
+        tolerations = [t.to_k8s() for t in engine.tolerations] + [
+            k8s.Toleration(key=names.GPU_RESOURCE, operator="Exists", effect="NoSchedule"),
+            *node_loss_tolerations(),
+        ]
         self.deployment = k8s.KubeDeployment(
             self,
             "Deployment",

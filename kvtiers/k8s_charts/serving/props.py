@@ -6,37 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 from kvtiers import serving_defaults
+from kvtiers.checks import in_range, one_of
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
-from kvtiers.k8s_charts.checks import at_least, one_of
+from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import DTYPES, ROUTINGS, Dtype, Routing, S3Weights, Weights
 from kvtiers.models import KNOWN_MODELS, ModelShape
 from kvtiers.serving_defaults import EnginePodSizing, engine_pod_sizing
 
 MODELS_DIR = "/models"
-TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-TAINT_EFFECTS: tuple[str, ...] = get_args(TaintEffect)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Toleration:
-    """Tolerates a node taint: ``key=value:effect``, or any value of ``key`` when ``value`` is None."""
-
-    key: str
-    effect: TaintEffect
-    value: str | None = None
-    """@default None (tolerate the key with any value: operator ``Exists``)"""
-
-    def __post_init__(self) -> None:
-        one_of("Toleration", "effect", self.effect, TAINT_EFFECTS)
-        if not self.key:
-            raise ValueError("Toleration: key is empty")
-
-    @property
-    def operator(self) -> Literal["Equal", "Exists"]:
-        return "Equal" if self.value else "Exists"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,7 +91,7 @@ class Engine:
             ("vllm_overhead_gib", 1),
             ("startup_timeout_seconds", 1),
         ):
-            at_least("Engine", name, getattr(self, name), minimum)
+            in_range("Engine", name, getattr(self, name), minimum)
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"Engine: gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.model_shape is None and self.model not in KNOWN_MODELS:
@@ -206,13 +185,13 @@ class Router:
         one_of("Router", "routing", self.routing, ROUTINGS)
         if self.replicas is None:
             object.__setattr__(self, "replicas", 1 if self.routing == "kvaware" else serving_defaults.ROUTER_REPLICAS)
-        at_least("Router", "replicas", self.replica_count, 1)
+        in_range("Router", "replicas", self.replica_count, 1)
         if self.routing == "session" and not self.session_key:
             raise ValueError("Router: session_key is required when routing is 'session'")
         if self.kv_aware_threshold is not None:
             if self.routing != "kvaware":
                 raise ValueError(f"Router: kv_aware_threshold applies to routing 'kvaware' only, not {self.routing!r}")
-            at_least("Router", "kv_aware_threshold", self.kv_aware_threshold, 1)
+            in_range("Router", "kv_aware_threshold", self.kv_aware_threshold, 1)
         if self.routing == "kvaware" and self.replica_count != 1:
             raise ValueError(
                 f"Router: replicas must be 1 when routing is 'kvaware', got {self.replica_count} (each engine reports its "

@@ -23,6 +23,7 @@ from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup, 
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
 from kvtiers.constructs.network import ExistingVpcAttributes, HyperPodNetwork, NewVpcOptions
 from kvtiers.constructs.node_traffic import PortRule
+from kvtiers.k8s_charts.tolerations import tolerating
 
 if TYPE_CHECKING:
     from kvtiers.constructs.hyperpod_inference import InferenceOperator
@@ -88,7 +89,12 @@ def hyperpod_dependencies(
     scope: Construct, id: str, env: Environment, eks: EksCluster, *, chart_dir: Path
 ) -> HyperPodDependencies:
     return HyperPodDependencies(
-        scope, id, cluster=eks, chart_dir=chart_dir, region=env.region, tolerations=env.hyperpod.taint_tolerations
+        scope,
+        id,
+        cluster=eks,
+        chart_dir=chart_dir,
+        region=env.region,
+        tolerations=tolerating((t.key, t.value, t.effect) for g in env.hyperpod.instance_groups for t in g.taints),
     )
 
 
