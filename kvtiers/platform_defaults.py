@@ -52,6 +52,17 @@ KUBE_PROXY_VERSION = "v1.34.3-eksbuild.2"
 EKS_POD_IDENTITY_AGENT_VERSION = "v1.3.9-eksbuild.3"
 EBS_CSI_DRIVER_VERSION = "v1.50.1-eksbuild.1"
 
+# The HyperPod Inference Operator add-on and its prerequisites, pinned likewise (docs/operator-contract.md).
+INFERENCE_OPERATOR_VERSION = "v1.0.0-eksbuild.1"
+"""``amazon-sagemaker-hyperpod-inference``: ships the operator CRD of chart 2.0.0 (no ``spec.kubernetes``); the
+endpoint spec uses only fields of the versions listed in docs/operator-contract.md."""
+CERT_MANAGER_VERSION = "v1.18.2-eksbuild.2"
+S3_CSI_DRIVER_VERSION = "v1.14.1-eksbuild.1"
+FSX_CSI_DRIVER_VERSION = "v1.7.0-eksbuild.1"
+METRICS_SERVER_VERSION = "v0.8.0-eksbuild.2"
+KYVERNO_CHART_VERSION = "3.5.2"
+"""The Kyverno Helm chart that mutates operator pods to mount the Curvine L2."""
+
 # --------------------------------------------------------------------------------------------------- HyperPod
 
 SAGEMAKER_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"

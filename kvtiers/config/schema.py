@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from kvtiers import curvine_defaults as curvine
 from kvtiers import platform_defaults as platform
 from kvtiers import serving_defaults
 from kvtiers.aws_limits import GP3_MAX_GIB, GP3_MAX_IOPS, GP3_MAX_MIBPS, GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
@@ -371,22 +372,22 @@ class HyperPod(Strict):
 
 
 class CurvineImages(ImageField):
-    runtime_image: str = "ghcr.io/curvineio/curvine:v0.4.1"
-    csi_image: str = "ghcr.io/curvineio/curvine-csi:v0.4.1"
-    csi_provisioner_image: str = "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0"
-    csi_node_driver_registrar_image: str = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
-    csi_livenessprobe_image: str = "registry.k8s.io/sig-storage/livenessprobe:v2.15.0"
+    runtime_image: str = curvine.RUNTIME_IMAGE
+    csi_image: str = curvine.CSI_IMAGE
+    csi_provisioner_image: str = curvine.CSI_PROVISIONER_IMAGE
+    csi_node_driver_registrar_image: str = curvine.CSI_NODE_DRIVER_REGISTRAR_IMAGE
+    csi_livenessprobe_image: str = curvine.CSI_LIVENESSPROBE_IMAGE
 
 
 class CurvinePorts(Strict):
     """Every Curvine port, set explicitly because the code and the docs disagree on the web-port defaults."""
 
-    master_rpc: int = 8995
-    journal: int = 8996
-    worker_rpc: int = 8997
-    master_web: int = 9000
-    worker_web: int = 9001
-    fuse_web: int = 9002
+    master_rpc: int = curvine.MASTER_RPC_PORT
+    journal: int = curvine.JOURNAL_PORT
+    worker_rpc: int = curvine.WORKER_RPC_PORT
+    master_web: int = curvine.MASTER_WEB_PORT
+    worker_web: int = curvine.WORKER_WEB_PORT
+    fuse_web: int = curvine.FUSE_WEB_PORT
 
     @model_validator(mode="after")
     def _distinct(self) -> CurvinePorts:
@@ -405,7 +406,7 @@ class CurvineMaster(Strict):
     volume_throughput_mibps: int = Field(default=GP3_MIN_MIBPS, ge=GP3_MIN_MIBPS, le=GP3_MAX_MIBPS)
     snapshot_on_delete: bool = platform.SNAPSHOT_ON_DELETE
     """Removal policy: snapshot the journal volumes when the stack deletes them (default), else destroy."""
-    audit_log: bool = False
+    audit_log: bool = curvine.AUDIT_LOG
     """Master audit log (Curvine's default is on): one log line per file operation, i.e. per LMCache chunk stored or
     looked up. Off by default: the RPC is unauthenticated, so the log names only the client host it trusts anyway."""
 
@@ -428,16 +429,16 @@ class CurvineMaster(Strict):
 
 
 class CurvineWorker(Strict):
-    nvme_mount: AbsolutePath = "/opt/dlami/nvme"
+    nvme_mount: AbsolutePath = curvine.NVME_MOUNT
     """Where the node's NVMe instance store is mounted. The worker refuses to start unless this is a mount point of
     a filesystem on the instance store, so the cache never lands on the root disk. Default: the DLAMI path the
     source design used; AWS's EBS-CSI-on-HyperPod page also describes an LVM volume at ``/opt/sagemaker`` (which
     the check accepts when it includes the instance store): check with ``findmnt`` on a node."""
-    data_dir: str = "/opt/dlami/nvme/curvine"
+    data_dir: str = curvine.DATA_DIR
     """Cache directory, below ``nvme_mount`` (created on first start)."""
-    capacity_gb: int = Field(default=1000, ge=1)
+    capacity_gb: int = Field(default=curvine.CAPACITY_GB, ge=1)
     """Cache capacity per worker; must fit on the instance type's NVMe."""
-    reserved_gb: int = Field(default=20, ge=0)
+    reserved_gb: int = Field(default=curvine.RESERVED_GB, ge=0)
     """Space Curvine leaves free on the disk (``dir_reserved``)."""
 
     @field_validator("data_dir")
@@ -465,11 +466,13 @@ class CurvineEviction(Strict):
     Curvine worker left unreadable.
     """
 
-    high_watermark: float = Field(default=0.85, gt=0, lt=1)
-    low_watermark: float = Field(default=0.70, gt=0, lt=1)
-    policy: Literal["lru", "lfu"] = "lru"
+    high_watermark: float = Field(default=curvine.HIGH_WATERMARK, gt=0, lt=1)
+    low_watermark: float = Field(default=curvine.LOW_WATERMARK, gt=0, lt=1)
+    policy: curvine.EvictionPolicy = curvine.EVICTION_POLICY
     """Curvine's own quota-eviction policy (kept configured; at v0.4.1 it only ever removes expired files)."""
-    janitor_interval_seconds: int = Field(default=600, ge=60, le=86400)
+    janitor_interval_seconds: int = Field(
+        default=curvine.JANITOR_INTERVAL_SECONDS, ge=curvine.MIN_JANITOR_INTERVAL_SECONDS, le=86400
+    )
     """Seconds from the start of one janitor run to the next. Default: 10 minutes, so the L2 overshoots the high
     watermark by at most ten minutes of writes."""
 
@@ -484,33 +487,38 @@ class PodSize(Strict):
     cpu: str = Field(pattern=r"^\d+(\.\d+)?m?$")
     memory_gib: int = Field(ge=1)
 
+    @classmethod
+    def default(cls, container: str) -> PodSize:
+        cpu, memory_gib = curvine.RESOURCES[container]
+        return cls(cpu=cpu, memory_gib=memory_gib)
+
 
 class CurvineResources(Strict):
     """Requests = limits for each Curvine container (Guaranteed QoS, so cache pods are not evicted first)."""
 
-    master: PodSize = PodSize(cpu="2", memory_gib=8)
-    worker: PodSize = PodSize(cpu="4", memory_gib=8)
+    master: PodSize = PodSize.default("master")
+    worker: PodSize = PodSize.default("worker")
     """Counted against each GPU node's memory budget."""
-    fuse: PodSize = PodSize(cpu="2", memory_gib=4)
+    fuse: PodSize = PodSize.default("fuse")
     """The FUSE processes of a node (embedded in the CSI node plugin container, which gets this plus ``csi_node``);
     counted against each GPU node's memory budget."""
-    csi_node: PodSize = PodSize(cpu="500m", memory_gib=1)
-    csi_controller: PodSize = PodSize(cpu="500m", memory_gib=1)
-    sidecar: PodSize = PodSize(cpu="100m", memory_gib=1)
+    csi_node: PodSize = PodSize.default("csi_node")
+    csi_controller: PodSize = PodSize.default("csi_controller")
+    sidecar: PodSize = PodSize.default("sidecar")
 
 
 class Curvine(Strict):
-    namespace: DnsLabel = "curvine"
-    cluster_id: DnsLabel = "kvtiers"
+    namespace: DnsLabel = curvine.NAMESPACE
+    cluster_id: DnsLabel = curvine.CLUSTER_ID
     images: CurvineImages = CurvineImages()
     ports: CurvinePorts = CurvinePorts()
     master: CurvineMaster = CurvineMaster()
     worker: CurvineWorker = CurvineWorker()
     eviction: CurvineEviction = CurvineEviction()
     resources: CurvineResources = CurvineResources()
-    block_size: str = Field(default="64MB", pattern=r"^\d+(KB|MB|GB)$")
+    block_size: str = Field(default=curvine.BLOCK_SIZE, pattern=r"^\d+(KB|MB|GB)$")
     """Curvine block size; 64 MB holds several 14 MiB LMCache chunks of a 7B model per block."""
-    fs_path: AbsolutePath = "/l2cache"
+    fs_path: AbsolutePath = curvine.FS_PATH
     """Curvine namespace path the StorageClass serves (``fs-path``)."""
     worker_group: str | None = None
     """Instance group that runs workers. Default: every HyperPod group."""
@@ -710,8 +718,8 @@ class Serving(Strict):
     round trip costing as much as recompute: 0.99x at 500 tokens)."""
     l2_mount_path: AbsolutePath = DEFAULT_MOUNT_PATH
     """Where the Curvine L2 claim is mounted in serving pods; LMCache's ``remote_url`` path is derived from it."""
-    l2_claim_name: DnsLabel = "curvine-l2"
-    l2_claim_size_gib: int = Field(default=100, ge=1)
+    l2_claim_name: DnsLabel = curvine.CLAIM_NAME
+    l2_claim_size_gib: int = Field(default=curvine.CLAIM_SIZE_GIB, ge=1)
     """Nominal (Curvine does not enforce it); capacity comes from the workers."""
     images: ServingImages = ServingImages()
     endpoints: tuple[Endpoint, ...] = ()
@@ -737,20 +745,20 @@ class Serving(Strict):
 class OperatorAddonVersions(Strict):
     """Pinned EKS add-on versions of the HyperPod Inference Operator and its prerequisites."""
 
-    inference_operator: str = "v1.0.0-eksbuild.1"
+    inference_operator: str = platform.INFERENCE_OPERATOR_VERSION
     """``amazon-sagemaker-hyperpod-inference``. This version ships the operator CRD of chart 2.0.0 (no
     ``spec.kubernetes``); the endpoint spec uses only fields of the versions listed in docs/operator-contract.md."""
-    cert_manager: str = "v1.18.2-eksbuild.2"
-    s3_csi_driver: str = "v1.14.1-eksbuild.1"
-    fsx_csi_driver: str = "v1.7.0-eksbuild.1"
-    metrics_server: str = "v0.8.0-eksbuild.2"
+    cert_manager: str = platform.CERT_MANAGER_VERSION
+    s3_csi_driver: str = platform.S3_CSI_DRIVER_VERSION
+    fsx_csi_driver: str = platform.FSX_CSI_DRIVER_VERSION
+    metrics_server: str = platform.METRICS_SERVER_VERSION
 
 
 class InferenceOperator(Strict):
     """Settings for endpoints with ``serving: operator`` (used only when at least one exists)."""
 
     addons: OperatorAddonVersions = OperatorAddonVersions()
-    kyverno_chart_version: str = Field(default="3.5.2", pattern=r"^\d+\.\d+\.\d+$")
+    kyverno_chart_version: str = Field(default=platform.KYVERNO_CHART_VERSION, pattern=r"^\d+\.\d+\.\d+$")
     """Kyverno Helm chart that mutates operator pods to mount the Curvine L2."""
     l2_backend: Literal["curvine", "tieredstorage"] = "curvine"
     """``curvine``: the shared NVMe L2 attached by the admission policy (default, cross-node hits).

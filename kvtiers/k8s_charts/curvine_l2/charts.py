@@ -15,6 +15,7 @@ import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
+from kvtiers import curvine_defaults as defaults
 from kvtiers.checks import dns_label, in_range, invalid, pinned_image
 from kvtiers.k8s_charts.curvine_l2.props import (
     CONF_PATH,
@@ -64,10 +65,10 @@ NVME_CHECK_SCRIPT = (Path(__file__).parent / "nvme_check.sh").read_text()
 NVME_CHECK_TARGET = "/host/nvme"
 JANITOR_SCRIPT = Path(__file__).parent / "l2_janitor.py"
 JANITOR_L2_MOUNT = "/l2"
-DEFAULT_CLAIM_NAME = "curvine-l2"
-DEFAULT_CLAIM_SIZE_GIB = 100
-DEFAULT_JANITOR_INTERVAL_SECONDS = 600
-MIN_JANITOR_INTERVAL_SECONDS = 60
+DEFAULT_CLAIM_NAME = defaults.CLAIM_NAME
+DEFAULT_CLAIM_SIZE_GIB = defaults.CLAIM_SIZE_GIB
+DEFAULT_JANITOR_INTERVAL_SECONDS = defaults.JANITOR_INTERVAL_SECONDS
+MIN_JANITOR_INTERVAL_SECONDS = defaults.MIN_JANITOR_INTERVAL_SECONDS
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 

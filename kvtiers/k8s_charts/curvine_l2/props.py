@@ -16,10 +16,13 @@ from typing import Any, Literal
 import tomli_w
 from cdk8s_plus_33 import k8s
 
+from kvtiers import curvine_defaults as defaults
 from kvtiers.checks import absolute_path, dns_label, in_range, invalid, one_of, pinned_image
+from kvtiers.curvine_defaults import EvictionPolicy
 from kvtiers.k8s_charts.names import curvine_master_host, curvine_master_pod
 from kvtiers.k8s_charts.security import quantity
 from kvtiers.k8s_charts.tolerations import Toleration
+from kvtiers.platform_defaults import JOURNAL_VOLUME_GIB, META_VOLUME_GIB
 
 GB = 1000**3
 """Curvine's capacity unit (``[SSD:<n>GB]``, ``dir_reserved``): decimal gigabytes."""
@@ -73,7 +76,6 @@ MAX_GP3_GIB = 16384
 """Largest gp3 volume (the master's meta and journal volumes are gp3)."""
 
 Network = Literal["host", "pod"]
-EvictionPolicy = Literal["lru", "lfu"]
 
 _CPU = re.compile(r"^\d+(\.\d+)?m?$")
 _BLOCK_SIZE = re.compile(r"^\d+(KB|MB|GB)$")
@@ -92,12 +94,12 @@ class CurvinePorts:
     :param fuse_web: FUSE client metrics (host network, in the CSI node plugin). @default 9002
     """
 
-    master_rpc: int = 8995
-    journal: int = 8996
-    worker_rpc: int = 8997
-    master_web: int = 9000
-    worker_web: int = 9001
-    fuse_web: int = 9002
+    master_rpc: int = defaults.MASTER_RPC_PORT
+    journal: int = defaults.JOURNAL_PORT
+    worker_rpc: int = defaults.WORKER_RPC_PORT
+    master_web: int = defaults.MASTER_WEB_PORT
+    worker_web: int = defaults.WORKER_WEB_PORT
+    fuse_web: int = defaults.FUSE_WEB_PORT
 
     def __post_init__(self) -> None:
         owners: dict[int, str] = {}
@@ -122,11 +124,11 @@ class CurvineImages:
     :param csi_livenessprobe_image: @default ``registry.k8s.io/sig-storage/livenessprobe:v2.15.0``
     """
 
-    runtime_image: str = "ghcr.io/curvineio/curvine:v0.4.1"
-    csi_image: str = "ghcr.io/curvineio/curvine-csi:v0.4.1"
-    csi_provisioner_image: str = "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0"
-    csi_node_driver_registrar_image: str = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
-    csi_livenessprobe_image: str = "registry.k8s.io/sig-storage/livenessprobe:v2.15.0"
+    runtime_image: str = defaults.RUNTIME_IMAGE
+    csi_image: str = defaults.CSI_IMAGE
+    csi_provisioner_image: str = defaults.CSI_PROVISIONER_IMAGE
+    csi_node_driver_registrar_image: str = defaults.CSI_NODE_DRIVER_REGISTRAR_IMAGE
+    csi_livenessprobe_image: str = defaults.CSI_LIVENESSPROBE_IMAGE
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -162,6 +164,11 @@ class Resources:
         return Resources(cpu=f"{self.millicpu + other.millicpu}m", memory_gib=self.memory_gib + other.memory_gib)
 
 
+def _default_resources(container: str) -> Resources:
+    cpu, memory_gib = defaults.RESOURCES[container]
+    return Resources(cpu=cpu, memory_gib=memory_gib)
+
+
 @dataclass(frozen=True, kw_only=True)
 class CurvineResources:
     """Each Curvine container's budget.
@@ -175,12 +182,12 @@ class CurvineResources:
     :param sidecar: each CSI sidecar, the worker's NVMe check and the L2 janitor. @default 100m, 1 GiB
     """
 
-    master: Resources = field(default_factory=lambda: Resources(cpu="2", memory_gib=8))
-    worker: Resources = field(default_factory=lambda: Resources(cpu="4", memory_gib=8))
-    fuse: Resources = field(default_factory=lambda: Resources(cpu="2", memory_gib=4))
-    csi_node: Resources = field(default_factory=lambda: Resources(cpu="500m", memory_gib=1))
-    csi_controller: Resources = field(default_factory=lambda: Resources(cpu="500m", memory_gib=1))
-    sidecar: Resources = field(default_factory=lambda: Resources(cpu="100m", memory_gib=1))
+    master: Resources = field(default_factory=lambda: _default_resources("master"))
+    worker: Resources = field(default_factory=lambda: _default_resources("worker"))
+    fuse: Resources = field(default_factory=lambda: _default_resources("fuse"))
+    csi_node: Resources = field(default_factory=lambda: _default_resources("csi_node"))
+    csi_controller: Resources = field(default_factory=lambda: _default_resources("csi_controller"))
+    sidecar: Resources = field(default_factory=lambda: _default_resources("sidecar"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,9 +202,9 @@ class CurvineEviction:
         files). @default ``lru``
     """
 
-    high_watermark: float = 0.85
-    low_watermark: float = 0.70
-    policy: EvictionPolicy = "lru"
+    high_watermark: float = defaults.HIGH_WATERMARK
+    low_watermark: float = defaults.LOW_WATERMARK
+    policy: EvictionPolicy = defaults.EVICTION_POLICY
 
     def __post_init__(self) -> None:
         for name in ("high_watermark", "low_watermark"):
@@ -309,17 +316,17 @@ class CurvineSettings:
     :param resources: @default :class:`CurvineResources` defaults
     """
 
-    namespace: str = "curvine"
-    cluster_id: str = "kvtiers"
-    meta_volume_gib: int = 20
-    journal_volume_gib: int = 50
-    audit_log: bool = False
-    nvme_mount: str = "/opt/dlami/nvme"
-    data_dir: str = "/opt/dlami/nvme/curvine"
-    capacity_gb: int = 1000
-    reserved_gb: int = 20
-    block_size: str = "64MB"
-    fs_path: str = "/l2cache"
+    namespace: str = defaults.NAMESPACE
+    cluster_id: str = defaults.CLUSTER_ID
+    meta_volume_gib: int = META_VOLUME_GIB
+    journal_volume_gib: int = JOURNAL_VOLUME_GIB
+    audit_log: bool = defaults.AUDIT_LOG
+    nvme_mount: str = defaults.NVME_MOUNT
+    data_dir: str = defaults.DATA_DIR
+    capacity_gb: int = defaults.CAPACITY_GB
+    reserved_gb: int = defaults.RESERVED_GB
+    block_size: str = defaults.BLOCK_SIZE
+    fs_path: str = defaults.FS_PATH
     eviction: CurvineEviction = field(default_factory=CurvineEviction)
     ports: CurvinePorts = field(default_factory=CurvinePorts)
     images: CurvineImages = field(default_factory=CurvineImages)
