@@ -25,6 +25,7 @@ from tests.synth import cdk_context, synth
 
 ACCOUNT, REGION = "111111111111", "us-east-1"
 CURVINE_MANIFESTS = ("CurvineMasters", "CurvineWorkers", "CurvineCsi", "CurvineStorage")
+MANIFESTS = (*CURVINE_MANIFESTS, "ServingNamespace")
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +116,7 @@ def describe(template: dict, logical_id: str) -> str:
     if kind == "AWS::EKS::Addon":
         return f"addon {resource['Properties']['AddonName']}"
     if kind == "Custom::AWSCDK-EKS-KubernetesResource":
-        return next((f"manifest {m}" for m in CURVINE_MANIFESTS if m in logical_id), "manifest other")
+        return next((f"manifest {m}" for m in MANIFESTS if m in logical_id), "manifest other")
     return kind
 
 
@@ -204,7 +205,16 @@ def test_the_serving_objects_equal_the_apps(library, app_result):
     assert endpoint.objects == apps
 
 
-def test_the_endpoint_waits_for_the_l2_claim(library):
+def test_the_endpoint_waits_for_the_l2_claim_in_a_namespace_that_exists(library, app_result):
     template, _ = library
     endpoint = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "Qwen")
     assert "manifest CurvineStorage" in depends_on(template, endpoint)
+    storage = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "CurvineStorage")
+    assert "manifest ServingNamespace" in depends_on(template, storage)
+    # The namespace the construct creates is the app's, Pod Security labels included.
+    manifest = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "ServingNamespace")
+    (namespace,) = json.loads(template["Resources"][manifest]["Properties"]["Manifest"])
+    labels = namespace["metadata"]["labels"]
+    for prune in [k for k in labels if k.startswith("aws.cdk.eks/prune-")]:  # the manifest's own, added by CDK
+        del labels[prune]
+    assert [namespace] == app_result.graph.workloads.chart_objects["ServingNamespace"]

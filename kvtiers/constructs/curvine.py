@@ -41,6 +41,7 @@ from kvtiers.k8s_charts.curvine_l2.charts import (
     DEFAULT_JANITOR_INTERVAL_SECONDS,
 )
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Volume
+from kvtiers.k8s_charts.namespaces import NamespaceChart, serving_enforce_level
 from kvtiers.k8s_charts.tolerations import tolerating
 from kvtiers.platform_defaults import (
     EBS_CSI_DRIVER_VERSION,
@@ -86,8 +87,9 @@ class CurvineL2(Construct):
     :param janitor_interval_seconds: time between janitor runs (at least 60). @default 600
     :param network_policies: a chart of NetworkPolicies for the Curvine namespace, deployed after the masters (which
         create the namespace) and before the workers. @default none
-    :param claim_after: what the claim waits for besides the CSI, such as the serving namespace's manifest. @default
-        none
+    :param serving_namespace_manifest: the manifest that creates ``serving_namespace``; the claim comes after it.
+        @default none: this construct creates the namespace (Pod Security ``baseline``, which the self-managed
+        engines meet) as the manifest ``ServingNamespace``
     :param manifests_scope: where the manifests are created, for an app that keeps Kubernetes objects in a stack of
         their own. @default this construct
     """
@@ -114,7 +116,7 @@ class CurvineL2(Construct):
         janitor_image: str = DEFAULT_ENGINE_IMAGE,
         janitor_interval_seconds: int = DEFAULT_JANITOR_INTERVAL_SECONDS,
         network_policies: cdk8s.Chart | None = None,
-        claim_after: Sequence[Construct] = (),
+        serving_namespace_manifest: Construct | None = None,
         manifests_scope: Construct | None = None,
     ) -> None:
         super().__init__(scope, id)
@@ -218,7 +220,15 @@ class CurvineL2(Construct):
             claim_size_gib=claim_size_gib,
             janitor_interval_seconds=janitor_interval_seconds,
         )
-        self.ready = deploy("CurvineStorage", storage, [csi, *claim_after])
+        if serving_namespace_manifest is None:
+            namespace = NamespaceChart(
+                k8s_app,
+                "serving-namespace",
+                names=(serving_namespace,),
+                enforce={serving_namespace: serving_enforce_level(False)},
+            )
+            serving_namespace_manifest = deploy("ServingNamespace", namespace, [])
+        self.ready = deploy("CurvineStorage", storage, [csi, serving_namespace_manifest])
 
 
 def _check_ebs_csi_version(version: str) -> None:

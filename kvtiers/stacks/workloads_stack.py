@@ -71,7 +71,7 @@ class WorkloadsStack(cdk.Stack):
             network_policies=wiring.curvine_network_policy_chart(
                 self.k8s_app, "curvine-network-policies", env, control_plane_cidrs=control_plane_cidrs
             ),
-            claim_after=[self.serving_namespace],
+            serving_namespace_manifest=self.serving_namespace,
             manifests_scope=self,
         )
         for name, manifest in self.curvine.manifests.items():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import cdk8s
 from constructs import Construct
 
@@ -60,7 +58,7 @@ def curvine_l2(
     hyperpod: HyperPodCluster,
     network: HyperPodNetwork,
     network_policies: cdk8s.Chart,
-    claim_after: Sequence[Construct],
+    serving_namespace_manifest: Construct,
     manifests_scope: Construct,
 ) -> CurvineL2:
     """The environment's Curvine L2: its volumes and EBS CSI in ``scope``, its manifests in ``manifests_scope``."""
@@ -86,6 +84,6 @@ def curvine_l2(
         janitor_image=env.serving.images.vllm_image,
         janitor_interval_seconds=c.eviction.janitor_interval_seconds,
         network_policies=network_policies,
-        claim_after=claim_after,
+        serving_namespace_manifest=serving_namespace_manifest,
         manifests_scope=manifests_scope,
     )
