@@ -218,3 +218,28 @@ def test_the_endpoint_waits_for_the_l2_claim_in_a_namespace_that_exists(library,
     for prune in [k for k in labels if k.startswith("aws.cdk.eks/prune-")]:  # the manifest's own, added by CDK
         del labels[prune]
     assert [namespace] == app_result.graph.workloads.chart_objects["ServingNamespace"]
+
+
+def test_a_kvaware_endpoint_opens_its_lmcache_ports_for_its_tensor_parallel_size(chart_dir):
+    """kvaware: the router's LMCache controller asks each engine's workers (one port per rank) and the engines
+    report to the controller; two endpoints share the rules, the range widened to the larger TP."""
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    for name, tp in (("kv-small", 1), ("kv-large", 2)):
+        ServingEndpoint(
+            stack,
+            name,
+            eks_cluster=eks,
+            name=name,
+            engine=Engine(
+                model="Qwen/Qwen2-7B-Instruct",
+                weights=HuggingFaceWeights(),
+                instance_group="g6e-serving",
+                tensor_parallel_size=tp,
+                replicas=1,
+            ),
+            router=Router(routing="kvaware"),
+        )
+    rules = node_rules([assertions.Template.from_stack(stack).to_json()])
+    assert {("hyperpod", "system", "tcp", 8001, 8002), ("system", "hyperpod", "tcp", 9000, 9001)} <= rules
+    assert ("hyperpod", "system", "tcp", 8001, 8001) not in rules
