@@ -13,6 +13,8 @@ from typing import Literal
 
 GIB = 1024**3
 
+NAMESPACE = "serving"
+"""The namespace of the engines, routers and the L2 claim."""
 REPLICAS = 2
 """Two engines, so that a rollout or a node's loss leaves one serving."""
 ROUTER_REPLICAS = 2

@@ -634,7 +634,7 @@ class Endpoint(Strict):
     (``/v1/completions``). kvaware needs ``completions``: the router tokenizes only a completion's ``prompt``."""
     session_key: str | None = None
     """Header or JSON field with the session id. Required for ``routing: session``."""
-    router_replicas: int = Field(default=2, ge=1, le=10)
+    router_replicas: int = Field(default=serving_defaults.ROUTER_REPLICAS, ge=1, le=10)
     """Default: 2, so that a router's rollout or its node's loss leaves one serving; 1 for ``kvaware``, whose LMCache
     controller lives in the router process (one router only)."""
     internal_load_balancer: bool = False
@@ -708,7 +708,7 @@ class Endpoint(Strict):
 
 
 class Serving(Strict):
-    namespace: DnsLabel = "serving"
+    namespace: DnsLabel = serving_defaults.NAMESPACE
     node_reserved_gib: int = Field(default=8, ge=0)
     """Host memory kept for the OS, kubelet and HyperPod agents on every GPU node before pods are placed."""
     hash_seed: str = Field(default=serving_defaults.HASH_SEED, pattern=r"^\d{1,10}$")

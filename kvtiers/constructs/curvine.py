@@ -19,6 +19,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from kvtiers import serving_defaults
 from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE
 from kvtiers.constructs.eks_cluster import EksCluster, addon_version, as_cluster_interface, pod_identity_role
@@ -51,7 +52,6 @@ from kvtiers.platform_defaults import (
 )
 
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
-SERVING_NAMESPACE = "serving"
 
 
 class CurvineL2(Construct):
@@ -109,7 +109,7 @@ class CurvineL2(Construct):
         volume_throughput_mibps: int = GP3_MIN_MIBPS,
         snapshot_on_delete: bool = SNAPSHOT_ON_DELETE,
         ebs_csi_driver_version: str = EBS_CSI_DRIVER_VERSION,
-        serving_namespace: str = SERVING_NAMESPACE,
+        serving_namespace: str = serving_defaults.NAMESPACE,
         claim_name: str = DEFAULT_CLAIM_NAME,
         claim_size_gib: int = DEFAULT_CLAIM_SIZE_GIB,
         mount_path: str = DEFAULT_MOUNT_PATH,

@@ -10,7 +10,7 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from kvtiers.constructs.curvine import SERVING_NAMESPACE, CurvineL2
+from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
 from kvtiers.k8s_charts.names import (
@@ -20,7 +20,7 @@ from kvtiers.k8s_charts.names import (
     LMCACHE_WORKER_PORT_BASE,
 )
 from kvtiers.k8s_charts.serving import Engine, Router, ServingChart
-from kvtiers.serving_defaults import HASH_SEED
+from kvtiers.serving_defaults import HASH_SEED, NAMESPACE
 
 
 class ServingEndpoint(Construct):
@@ -68,7 +68,7 @@ class ServingEndpoint(Construct):
                 "(the claim is mounted only in its own namespace)"
             )
         if namespace is None:
-            namespace = l2.serving_namespace if l2 is not None else SERVING_NAMESPACE
+            namespace = l2.serving_namespace if l2 is not None else NAMESPACE
         self.chart = ServingChart(
             cdk8s.App(),
             name,
