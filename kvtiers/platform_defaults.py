@@ -39,6 +39,29 @@ ADDON_VERSION_PATTERN = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
 """An exact EKS add-on version such as ``v1.20.4-eksbuild.1``: pinned, never resolved at synth."""
 MIN_VPC_CNI_VERSION = (1, 18, 3)
 """The oldest VPC CNI HyperPod supports."""
+MIN_EBS_CSI_DRIVER_VERSION = (1, 47, 0)
+"""The first EBS CSI driver that attaches volumes to HyperPod nodes (``AttachClusterNodeVolume``)."""
+
+# Pinned EKS add-on versions for the default Kubernetes 1.34 (``aws eks describe-addon-versions --kubernetes-version
+# 1.34``; sources in docs/aws-prerequisites.md). Pinned, never resolved at synth, so that ``cdk diff`` shows every
+# upgrade; change them with the Kubernetes version.
+VPC_CNI_VERSION = "v1.21.1-eksbuild.3"
+COREDNS_VERSION = "v1.13.2-eksbuild.4"
+KUBE_PROXY_VERSION = "v1.34.3-eksbuild.2"
+"""kube-proxy's minor version is the cluster's."""
+EKS_POD_IDENTITY_AGENT_VERSION = "v1.3.9-eksbuild.3"
+EBS_CSI_DRIVER_VERSION = "v1.50.1-eksbuild.1"
+
+# The HyperPod Inference Operator add-on and its prerequisites, pinned likewise (docs/operator-contract.md).
+INFERENCE_OPERATOR_VERSION = "v1.0.0-eksbuild.1"
+"""``amazon-sagemaker-hyperpod-inference``: ships the operator CRD of chart 2.0.0 (no ``spec.kubernetes``); the
+endpoint spec uses only fields of the versions listed in docs/operator-contract.md."""
+CERT_MANAGER_VERSION = "v1.18.2-eksbuild.2"
+S3_CSI_DRIVER_VERSION = "v1.14.1-eksbuild.1"
+FSX_CSI_DRIVER_VERSION = "v1.7.0-eksbuild.1"
+METRICS_SERVER_VERSION = "v0.8.0-eksbuild.2"
+KYVERNO_CHART_VERSION = "3.5.2"
+"""The Kyverno Helm chart that mutates operator pods to mount the Curvine L2."""
 
 # --------------------------------------------------------------------------------------------------- HyperPod
 

@@ -3,7 +3,9 @@ functions and under ``TYPE_CHECKING``):
 
 - no import cycles among kvtiers modules;
 - the construct library (``kvtiers.constructs``, ``kvtiers.k8s_charts``) imports nothing from the app
-  (``kvtiers.config``, ``kvtiers.stacks``, ``kvtiers.cli``);
+  (``kvtiers.config``, ``kvtiers.stacks``, ``kvtiers.cli``) but the version matrix (``kvtiers.config.versions``):
+  standard-library data that the constructs' image defaults come from, kept at that path because the Makefile
+  loads it by path and the engine-side modules the charts ship name it;
 - the environment config is read only by the config itself, the stacks (where ``kvtiers/stacks/wiring/`` maps it to
   props), the CLI and the observability rules, and only the wiring builds the construct side's value objects
   (its frozen dataclasses) from outside the construct side; no ``from_environment`` remains;
@@ -35,6 +37,8 @@ LIBRARY = ("constructs", "k8s_charts")
 APP = ("config", "stacks", "cli")
 CONFIG_READERS = ("config", "stacks", "cli", "observability")
 WIRING = "stacks.wiring"
+LIBRARY_DATA = "config.versions"
+"""The one app module the library may read (see the module docstring)."""
 GLOBAL_ONLY = ("warn_redundant_casts", "warn_unused_configs")
 
 
@@ -150,7 +154,9 @@ def library_imports_of_the_app(root: Path, package: str) -> list[str]:
     return sorted(
         f"{imp.importer}:{imp.line} imports {imp.target}"
         for imp in found
-        if _inside(imp.importer, package, LIBRARY) and _inside(imp.target, package, APP)
+        if _inside(imp.importer, package, LIBRARY)
+        and _inside(imp.target, package, APP)
+        and not _inside(imp.target, package, (LIBRARY_DATA,))
     )
 
 
@@ -379,6 +385,8 @@ def test_a_library_import_of_the_config_is_found_even_under_type_checking(fake):
                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..config.schema import Environment\n"
             ),
             f"{package}/constructs/ok.py": "from fakekv.constructs import chart\n",
+            f"{package}/config/versions.py": "IMAGE = 'a:1'\n",
+            f"{package}/constructs/images.py": "from ..config.versions import IMAGE\n",
         },
     )
     assert library_imports_of_the_app(root, package) == [

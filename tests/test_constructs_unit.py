@@ -33,6 +33,7 @@ from kvtiers.constructs import (
 )
 from kvtiers.constructs.hyperpod_inference import InferenceOperator, OperatorAddonVersions
 from kvtiers.constructs.observability import Observability
+from kvtiers.k8s_charts.tolerations import Toleration
 
 ACCOUNT, REGION = "123456789012", "eu-west-1"
 ADDONS = {
@@ -206,13 +207,23 @@ def test_node_traffic_opens_one_ingress_per_rule(stack):
     )
 
 
+def test_node_traffic_shares_one_rule_per_port_between_components():
+    """Two components on one port (the engines and the operator's model pods on 8000) share its rule: one resource,
+    both reasons, the widest range; a second resource for the same port would be a duplicate rule EC2 refuses."""
+    traffic = node_traffic(system_to_hyperpod=(port(reason="engines"),))
+    traffic.allow_to_hyperpod(port(reason="operator", to_port=8001))
+    traffic.allow_to_hyperpod(port(reason="engines"))
+    (rule,) = resources(Template.from_stack(cdk.Stack.of(traffic)), "AWS::EC2::SecurityGroupIngress")
+    assert (rule["FromPort"], rule["ToPort"], rule["Description"]) == (8000, 8001, "engines; operator")
+
+
 def test_hyperpod_dependencies_installs_the_chart_for_the_stacks_region(stack, tmp_path):
     HyperPodDependencies(
         stack,
         "Deps",
         cluster=imported_cluster(stack),
         chart_dir=chart_dir(tmp_path),
-        tolerations=({"key": "team", "operator": "Exists", "effect": "NoSchedule"},),
+        tolerations=(Toleration(key="team"),),
     )
     (chart,) = resources(Template.from_stack(stack), "Custom::AWSCDK-EKS-HelmChart")
     assert chart["Namespace"] == "kube-system" and chart["Wait"] is True
@@ -638,10 +649,6 @@ RULES = {
     ),
     "port_rule_protocol_is_tcp_or_udp": (lambda: port(protocol="icmp"), "PortRule 'r': protocol must be one of"),
     "port_rule_range_is_ordered": (lambda: port(to_port=7000), "PortRule 'r': bad port range 8000-7000"),
-    "node_traffic_one_rule_per_port": (
-        lambda: node_traffic(system_to_hyperpod=(port(), port(reason="again", to_port=8001))),
-        r"NodeTraffic: system_to_hyperpod \(protocol, port\) must be unique, \('tcp', 8000\) appears twice",
-    ),
     "operator_addon_versions_are_exact": (
         lambda: OperatorAddonVersions(**{**OPERATOR_ADDONS, "metrics_server": "0.8.0"}),
         "OperatorAddonVersions: metrics_server '0.8.0' is not an EKS add-on version",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import tomllib
-from types import SimpleNamespace
 
 import cdk8s
 import kubernetes_validate
@@ -17,24 +16,34 @@ from kvtiers.k8s_charts.curvine_l2 import (
     CurvineCluster,
     CurvineCsiChart,
     CurvineMasterChart,
+    CurvineStorageChart,
     CurvineWorkerChart,
+    MasterVolumeIds,
+    Toleration,
 )
 from kvtiers.k8s_charts.curvine_l2.props import DATA_MOUNT, JOURNAL_MOUNT, META_MOUNT
 from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
-from kvtiers.stacks.wiring.curvine import curvine_cluster, curvine_storage_chart
+from kvtiers.stacks.wiring.curvine import curvine_settings
 from tests.conftest import CONFIG_DIR
 
 
 def props_for(env) -> CurvineCluster:
-    n = env.curvine.master.replicas
-    # What the wiring reads of the platform's CurvineJournalVolumes, with literal IDs instead of deploy-time tokens.
-    volumes = [
-        SimpleNamespace(
-            meta=SimpleNamespace(volume_id=f"vol-meta{i}"), journal=SimpleNamespace(volume_id=f"vol-journal{i}")
-        )
-        for i in range(n)
-    ]
-    return curvine_cluster(env, journal_volumes=SimpleNamespace(volumes=volumes, availability_zone="us-east-1b"))
+    """The environment's Curvine as the CurvineL2 construct places it, with literal volume IDs instead of deploy-time
+    tokens."""
+    workers = env.curvine_worker_groups
+    taints = sorted({(t.key, t.value, t.effect) for g in env.hyperpod.instance_groups for t in g.taints})
+    return CurvineCluster(
+        **curvine_settings(env).settings(),
+        master_volumes=tuple(
+            MasterVolumeIds(meta_volume_id=f"vol-meta{i}", journal_volume_id=f"vol-journal{i}")
+            for i in range(env.curvine.master.replicas)
+        ),
+        availability_zone="us-east-1b",
+        hyperpod_groups=tuple(g.name for g in env.hyperpod.instance_groups),
+        worker_nodes=sum(g.count for g in workers),
+        worker_groups=None if env.curvine.worker_group is None else (env.curvine.worker_group,),
+        tolerations=tuple(Toleration(key=k, value=v or None, effect=e) for k, v, e in taints),
+    )
 
 
 def render(env, cluster: CurvineCluster) -> dict[str, list[dict]]:
@@ -43,7 +52,16 @@ def render(env, cluster: CurvineCluster) -> dict[str, list[dict]]:
         cls.__name__: cls(app, cls.__name__.lower(), cluster=cluster)
         for cls in (CurvineMasterChart, CurvineWorkerChart, CurvineCsiChart)
     }
-    charts["CurvineStorageChart"] = curvine_storage_chart(app, "curvinestoragechart", env=env, cluster=cluster)
+    charts["CurvineStorageChart"] = CurvineStorageChart(
+        app,
+        "curvinestoragechart",
+        cluster=cluster,
+        serving_namespace=env.serving.namespace,
+        janitor_image=env.serving.images.vllm_image,
+        claim_name=env.serving.l2_claim_name,
+        claim_size_gib=env.serving.l2_claim_size_gib,
+        janitor_interval_seconds=env.curvine.eviction.janitor_interval_seconds,
+    )
     return {name: chart.to_json() for name, chart in charts.items()}
 
 

@@ -6,6 +6,7 @@ every setting to its test. Curvine cannot run here, so the rendered objects are 
 
 from __future__ import annotations
 
+import re
 import tomllib
 
 import pytest
@@ -13,9 +14,12 @@ import pytest
 from kvtiers.config import load_environment
 from kvtiers.k8s_charts.curvine_l2.props import (
     CONF_PATH,
+    CSI_HOME,
     FUSE_CONF_PATH,
+    MOUNT_MODE,
     PROVISIONER_TIMEOUT_S,
     SERVER_BINARY,
+    SERVER_HOME,
     port_table,
 )
 from kvtiers.k8s_charts.names import CURVINE_CSI_CONTROLLER as CSI_CONTROLLER
@@ -24,6 +28,19 @@ from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
 from kvtiers.k8s_charts.names import CURVINE_WORKER as WORKER
 from tests.conftest import CONFIG_DIR
 from tests.test_curvine_l2_charts import container, objects, props_for, render, render_env
+from tests.test_observability_rules import upstream_text
+
+CURVINE = "CurvineIO/curvine@v0.4.1"
+RUNTIME_DOCKERFILE = "curvine-docker/deploy/Dockerfile_rocky9"
+
+
+def curvine_source(path: str) -> str:
+    """A file of Curvine at the pinned tag, from the local mirror (``$KVTIERS_UPSTREAM_MIRRORS``); Curvine is on no
+    package registry, so without a mirror the upstream half of a test skips (its rendered half has run by then)."""
+    text = upstream_text(f"{CURVINE}:{path}")
+    if text is None:
+        pytest.skip(f"{CURVINE} not available offline (set KVTIERS_UPSTREAM_MIRRORS)")
+    return text
 
 
 @pytest.fixture(scope="module", params=["dev.yaml", "prod.yaml"])
@@ -73,7 +90,11 @@ def test_csi_controller_runs_embedded_so_it_does_not_exit(rendered):
     (node_standalone.go); curvine-csi/deploy/deployment.yaml sets embedded on the controller."""
     _, _, charts = rendered
     plugin = container(_named(charts, "Deployment", CSI_CONTROLLER), "csi-plugin")
-    assert _env(plugin)["MOUNT_MODE"]["value"] == "embedded"
+    assert _env(plugin)["MOUNT_MODE"]["value"] == MOUNT_MODE == "embedded"
+    driver = curvine_source("curvine-csi/pkg/csi/driver.go")
+    assert 'mountMode = "standalone"' in driver and 'case "embedded":' in driver
+    deployment = curvine_source("curvine-csi/deploy/deployment.yaml")
+    assert re.search(r'name: MOUNT_MODE\s+value: "embedded"', deployment)
 
 
 def test_every_csi_plugin_container_knows_its_namespace(rendered):
@@ -99,6 +120,8 @@ def test_provisioner_timeout_covers_the_first_create_volume(rendered):
     provisioner = container(_named(charts, "Deployment", CSI_CONTROLLER), "csi-provisioner")
     timeouts = [a.split("=", 1)[1] for a in provisioner["args"] if a.startswith("--timeout=")]
     assert timeouts == [f"{PROVISIONER_TIMEOUT_S}s"] and PROVISIONER_TIMEOUT_S >= 60
+    upstream = re.findall(r"--timeout=(\d+)s", curvine_source("curvine-csi/deploy/deployment.yaml"))
+    assert upstream and PROVISIONER_TIMEOUT_S >= max(int(t) for t in upstream)
 
 
 def test_storage_class_does_not_offer_expansion(rendered):
@@ -150,6 +173,10 @@ def test_fuse_reads_the_cluster_config(rendered):
         assert mount["mountPath"] == f"{plugin['workingDir']}/conf/curvine-cluster.toml" == FUSE_CONF_PATH
         volume = next(v for v in workload["spec"]["template"]["spec"]["volumes"] if v["name"] == "config")
         assert volume["configMap"]["name"] == objects(charts, "ConfigMap")[0]["metadata"]["name"]
+    default = re.search(r'default_value = "([^"]+)"', curvine_source("curvine-fuse/src/cli/mount_args.rs"))
+    workdirs = re.findall(r"^WORKDIR (\S+)", curvine_source("curvine-csi/Dockerfile"), re.MULTILINE)
+    assert default and workdirs
+    assert FUSE_CONF_PATH == f"{workdirs[-1]}/{default.group(1)}" == f"{CSI_HOME}/{default.group(1)}"
 
 
 def test_node_plugin_rbac_matches_embedded_mode(rendered):
@@ -236,6 +263,8 @@ def test_servers_run_the_binary_directly_with_signals_and_stdout_logs(rendered):
         workload = _named(charts, kind, name)
         c = container(workload, service)
         assert c["command"] == [SERVER_BINARY]
+        home = re.search(r"^ENV CURVINE_HOME=(\S+)", curvine_source(RUNTIME_DOCKERFILE), re.MULTILINE)
+        assert home and SERVER_BINARY == f"{home.group(1)}/lib/curvine-server" == f"{SERVER_HOME}/lib/curvine-server"
         assert c["args"] == ["--service", service, "--conf", CONF_PATH]
         assert _env(c)["ORPC_BIND_HOSTNAME"]["value"] == "0.0.0.0"
         assert workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 30

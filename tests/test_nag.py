@@ -85,13 +85,12 @@ def test_acknowledgments_follow_the_constructs_not_their_logical_ids(tmp_path):
         security_group=network.security_group,
         addons=CoreAddonVersions(**ADDONS),
     )
-    dependencies = HyperPodDependencies(
-        stack, "Deps", cluster=kubernetes.cluster, chart_dir=chart_dir(tmp_path / "chart")
-    )
+    dependencies = HyperPodDependencies(stack, "Deps", cluster=kubernetes, chart_dir=chart_dir(tmp_path / "chart"))
     gpus = HyperPodCluster(
         stack,
         "Gpus",
-        eks_cluster=kubernetes.cluster,
+        eks_cluster=kubernetes,
+        dependencies=dependencies,
         subnet=network.hyperpod_subnet,
         security_group=network.security_group,
         instance_groups=(InstanceGroup(name="gpu", instance_type="ml.g6e.xlarge", count=1),),
@@ -99,7 +98,7 @@ def test_acknowledgments_follow_the_constructs_not_their_logical_ids(tmp_path):
     operator = InferenceOperator(
         stack,
         "Operator",
-        cluster=kubernetes.cluster,
+        cluster=kubernetes,
         hyperpod_cluster_arn=gpus.cluster_arn,
         environment_name="team",
         addons=OperatorAddonVersions(**OPERATOR_ADDONS),

@@ -44,6 +44,7 @@ from kvtiers.k8s_charts.serving import (
 )
 from kvtiers.k8s_charts.serving import endpoint as endpoint_module
 from kvtiers.k8s_charts.vllm import kv_transfer_config, vllm_args
+from kvtiers.models import ModelShape
 
 L2 = L2Volume(claim_name="curvine-l2", mount_path="/mnt/l2")
 NAMESPACE = L2Namespace(
@@ -62,18 +63,17 @@ ENGINE = Engine(
     model="org/model",
     weights=HuggingFaceWeights(),
     image="vllm/vllm-openai:v0.12.0",
+    lmcache_version="0.3.11",
+    model_shape=ModelShape(layers=28, kv_heads=4, head_dim=128, parameters=7e9),
     instance_group="gpu",
     replicas=1,
-    tensor_parallel_size=1,
-    dtype="bfloat16",
     max_model_len=4096,
-    gpu_memory_utilization=0.9,
     cpu=4,
-    memory_gib=32,
+    l1_gib=8,
     shm_gib=4,
     startup_timeout_seconds=600,
 )
-ROUTER = Router(image="lmcache/lmstack-router:v0.1.12", routing="prefixaware", replicas=1)
+ROUTER = Router(routing="prefixaware", replicas=1)
 LMCACHE = LMCache(max_local_cpu_size_gib=8)
 OPERATOR = OperatorEndpoint(
     name="op",
@@ -107,7 +107,6 @@ def serving(**overrides) -> list[dict]:
         "namespace": "serving",
         "engine": ENGINE,
         "router": ROUTER,
-        "lmcache": LMCACHE,
         "hash_seed": "0",
         **overrides,
     }
@@ -161,14 +160,12 @@ def test_a_kvaware_serving_chart_with_the_l2_and_s3_weights():
         weights=S3Weights(bucket="models", prefix="org/model"),
         model_sync_image="public.ecr.aws/aws-cli/aws-cli:2.31.3",
         tensor_parallel_size=2,
-        memory_gib=48,
         tolerations=(Toleration(key="dedicated", effect="NoSchedule", value="gpu"),),
     )
     objs = valid(
         serving(
             engine=engine,
             router=dataclasses.replace(ROUTER, routing="kvaware", internal_load_balancer=True),
-            lmcache=LMCache(max_local_cpu_size_gib=8, remote_url=REMOTE_URL, controller=LMCacheController()),
             l2=L2,
         )
     )
@@ -185,9 +182,26 @@ def test_a_kvaware_serving_chart_with_the_l2_and_s3_weights():
     }
     assert spec["initContainers"][0]["command"][3] == "s3://models/org/model"
     config = next(o for o in objs if o["kind"] == "ConfigMap")["data"]["lmcache.yaml"]
-    assert f"remote_url: {REMOTE_URL}" in config and "controller_pull_url: ep-router.serving.svc:9000" in config
+    remote_url = L2.remote_url(dataclasses.replace(NAMESPACE, tensor_parallel_size=2))
+    assert f"remote_url: {remote_url}" in config and "controller_pull_url: ep-router.serving.svc:9000" in config
     assert [p["containerPort"] for p in container(objs, "ep-engine")["ports"]] == [8000, 8001, 8002]
     assert [o["spec"]["type"] for o in objs if o["kind"] == "Service"] == ["ClusterIP", "ClusterIP", "LoadBalancer"]
+
+
+def test_extra_args_and_env_reach_the_engine_and_router_after_kvtiers_own():
+    objs = valid(
+        serving(
+            engine=dataclasses.replace(
+                ENGINE, extra_args=("--max-num-seqs", "64"), extra_env={"VLLM_LOGGING_LEVEL": "DEBUG"}
+            ),
+            router=dataclasses.replace(ROUTER, extra_args=("--log-level", "debug"), extra_env={"LOG_FORMAT": "json"}),
+        )
+    )
+    engine, router = container(objs, "ep-engine"), container(objs, "ep-router")
+    assert engine["args"][-2:] == ["--max-num-seqs", "64"] and "--kv-transfer-config" in engine["args"]
+    assert engine["env"][-1] == {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}
+    assert router["args"][-2:] == ["--log-level", "debug"] and "--routing-logic" in router["args"]
+    assert router["env"][-1] == {"name": "LOG_FORMAT", "value": "json"}
 
 
 def test_session_routing_renders_the_session_key():
@@ -217,7 +231,7 @@ def test_the_operator_charts_in_a_bare_app():
 @pytest.mark.parametrize("l2", [False, True], ids=["no-l2", "l2"])
 def test_both_serving_paths_run_one_vllm_command_line(l2):
     lmcache = dataclasses.replace(LMCACHE, remote_url=REMOTE_URL) if l2 else LMCACHE
-    engine_args = container(serving(lmcache=lmcache, l2=L2 if l2 else None), "ep-engine")["args"]
+    engine_args = container(serving(l2=L2 if l2 else None), "ep-engine")["args"]
     operator = CURVINE_OPERATOR if l2 else OPERATOR
     worker_args = operator.spec()["worker"]["args"]
     common = {
@@ -235,7 +249,7 @@ def test_both_serving_paths_run_one_vllm_command_line(l2):
 
 
 def test_with_an_l2_the_engines_load_lmcache_through_the_shipped_l2_guard():
-    objs = serving(lmcache=dataclasses.replace(LMCACHE, remote_url=REMOTE_URL), l2=L2)
+    objs = serving(l2=L2)
     engine = container(objs, "ep-engine")
     transfer = json.loads(flag(engine["args"], "--kv-transfer-config"))
     module = transfer["kv_connector_module_path"]
@@ -255,7 +269,7 @@ def test_with_an_l2_the_engines_load_lmcache_through_the_shipped_l2_guard():
 
 def test_a_change_of_the_l2_guard_rolls_the_engines(monkeypatch):
     def checksum() -> str:
-        objs = serving(lmcache=dataclasses.replace(LMCACHE, remote_url=REMOTE_URL), l2=L2)
+        objs = serving(l2=L2)
         deployment = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "ep-engine")
         return deployment["spec"]["template"]["metadata"]["annotations"]["kvtiers.io/lmcache-config-sha256"]
 
@@ -324,7 +338,7 @@ def test_a_misspelled_field_of_a_typed_object_fails_at_synth():
         k8s.NetworkPolicySpec(pod_selector=k8s.LabelSelector(), policy_type=["Ingress"])
 
 
-def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
+def test_the_serving_and_operator_constructs_import_nothing_from_the_config_but_the_version_matrix():
     modules = [
         "kvtiers.k8s_charts.serving",
         "kvtiers.k8s_charts.hyperpod_operator",
@@ -338,7 +352,7 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
         f"import sys; import {', '.join(modules)}; print([m for m in sys.modules if m.startswith('kvtiers.config')])"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "['kvtiers.config', 'kvtiers.config.versions']"
 
 
 # --------------------------------------------------------------------------------------------- rules
@@ -349,55 +363,71 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
     [
         # The issue's cases: each rendered a broken endpoint before.
         (
-            lambda: Router(image="r:1", routing="session", replicas=1),
+            lambda: Router(image="r:1", routing="session"),
             "Router: session_key is required when routing is 'session'",
         ),
-        (lambda: serving(l2=L2), "ServingChart: lmcache.remote_url is required when l2 is set"),
         # The schema's endpoint rules, now the constructs' own.
         (
             lambda: Router(image="r:1", routing="kvaware", replicas=2),
             "Router: replicas must be 1 when routing is 'kvaware'",
         ),
         (
-            lambda: serving(router=dataclasses.replace(ROUTER, routing="kvaware")),
-            "ServingChart: lmcache.controller is required when router.routing is 'kvaware'",
+            lambda: dataclasses.replace(ENGINE, model_shape=None),
+            "Engine: model_shape is required for 'org/model', which is not one of the known models",
         ),
         (
-            lambda: serving(lmcache=LMCache(max_local_cpu_size_gib=8, controller=LMCacheController())),
-            "ServingChart: lmcache.controller is set but router.routing is 'prefixaware'",
+            lambda: dataclasses.replace(ENGINE, lmcache_version=None),
+            "Engine: image 'vllm/vllm-openai:v0.12.0' is not in the version matrix",
+        ),
+        # Escape hatches: what kvtiers sets is refused, naming the extra setting and kvtiers' own.
+        (
+            lambda: serving(engine=dataclasses.replace(ENGINE, extra_args=("--max-model-len=8192",))),
+            (
+                "Engine: extra_args '--max-model-len=8192' sets --max-model-len, which kvtiers already sets "
+                "\\('--max-model-len 4096'\\)"
+            ),
         ),
         (
-            lambda: serving(lmcache=LMCache(max_local_cpu_size_gib=8, remote_url=REMOTE_URL)),
-            "ServingChart: lmcache.remote_url .* is set but l2 is not",
+            lambda: serving(engine=dataclasses.replace(ENGINE, extra_env={"PYTHONHASHSEED": "1"})),
+            (
+                "Engine: extra_env PYTHONHASHSEED='1' sets PYTHONHASHSEED, which kvtiers already sets "
+                "\\(PYTHONHASHSEED=0\\)"
+            ),
         ),
         (
-            lambda: serving(lmcache=LMCache(max_local_cpu_size_gib=8, remote_url="fs://localhost:0/elsewhere/"), l2=L2),
-            "ServingChart: lmcache.remote_url .* is not below l2.mount_path",
+            lambda: serving(router=dataclasses.replace(ROUTER, extra_args=("--routing-logic", "roundrobin"))),
+            (
+                "Router: extra_args '--routing-logic' sets --routing-logic, which kvtiers already sets "
+                "\\('--routing-logic prefixaware'\\)"
+            ),
         ),
         (
-            lambda: serving(lmcache=LMCache(max_local_cpu_size_gib=30)),
-            "ServingChart: engine.memory_gib 32 is less than the LMCache L1",
+            lambda: serving(router=dataclasses.replace(ROUTER, extra_env={"HOME": "/root"})),
+            "Router: extra_env HOME='/root' sets HOME, which kvtiers already sets",
         ),
         (lambda: serving(name="Ep"), "ServingChart: name 'Ep' is not a DNS-1123 label"),
         (lambda: serving(name="e" * 53), "ServingChart: name 'e+' is not a DNS-1123 label of at most 52"),
         (lambda: serving(namespace="serving_ns"), "ServingChart: namespace 'serving_ns' is not a DNS-1123 label"),
         (lambda: serving(hash_seed="random"), "ServingChart: hash_seed 'random' is not a PYTHONHASHSEED"),
-        (lambda: Router(image="r:1", routing="loadaware", replicas=1), "Router: routing 'loadaware' is not one of"),
-        (lambda: Router(image="r:1", routing="prefixaware", replicas=0), "Router: replicas must be at least 1"),
         (
-            lambda: dataclasses.replace(ENGINE, weights=S3Weights(bucket="b", prefix="p")),
-            "Engine: model_sync_image is required when weights are S3Weights",
+            lambda: Router(image="r:1", routing="loadaware", replicas=1),
+            "Router: routing must be one of .*, got 'loadaware'",
         ),
+        (lambda: Router(image="r:1", routing="prefixaware", replicas=0), "Router: replicas must be at least 1"),
+        (lambda: dataclasses.replace(ENGINE, model_sync_image=""), "Engine: model_sync_image is empty"),
         (
             lambda: dataclasses.replace(ENGINE, gpu_memory_utilization=1.5),
             "Engine: gpu_memory_utilization must be in",
         ),
-        (lambda: dataclasses.replace(ENGINE, dtype="float32"), "Engine: dtype 'float32' is not one of"),
+        (
+            lambda: dataclasses.replace(ENGINE, dtype="float32"),
+            "Engine: dtype must be one of 'bfloat16', 'float16', got 'float32'",
+        ),
         (
             lambda: dataclasses.replace(ENGINE, tensor_parallel_size=0),
             "Engine: tensor_parallel_size must be at least 1",
         ),
-        (lambda: Toleration(key="k", effect="Never"), "Toleration: effect 'Never' is not one of"),
+        (lambda: Toleration(key="k", effect="Never"), "Toleration: effect must be one of .*, got 'Never'"),
         (lambda: S3Weights(bucket="b", prefix="/p/"), "S3Weights: .* without a leading or trailing slash"),
         (lambda: LMCache(max_local_cpu_size_gib=0), "LMCache: max_local_cpu_size_gib must be positive"),
         (lambda: LMCache(max_local_cpu_size_gib=1, chunk_size=0), "LMCache: chunk_size must be at least 1"),
@@ -435,7 +465,10 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
             lambda: dataclasses.replace(OPERATOR, memory_gib=4),
             "OperatorEndpoint: memory_gib 4 is less than the LMCache L1",
         ),
-        (lambda: dataclasses.replace(OPERATOR, api="responses"), "OperatorEndpoint: api 'responses' is not one of"),
+        (
+            lambda: dataclasses.replace(OPERATOR, api="responses"),
+            "OperatorEndpoint: api must be one of 'completions', 'chat', got 'responses'",
+        ),
         (
             lambda: CurvineL2PolicyChart(cdk8s.App(), "p", endpoint=OPERATOR),
             "CurvineL2PolicyChart: endpoint.l2_backend must be 'curvine'",
@@ -495,7 +528,7 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
         ),
         (
             lambda: NamespaceChart(cdk8s.App(), "ns", names=("serving",), enforce={"serving": "strict"}),
-            "NamespaceChart: enforce 'strict' is not one of",
+            "NamespaceChart: enforce must be one of .*, got 'strict'",
         ),
         (
             lambda: ScraperRbacChart(cdk8s.App(), "rbac", user="collector", namespaces=()),

@@ -9,18 +9,15 @@ Nothing here reads a kvtiers environment file.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import aws_cdk as cdk
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
-from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, engine_release
 from kvtiers.constructs.model_access import ModelReadAccess
-from kvtiers.k8s_charts.l2 import L2Namespace, L2Volume
+from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.names import engine_service_account_name
-from kvtiers.k8s_charts.serving import Engine, LMCache, Router, S3Weights, ServingChart
+from kvtiers.k8s_charts.serving import Engine, Router, S3Weights, ServingChart
 
 ACCOUNT, REGION = "333333333333", "us-east-1"
 
@@ -43,34 +40,14 @@ class TeamEndpointStack(cdk.Stack):
         namespace, hash_seed = "serving", "42"
         l2 = L2Volume(claim_name="curvine-l2", mount_path="/mnt/curvine/l2cache")
         name = "team-llama8b"
+        # Defaults for the rest (image, TP, dtype, L1...): the pod's memory and model disk are sized from them, and
+        # the chart derives the endpoint's L2 directory from the model, image and hash seed.
         engine = Engine(
             model="meta-llama/Llama-3.1-8B-Instruct",
             weights=S3Weights(bucket="team-models", prefix="llama-3.1-8b-instruct"),
-            image=DEFAULT_ENGINE_IMAGE,
-            model_sync_image="public.ecr.aws/aws-cli/aws-cli:2.31.3",
             instance_group="g6e-mid",
-            replicas=2,
-            tensor_parallel_size=1,
-            dtype="bfloat16",
-            max_model_len=16384,
-            gpu_memory_utilization=0.9,
-            cpu=8,
-            memory_gib=64,
-            shm_gib=8,
-            startup_timeout_seconds=1800,
-        )
-        lmcache = LMCache(max_local_cpu_size_gib=32)
-        # Everything that decides the KV bytes: the endpoint's directory on the shared L2.
-        directory = L2Namespace(
-            model=engine.model,
-            revision="unpinned",
-            dtype=engine.dtype,
-            kv_dtype=engine.dtype,
-            tensor_parallel_size=engine.tensor_parallel_size,
-            chunk_size=lmcache.chunk_size,
-            lmcache_version=engine_release(engine.image).lmcache,
-            serde=lmcache.remote_serde,
-            hash_seed=hash_seed,
+            l1_gib=32,
+            extra_args=("--max-num-seqs", "128"),
         )
         access = ModelReadAccess(
             self,
@@ -87,8 +64,7 @@ class TeamEndpointStack(cdk.Stack):
             name=name,
             namespace=namespace,
             engine=engine,
-            router=Router(image=DEFAULT_ROUTER_IMAGE, routing="prefixaware", replicas=1),
-            lmcache=replace(lmcache, remote_url=l2.remote_url(directory)),
+            router=Router(routing="prefixaware", replicas=1),
             hash_seed=hash_seed,
             l2=l2,
         )

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from kvtiers.cli.output import human_bytes, table
 from kvtiers.config import ConfigError, Environment
 from kvtiers.config.loader import format_validation_error
-from kvtiers.config.models import ModelShape
-from kvtiers.config.sizing import GIB
+from kvtiers.models import ModelShape
+from kvtiers.serving_defaults import GIB
 from kvtiers.stacks.wiring.serving import l2_namespace, l2_volume
 
 

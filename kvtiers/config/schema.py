@@ -15,17 +15,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from kvtiers import curvine_defaults as curvine
 from kvtiers import platform_defaults as platform
+from kvtiers import serving_defaults
 from kvtiers.aws_limits import GP3_MAX_GIB, GP3_MAX_IOPS, GP3_MAX_MIBPS, GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
 from kvtiers.config.instance_types import G6E_INSTANCE_TYPES, GPU_MEMORY_GIB, InstanceType
-from kvtiers.config.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
 from kvtiers.config.sizing import (
     ACTIVATION_RESERVE_GIB,
     GB,
-    GIB,
-    MODEL_DISK_EXTRA_GIB,
-    MODEL_DISK_HEADROOM,
-    VLLM_HOST_GIB_PER_EXTRA_RANK,
     EndpointSizing,
     EnvironmentSizing,
     NodeBudget,
@@ -43,8 +40,11 @@ from kvtiers.config.versions import (
     engine_release,
     router_release,
 )
+from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH
 from kvtiers.k8s_charts.names import longest_endpoint_name
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
+from kvtiers.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
+from kvtiers.serving_defaults import GIB, engine_pod_sizing
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SAGEMAKER_NAME = platform.SAGEMAKER_NAME_PATTERN
@@ -173,13 +173,13 @@ class EksAddonVersions(Strict):
     Pinned, never resolved at synth, so that ``cdk diff`` shows every upgrade.
     """
 
-    vpc_cni: str = "v1.21.1-eksbuild.3"
+    vpc_cni: str = platform.VPC_CNI_VERSION
     """HyperPod needs the VPC CNI at 1.18.3 or later."""
-    coredns: str = "v1.13.2-eksbuild.4"
-    kube_proxy: str = "v1.34.3-eksbuild.2"
+    coredns: str = platform.COREDNS_VERSION
+    kube_proxy: str = platform.KUBE_PROXY_VERSION
     """kube-proxy's minor version is the cluster's."""
-    eks_pod_identity_agent: str = "v1.3.9-eksbuild.3"
-    aws_ebs_csi_driver: str = "v1.50.1-eksbuild.1"
+    eks_pod_identity_agent: str = platform.EKS_POD_IDENTITY_AGENT_VERSION
+    aws_ebs_csi_driver: str = platform.EBS_CSI_DRIVER_VERSION
 
     @model_validator(mode="after")
     def _pinned(self) -> EksAddonVersions:
@@ -188,7 +188,7 @@ class EksAddonVersions(Strict):
                 raise ValueError(f"{name}: {version!r} is not an EKS add-on version like 'v1.20.4-eksbuild.1'")
         if _version(self.vpc_cni) < platform.MIN_VPC_CNI_VERSION:
             raise ValueError(f"vpc_cni {self.vpc_cni} is older than v1.18.3, the minimum HyperPod supports")
-        if _version(self.aws_ebs_csi_driver) < (1, 47, 0):
+        if _version(self.aws_ebs_csi_driver) < platform.MIN_EBS_CSI_DRIVER_VERSION:
             raise ValueError(
                 f"aws_ebs_csi_driver {self.aws_ebs_csi_driver} is older than v1.47.0, the first that attaches volumes to "
                 "HyperPod nodes (AttachClusterNodeVolume)"
@@ -367,39 +367,27 @@ class HyperPod(Strict):
     def group(self, name: str) -> InstanceGroup:
         return next(g for g in self.instance_groups if g.name == name)
 
-    @property
-    def taint_tolerations(self) -> tuple[dict[str, str], ...]:
-        """One Kubernetes toleration per distinct custom taint of any group, for node agents that must run on every
-        HyperPod node (device plugins)."""
-        taints = sorted({(t.key, t.value, t.effect) for g in self.instance_groups for t in g.taints})
-        return tuple(
-            {"key": key, "operator": "Equal", "value": value, "effect": effect}
-            if value
-            else {"key": key, "operator": "Exists", "effect": effect}
-            for key, value, effect in taints
-        )
-
 
 # --------------------------------------------------------------------------------------------------- Curvine
 
 
 class CurvineImages(ImageField):
-    runtime_image: str = "ghcr.io/curvineio/curvine:v0.4.1"
-    csi_image: str = "ghcr.io/curvineio/curvine-csi:v0.4.1"
-    csi_provisioner_image: str = "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0"
-    csi_node_driver_registrar_image: str = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
-    csi_livenessprobe_image: str = "registry.k8s.io/sig-storage/livenessprobe:v2.15.0"
+    runtime_image: str = curvine.RUNTIME_IMAGE
+    csi_image: str = curvine.CSI_IMAGE
+    csi_provisioner_image: str = curvine.CSI_PROVISIONER_IMAGE
+    csi_node_driver_registrar_image: str = curvine.CSI_NODE_DRIVER_REGISTRAR_IMAGE
+    csi_livenessprobe_image: str = curvine.CSI_LIVENESSPROBE_IMAGE
 
 
 class CurvinePorts(Strict):
     """Every Curvine port, set explicitly because the code and the docs disagree on the web-port defaults."""
 
-    master_rpc: int = 8995
-    journal: int = 8996
-    worker_rpc: int = 8997
-    master_web: int = 9000
-    worker_web: int = 9001
-    fuse_web: int = 9002
+    master_rpc: int = curvine.MASTER_RPC_PORT
+    journal: int = curvine.JOURNAL_PORT
+    worker_rpc: int = curvine.WORKER_RPC_PORT
+    master_web: int = curvine.MASTER_WEB_PORT
+    worker_web: int = curvine.WORKER_WEB_PORT
+    fuse_web: int = curvine.FUSE_WEB_PORT
 
     @model_validator(mode="after")
     def _distinct(self) -> CurvinePorts:
@@ -418,7 +406,7 @@ class CurvineMaster(Strict):
     volume_throughput_mibps: int = Field(default=GP3_MIN_MIBPS, ge=GP3_MIN_MIBPS, le=GP3_MAX_MIBPS)
     snapshot_on_delete: bool = platform.SNAPSHOT_ON_DELETE
     """Removal policy: snapshot the journal volumes when the stack deletes them (default), else destroy."""
-    audit_log: bool = False
+    audit_log: bool = curvine.AUDIT_LOG
     """Master audit log (Curvine's default is on): one log line per file operation, i.e. per LMCache chunk stored or
     looked up. Off by default: the RPC is unauthenticated, so the log names only the client host it trusts anyway."""
 
@@ -441,16 +429,16 @@ class CurvineMaster(Strict):
 
 
 class CurvineWorker(Strict):
-    nvme_mount: AbsolutePath = "/opt/dlami/nvme"
+    nvme_mount: AbsolutePath = curvine.NVME_MOUNT
     """Where the node's NVMe instance store is mounted. The worker refuses to start unless this is a mount point of
     a filesystem on the instance store, so the cache never lands on the root disk. Default: the DLAMI path the
     source design used; AWS's EBS-CSI-on-HyperPod page also describes an LVM volume at ``/opt/sagemaker`` (which
     the check accepts when it includes the instance store): check with ``findmnt`` on a node."""
-    data_dir: str = "/opt/dlami/nvme/curvine"
+    data_dir: str = curvine.DATA_DIR
     """Cache directory, below ``nvme_mount`` (created on first start)."""
-    capacity_gb: int = Field(default=1000, ge=1)
+    capacity_gb: int = Field(default=curvine.CAPACITY_GB, ge=1)
     """Cache capacity per worker; must fit on the instance type's NVMe."""
-    reserved_gb: int = Field(default=20, ge=0)
+    reserved_gb: int = Field(default=curvine.RESERVED_GB, ge=0)
     """Space Curvine leaves free on the disk (``dir_reserved``)."""
 
     @field_validator("data_dir")
@@ -478,11 +466,13 @@ class CurvineEviction(Strict):
     Curvine worker left unreadable.
     """
 
-    high_watermark: float = Field(default=0.85, gt=0, lt=1)
-    low_watermark: float = Field(default=0.70, gt=0, lt=1)
-    policy: Literal["lru", "lfu"] = "lru"
+    high_watermark: float = Field(default=curvine.HIGH_WATERMARK, gt=0, lt=1)
+    low_watermark: float = Field(default=curvine.LOW_WATERMARK, gt=0, lt=1)
+    policy: curvine.EvictionPolicy = curvine.EVICTION_POLICY
     """Curvine's own quota-eviction policy (kept configured; at v0.4.1 it only ever removes expired files)."""
-    janitor_interval_seconds: int = Field(default=600, ge=60, le=86400)
+    janitor_interval_seconds: int = Field(
+        default=curvine.JANITOR_INTERVAL_SECONDS, ge=curvine.MIN_JANITOR_INTERVAL_SECONDS, le=86400
+    )
     """Seconds from the start of one janitor run to the next. Default: 10 minutes, so the L2 overshoots the high
     watermark by at most ten minutes of writes."""
 
@@ -497,33 +487,38 @@ class PodSize(Strict):
     cpu: str = Field(pattern=r"^\d+(\.\d+)?m?$")
     memory_gib: int = Field(ge=1)
 
+    @classmethod
+    def default(cls, container: str) -> PodSize:
+        cpu, memory_gib = curvine.RESOURCES[container]
+        return cls(cpu=cpu, memory_gib=memory_gib)
+
 
 class CurvineResources(Strict):
     """Requests = limits for each Curvine container (Guaranteed QoS, so cache pods are not evicted first)."""
 
-    master: PodSize = PodSize(cpu="2", memory_gib=8)
-    worker: PodSize = PodSize(cpu="4", memory_gib=8)
+    master: PodSize = PodSize.default("master")
+    worker: PodSize = PodSize.default("worker")
     """Counted against each GPU node's memory budget."""
-    fuse: PodSize = PodSize(cpu="2", memory_gib=4)
+    fuse: PodSize = PodSize.default("fuse")
     """The FUSE processes of a node (embedded in the CSI node plugin container, which gets this plus ``csi_node``);
     counted against each GPU node's memory budget."""
-    csi_node: PodSize = PodSize(cpu="500m", memory_gib=1)
-    csi_controller: PodSize = PodSize(cpu="500m", memory_gib=1)
-    sidecar: PodSize = PodSize(cpu="100m", memory_gib=1)
+    csi_node: PodSize = PodSize.default("csi_node")
+    csi_controller: PodSize = PodSize.default("csi_controller")
+    sidecar: PodSize = PodSize.default("sidecar")
 
 
 class Curvine(Strict):
-    namespace: DnsLabel = "curvine"
-    cluster_id: DnsLabel = "kvtiers"
+    namespace: DnsLabel = curvine.NAMESPACE
+    cluster_id: DnsLabel = curvine.CLUSTER_ID
     images: CurvineImages = CurvineImages()
     ports: CurvinePorts = CurvinePorts()
     master: CurvineMaster = CurvineMaster()
     worker: CurvineWorker = CurvineWorker()
     eviction: CurvineEviction = CurvineEviction()
     resources: CurvineResources = CurvineResources()
-    block_size: str = Field(default="64MB", pattern=r"^\d+(KB|MB|GB)$")
+    block_size: str = Field(default=curvine.BLOCK_SIZE, pattern=r"^\d+(KB|MB|GB)$")
     """Curvine block size; 64 MB holds several 14 MiB LMCache chunks of a 7B model per block."""
-    fs_path: AbsolutePath = "/l2cache"
+    fs_path: AbsolutePath = curvine.FS_PATH
     """Curvine namespace path the StorageClass serves (``fs-path``)."""
     worker_group: str | None = None
     """Instance group that runs workers. Default: every HyperPod group."""
@@ -567,7 +562,7 @@ class ServingImages(ImageField):
     matches the router's (see the README's version matrix)."""
     router_image: str = DEFAULT_ROUTER_IMAGE
     """production-stack router; stable releases are published as ``lmcache/lmstack-router:v<version>``."""
-    model_sync_image: str = "public.ecr.aws/aws-cli/aws-cli:2.31.3"
+    model_sync_image: str = serving_defaults.MODEL_SYNC_IMAGE
     """Init container that copies S3 weights to the pod (``aws s3 sync``)."""
 
     @field_validator("vllm_image", "router_image")
@@ -616,18 +611,18 @@ class Endpoint(Strict):
     source: ModelSource
     serving: Literal["self_managed", "operator"] = "self_managed"
     instance_group: str
-    replicas: int = Field(default=2, ge=1, le=64)
-    tensor_parallel_size: int = Field(default=1, ge=1, le=8)
-    dtype: Literal["bfloat16", "float16"] = "bfloat16"
-    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.95)
-    max_model_len: int = Field(default=16384, ge=256)
-    l1_gib: int = Field(default=40, ge=1)
+    replicas: int = Field(default=serving_defaults.REPLICAS, ge=1, le=64)
+    tensor_parallel_size: int = Field(default=serving_defaults.TENSOR_PARALLEL_SIZE, ge=1, le=8)
+    dtype: Literal["bfloat16", "float16"] = serving_defaults.DTYPE
+    gpu_memory_utilization: float = Field(default=serving_defaults.GPU_MEMORY_UTILIZATION, gt=0.1, le=0.95)
+    max_model_len: int = Field(default=serving_defaults.MAX_MODEL_LEN, ge=256)
+    l1_gib: int = Field(default=serving_defaults.L1_GIB, ge=1)
     """LMCache L1 (``max_local_cpu_size``) per GPU worker, pinned host DRAM."""
-    shm_gib: int = Field(default=8, ge=1)
+    shm_gib: int = Field(default=serving_defaults.SHM_GIB, ge=1)
     """Memory-backed /dev/shm (NCCL needs more than the 64 MiB default once TP > 1)."""
-    vllm_overhead_gib: int = Field(default=16, ge=4)
+    vllm_overhead_gib: int = Field(default=serving_defaults.VLLM_OVERHEAD_GIB, ge=4)
     """Host memory vLLM itself needs (Python, CUDA context, weight staging)."""
-    cpu: int = Field(default=8, ge=1)
+    cpu: int = Field(default=serving_defaults.CPU, ge=1)
     l2: Literal["auto", "on", "off"] = "auto"
     expected_prompt_tokens: int = Field(default=2000, ge=1)
     """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``. With
@@ -639,12 +634,12 @@ class Endpoint(Strict):
     (``/v1/completions``). kvaware needs ``completions``: the router tokenizes only a completion's ``prompt``."""
     session_key: str | None = None
     """Header or JSON field with the session id. Required for ``routing: session``."""
-    router_replicas: int = Field(default=2, ge=1, le=10)
+    router_replicas: int = Field(default=serving_defaults.ROUTER_REPLICAS, ge=1, le=10)
     """Default: 2, so that a router's rollout or its node's loss leaves one serving; 1 for ``kvaware``, whose LMCache
     controller lives in the router process (one router only)."""
     internal_load_balancer: bool = False
     """Expose the router through an internal NLB as well as the ClusterIP Service. Default off."""
-    startup_timeout_seconds: int = Field(default=1800, ge=60)
+    startup_timeout_seconds: int = Field(default=serving_defaults.STARTUP_TIMEOUT_SECONDS, ge=60)
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
     """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
@@ -713,18 +708,18 @@ class Endpoint(Strict):
 
 
 class Serving(Strict):
-    namespace: DnsLabel = "serving"
+    namespace: DnsLabel = serving_defaults.NAMESPACE
     node_reserved_gib: int = Field(default=8, ge=0)
     """Host memory kept for the OS, kubelet and HyperPod agents on every GPU node before pods are placed."""
-    hash_seed: str = Field(default="0", pattern=r"^\d{1,10}$")
+    hash_seed: str = Field(default=serving_defaults.HASH_SEED, pattern=r"^\d{1,10}$")
     """``PYTHONHASHSEED`` shared by every engine and router on the L2: without one seed, cross-pod hits are zero."""
     l2_threshold_tokens: int = Field(default=1000, ge=0)
     """``l2: auto`` turns the L2 on at or above this prompt length (below it the source design measured the L2
     round trip costing as much as recompute: 0.99x at 500 tokens)."""
-    l2_mount_path: AbsolutePath = "/mnt/curvine/l2cache"
+    l2_mount_path: AbsolutePath = DEFAULT_MOUNT_PATH
     """Where the Curvine L2 claim is mounted in serving pods; LMCache's ``remote_url`` path is derived from it."""
-    l2_claim_name: DnsLabel = "curvine-l2"
-    l2_claim_size_gib: int = Field(default=100, ge=1)
+    l2_claim_name: DnsLabel = curvine.CLAIM_NAME
+    l2_claim_size_gib: int = Field(default=curvine.CLAIM_SIZE_GIB, ge=1)
     """Nominal (Curvine does not enforce it); capacity comes from the workers."""
     images: ServingImages = ServingImages()
     endpoints: tuple[Endpoint, ...] = ()
@@ -750,20 +745,20 @@ class Serving(Strict):
 class OperatorAddonVersions(Strict):
     """Pinned EKS add-on versions of the HyperPod Inference Operator and its prerequisites."""
 
-    inference_operator: str = "v1.0.0-eksbuild.1"
+    inference_operator: str = platform.INFERENCE_OPERATOR_VERSION
     """``amazon-sagemaker-hyperpod-inference``. This version ships the operator CRD of chart 2.0.0 (no
     ``spec.kubernetes``); the endpoint spec uses only fields of the versions listed in docs/operator-contract.md."""
-    cert_manager: str = "v1.18.2-eksbuild.2"
-    s3_csi_driver: str = "v1.14.1-eksbuild.1"
-    fsx_csi_driver: str = "v1.7.0-eksbuild.1"
-    metrics_server: str = "v0.8.0-eksbuild.2"
+    cert_manager: str = platform.CERT_MANAGER_VERSION
+    s3_csi_driver: str = platform.S3_CSI_DRIVER_VERSION
+    fsx_csi_driver: str = platform.FSX_CSI_DRIVER_VERSION
+    metrics_server: str = platform.METRICS_SERVER_VERSION
 
 
 class InferenceOperator(Strict):
     """Settings for endpoints with ``serving: operator`` (used only when at least one exists)."""
 
     addons: OperatorAddonVersions = OperatorAddonVersions()
-    kyverno_chart_version: str = Field(default="3.5.2", pattern=r"^\d+\.\d+\.\d+$")
+    kyverno_chart_version: str = Field(default=platform.KYVERNO_CHART_VERSION, pattern=r"^\d+\.\d+\.\d+$")
     """Kyverno Helm chart that mutates operator pods to mount the Curvine L2."""
     l2_backend: Literal["curvine", "tieredstorage"] = "curvine"
     """``curvine``: the shared NVMe L2 attached by the admission policy (default, cross-node hits).
@@ -967,7 +962,13 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint, group: Inst
             f"give {usable_gpu / GIB:.1f} GiB; raise tensor_parallel_size"
         )
     l1_bytes = endpoint.l1_gib * tp * GIB
-    vllm_host_gib = _vllm_host_memory_gib(endpoint)
+    pod = engine_pod_sizing(
+        weight_bytes=weights,
+        tensor_parallel_size=tp,
+        l1_gib=endpoint.l1_gib,
+        shm_gib=endpoint.shm_gib,
+        vllm_overhead_gib=endpoint.vllm_overhead_gib,
+    )
     l2_enabled, reason = _l2_decision(endpoint, env.serving.l2_threshold_tokens)
     return EndpointSizing(
         name=endpoint.name,
@@ -980,15 +981,11 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint, group: Inst
         l1_tokens=l1_bytes // kv,
         l2_enabled=l2_enabled,
         l2_reason=reason,
-        pod_memory_gib=endpoint.l1_gib * tp + vllm_host_gib + endpoint.shm_gib,
+        pod_memory_gib=pod.memory_gib,
         pods_per_node=math.ceil(endpoint.replicas / group.count),
-        vllm_host_gib=vllm_host_gib,
-        model_disk_gib=math.ceil(weights / GIB * MODEL_DISK_HEADROOM) + MODEL_DISK_EXTRA_GIB,
+        vllm_host_gib=pod.vllm_host_gib,
+        model_disk_gib=pod.model_disk_gib,
     )
-
-
-def _vllm_host_memory_gib(endpoint: Endpoint) -> int:
-    return endpoint.vllm_overhead_gib + VLLM_HOST_GIB_PER_EXTRA_RANK * (endpoint.tensor_parallel_size - 1)
 
 
 def _size_environment(env: Environment) -> EnvironmentSizing:

@@ -10,16 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GIB = 1024**3
 GB = 1000**3
 ACTIVATION_RESERVE_GIB = 2
 """GPU memory per GPU that vLLM keeps for activations and CUDA graphs beyond the weights (an estimate)."""
-VLLM_HOST_GIB_PER_EXTRA_RANK = 4
-"""Host memory of each tensor-parallel worker process beyond the first (its own Python, CUDA context and pinned
-staging buffers): vLLM runs one process per GPU, so its host overhead grows with the tensor-parallel size."""
-MODEL_DISK_HEADROOM = 1.1
-"""Model emptyDir limit = weights x this + ``MODEL_DISK_EXTRA_GIB`` (tokenizer, configs, shard rounding)."""
-MODEL_DISK_EXTRA_GIB = 2
 
 
 @dataclass(frozen=True)

@@ -19,17 +19,22 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
+from kvtiers.constructs.node_traffic import IpProtocol, NodeTraffic, PortRule
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, Support, release, support, support_note
 from kvtiers.platform_defaults import (
     ADDON_VERSION_PATTERN,
     CONTROL_PLANE_LOGGING,
+    COREDNS_VERSION,
     EKS_CLUSTER_NAME_PATTERN,
+    EKS_POD_IDENTITY_AGENT_VERSION,
     ENDPOINT_ACCESS,
     IAM_ROLE_ARN_PATTERN,
+    KUBE_PROXY_VERSION,
     MIN_VPC_CNI_VERSION,
     SYSTEM_NODE_COUNT,
     SYSTEM_NODE_INSTANCE_TYPE,
+    VPC_CNI_VERSION,
     ControlPlaneLogType,
     EndpointAccess,
 )
@@ -54,6 +59,7 @@ ADDON_CONFIGURATION = {"vpc-cni": VPC_CNI_CONFIGURATION}
 
 SYSTEM_NODE_LABELS = {"kvtiers.io/role": "system"}
 """Labels of the system node group's nodes, where CoreDNS (and other cluster controllers) run."""
+DNS_PORT = 53
 
 
 def as_cluster_interface(cluster: ClusterLike) -> eks.ICluster:
@@ -71,16 +77,21 @@ class CoreAddonVersions:
     """Exact versions of the EKS-managed core add-ons (``aws eks describe-addon-versions``), never resolved at
     synth, so that ``cdk diff`` shows every upgrade.
 
-    :param vpc_cni: ``vpc-cni``; HyperPod needs 1.18.3 or later.
-    :param coredns: ``coredns``.
-    :param kube_proxy: ``kube-proxy``.
-    :param eks_pod_identity_agent: ``eks-pod-identity-agent``.
+    The defaults are the versions for the default Kubernetes version (``kvtiers.platform_defaults``); change them
+    together with ``EksCluster(kubernetes_version=...)``.
+
+    :param vpc_cni: ``vpc-cni``; HyperPod needs 1.18.3 or later. @default ``platform_defaults.VPC_CNI_VERSION``
+    :param coredns: ``coredns``. @default ``platform_defaults.COREDNS_VERSION``
+    :param kube_proxy: ``kube-proxy``, of the cluster's minor version. @default
+        ``platform_defaults.KUBE_PROXY_VERSION``
+    :param eks_pod_identity_agent: ``eks-pod-identity-agent``. @default
+        ``platform_defaults.EKS_POD_IDENTITY_AGENT_VERSION``
     """
 
-    vpc_cni: str
-    coredns: str
-    kube_proxy: str
-    eks_pod_identity_agent: str
+    vpc_cni: str = VPC_CNI_VERSION
+    coredns: str = COREDNS_VERSION
+    kube_proxy: str = KUBE_PROXY_VERSION
+    eks_pod_identity_agent: str = EKS_POD_IDENTITY_AGENT_VERSION
 
     def __post_init__(self) -> None:
         check.exact_addon_versions(self, ADDON_VERSION_PATTERN, "v1.20.4-eksbuild.1")
@@ -123,8 +134,9 @@ def kubectl_layer(scope: Construct, version: str) -> Any:
 class EksCluster(Construct):
     """The EKS cluster HyperPod is orchestrated by.
 
-    Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``secrets_key``, ``addons`` (the pinned add-ons by name)
-    and ``system_nodegroup`` (``None`` without one).
+    Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``secrets_key``, ``addons`` (the pinned add-ons by name),
+    ``system_nodegroup`` and ``node_traffic`` (the rules between system and HyperPod nodes, to which the constructs
+    that deploy components add their ports; both ``None`` without a system node group).
 
     :param scope: the parent construct.
     :param id: the construct id.
@@ -132,7 +144,7 @@ class EksCluster(Construct):
     :param subnets: private subnets (with egress) for the control plane's ENIs and the system node group, in at
         least two availability zones.
     :param security_group: the control plane's additional security group (the one the HyperPod nodes carry).
-    :param addons: exact versions of the managed core add-ons.
+    :param addons: exact versions of the managed core add-ons. @default ``CoreAddonVersions()``
     :param cluster_name: the EKS cluster name. @default a CloudFormation-generated name
     :param kubernetes_version: a version HyperPod documents (``kvtiers.kubernetes_versions``); the kubectl layer
         package must match (``aws-cdk.lambda-layer-kubectl-vNN``). @default ``"1.34"``, the newest HyperPod documents
@@ -162,7 +174,7 @@ class EksCluster(Construct):
         vpc: ec2.IVpc,
         subnets: Sequence[ec2.ISubnet],
         security_group: ec2.ISecurityGroup,
-        addons: CoreAddonVersions,
+        addons: CoreAddonVersions = CoreAddonVersions(),
         cluster_name: str | None = None,
         kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
         endpoint_access: EndpointAccess = ENDPOINT_ACCESS,
@@ -244,6 +256,7 @@ class EksCluster(Construct):
                 ],
             )
         self.system_nodegroup: eks.Nodegroup | None = None
+        self.node_traffic: NodeTraffic | None = None
         if system_nodegroup is not None:
             self.system_nodegroup = self.cluster.add_nodegroup_capacity(
                 "System",
@@ -262,6 +275,16 @@ class EksCluster(Construct):
             self.addons["coredns"].configuration_values = cdk.Stack.of(self).to_json_string(
                 {"affinity": _required_node_labels(SYSTEM_NODE_LABELS)}
             )
+            self.node_traffic = _node_traffic(self, security_group, self.cluster.cluster_security_group_id)
+            dns: tuple[tuple[IpProtocol, str], ...] = (("udp", ""), ("tcp", " (large answers)"))
+            for protocol, detail in dns:
+                self.node_traffic.allow_to_system(
+                    PortRule(
+                        protocol=protocol,
+                        port=DNS_PORT,
+                        reason=f"pods on HyperPod nodes resolve names with CoreDNS{detail}",
+                    )
+                )
 
     def add_addon(
         self,
@@ -286,6 +309,14 @@ class EksCluster(Construct):
         addon.node.add_dependency(self.addons["eks-pod-identity-agent"])
         self.addons[name] = addon
         return addon
+
+
+def _node_traffic(eks: EksCluster, hyperpod_group: ec2.ISecurityGroup, system_group_id: str) -> NodeTraffic:
+    """The stack's node traffic rules, as a child of the stack: their logical IDs are then named by port alone, and a
+    deployed rule keeps its ID whichever construct added it."""
+    stack = cdk.Stack.of(eks)
+    id = "NodeTraffic" if stack.node.try_find_child("NodeTraffic") is None else f"{eks.node.id}NodeTraffic"
+    return NodeTraffic(stack, id, hyperpod_security_group=hyperpod_group, system_security_group_id=system_group_id)
 
 
 def _endpoint_access(endpoint_access: str, public_access_cidrs: Sequence[str]) -> eks.EndpointAccess:

@@ -19,8 +19,9 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
-import kvtiers.constructs._checks as check
-from kvtiers.constructs.eks_cluster import ClusterLike
+import kvtiers.checks as check
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster
+from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
 from kvtiers.platform_defaults import (
     DEEP_HEALTH_CHECKS,
     EBS_VOLUME_GB,
@@ -114,15 +115,26 @@ class InstanceGroup:
 class HyperPodCluster(Construct):
     """The HyperPod cluster.
 
-    Attributes: ``cluster`` (the ``CfnCluster``), ``execution_role``, ``lifecycle_bucket``, ``lifecycle_deployment``
-    and ``key`` (node volumes and lifecycle scripts).
+    Attributes: ``cluster`` (the ``CfnCluster``), ``execution_role``, ``lifecycle_bucket``, ``lifecycle_deployment``,
+    ``key`` (node volumes and lifecycle scripts), ``eks`` (the :class:`EksCluster`, or ``None`` for an imported
+    cluster), ``subnet``, ``security_group`` and ``instance_groups``.
+
+    HyperPod joins its nodes to the EKS cluster when it creates them: the networking add-ons and the dependency chart
+    (health-monitoring agent, device plugins) must be there first. Given the :class:`EksCluster` and the
+    :class:`HyperPodDependencies`, the cluster comes after both; without the chart it warns at synth.
 
     :param scope: the parent construct.
     :param id: the construct id.
-    :param eks_cluster: the EKS cluster that orchestrates HyperPod.
+    :param eks_cluster: the EKS cluster that orchestrates HyperPod: the :class:`EksCluster` construct (the cluster
+        then comes after its ``vpc-cni``, ``kube-proxy`` and ``eks-pod-identity-agent`` add-ons) or an imported
+        cluster (whose add-ons are its owner's business).
     :param subnet: the subnet of the HyperPod nodes.
     :param security_group: the security group of the HyperPod nodes.
     :param instance_groups: at least one instance group; names unique.
+    :param dependencies: the HyperPod dependency chart on ``eks_cluster``; the cluster comes after it. @default none:
+        a synth warning, unless ``external_dependency_chart``
+    :param external_dependency_chart: the dependency chart is installed outside this app (before this cluster is
+        created), so its absence here is no warning. @default False
     :param cluster_name: the HyperPod cluster name (a SageMaker name). @default a CloudFormation-generated name
     :param node_recovery: ``"Automatic"`` or ``"None"``. @default ``"Automatic"``: HyperPod replaces unhealthy
         nodes without an operator
@@ -143,10 +155,12 @@ class HyperPodCluster(Construct):
         scope: Construct,
         id: str,
         *,
-        eks_cluster: ClusterLike,
+        eks_cluster: EksCluster | ClusterLike,
         subnet: ec2.ISubnet,
         security_group: ec2.ISecurityGroup,
         instance_groups: Sequence[InstanceGroup],
+        dependencies: HyperPodDependencies | None = None,
+        external_dependency_chart: bool = False,
         cluster_name: str | None = None,
         node_recovery: NodeRecovery = NODE_RECOVERY,
         tiered_storage_enabled: bool = TIERED_STORAGE_ENABLED,
@@ -164,10 +178,19 @@ class HyperPodCluster(Construct):
             check.matches("HyperPodCluster", "cluster_name", cluster_name, SAGEMAKER_NAME_PATTERN, "a SageMaker name")
         check.one_of("HyperPodCluster", "node_recovery", node_recovery, NodeRecovery)
         check.in_range("HyperPodCluster", "tiered_storage_memory_percentage", tiered_storage_memory_percentage, 0, 100)
+        if dependencies is not None and external_dependency_chart:
+            raise ValueError(
+                "HyperPodCluster: dependencies is given and external_dependency_chart is True; give one or the other"
+            )
         if lifecycle_bucket_name is None:
             lifecycle_bucket_name = default_lifecycle_bucket_name(cdk.Stack.of(self))
         else:
             _check_bucket_name(lifecycle_bucket_name)
+        self.eks = eks_cluster if isinstance(eks_cluster, EksCluster) else None
+        cluster = eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster
+        self.subnet = subnet
+        self.security_group = security_group
+        self.instance_groups = tuple(instance_groups)
 
         self.key = kms.Key(
             self, "Key", enable_key_rotation=True, description="HyperPod node volumes and lifecycle scripts"
@@ -216,7 +239,7 @@ class HyperPodCluster(Construct):
             iam.PolicyStatement(
                 sid="PodIdentity",
                 actions=["eks-auth:AssumeRoleForPodIdentity"],
-                resources=[eks_cluster.cluster_arn],
+                resources=[cluster.cluster_arn],
             )
         )
         # Reading the lifecycle scripts decrypts with the key (granted by grant_read). HyperPod itself creates the
@@ -234,7 +257,7 @@ class HyperPodCluster(Construct):
             "Cluster",
             cluster_name=cluster_name,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
-                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster.cluster_arn)
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=cluster.cluster_arn)
             ),
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=[security_group.security_group_id], subnets=[subnet.subnet_id]
@@ -245,6 +268,19 @@ class HyperPodCluster(Construct):
             instance_groups=[self._group(g) for g in instance_groups],
         )
         self.cluster.node.add_dependency(self.lifecycle_deployment)
+        if self.eks is not None:
+            for name in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent"):
+                self.cluster.node.add_dependency(self.eks.addons[name])
+        if dependencies is not None:
+            self.cluster.node.add_dependency(dependencies.chart)
+        elif not external_dependency_chart:
+            cdk.Annotations.of(self).add_warning_v2(
+                "kvtiers:no-dependency-chart",
+                "HyperPodCluster: no HyperPod dependency chart (dependencies=HyperPodDependencies(...)): without its "
+                "health-monitoring agent there is no automatic node recovery and without its device plugins no node "
+                "offers nvidia.com/gpu; give it, or set external_dependency_chart=True when it is installed outside "
+                "this app",
+            )
         cdk.Aspects.of(cdk.Stack.of(self)).add(_AfterRolePolicies(self.cluster, self.execution_role))
 
     def _group(self, group: InstanceGroup) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:

@@ -9,7 +9,7 @@ that folder as a chart asset.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,8 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.k8s_charts.tolerations import Toleration
 
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"
@@ -46,14 +47,14 @@ v0.16.1 ``templates/daemonset-device-plugin.yml``; aws/eks-charts ``aws-efa-k8s-
 ``templates/daemonset.yaml``). The health-monitoring agent tolerates every taint in its own template."""
 
 
-def chart_values(region: str, tolerations: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+def chart_values(region: str, tolerations: Sequence[Toleration]) -> dict[str, Any]:
     """Values for the dependency chart: the region for the health-monitoring agent's image, and every custom taint
     tolerated by the device plugins."""
     # Subchart values are keyed by the subchart name, not the enable flag (sagemaker-hyperpod-cli#289).
     values: dict[str, Any] = {"health-monitoring-agent": {"region": region}, "global": {"region": region}}
     if tolerations:
         for subchart, defaults in DEVICE_PLUGIN_TOLERATIONS.items():
-            values[subchart] = {"tolerations": [*defaults, *(dict(t) for t in tolerations)]}
+            values[subchart] = {"tolerations": [*defaults, *(t.to_dict() for t in tolerations)]}
     return values
 
 
@@ -64,16 +65,19 @@ class HyperPodDependencies(Construct):
 
     :param scope: the parent construct.
     :param id: the construct id.
-    :param cluster: the EKS cluster to install the chart on.
+    :param cluster: the EKS cluster to install the chart on. Given the :class:`EksCluster` construct, the chart comes
+        after the networking add-ons and the system node group its controllers run on.
     :param chart_dir: a local copy of ``helm_chart/HyperPodHelmChart`` with its ``charts/`` resolved
         (``helm dependency update``); must hold ``Chart.yaml``.
     :param region: the region of the health-monitoring agent's image. @default the stack's region
-    :param tolerations: Kubernetes tolerations (as in a pod spec) for the custom taints of the HyperPod groups; the
+    :param tolerations: tolerations of the custom taints of the HyperPod groups; the
         device plugins get them on top of their own, so that tainted GPU nodes still offer ``nvidia.com/gpu``.
         @default none (no custom taints)
     :param wait: wait until the chart's controllers (training and MPI operators) are ready, and roll back otherwise.
-        Needs a node for them before HyperPod's nodes exist (the system node group): without one, set ``False`` or
-        the install waits for nodes that HyperPod creates only after it. @default wait
+        Needs a node for them before HyperPod's nodes exist (the system node group): without one the install would
+        wait for nodes that HyperPod creates only after it. @default wait when ``cluster`` is an :class:`EksCluster`
+        with a system node group or an imported cluster (which has its own nodes); not for an :class:`EksCluster`
+        without one
     """
 
     def __init__(
@@ -81,20 +85,24 @@ class HyperPodDependencies(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: ClusterLike,
+        cluster: EksCluster | ClusterLike,
         chart_dir: Path,
         region: str | None = None,
-        tolerations: Sequence[Mapping[str, str]] = (),
-        wait: bool = True,
+        tolerations: Sequence[Toleration] = (),
+        wait: bool | None = None,
     ) -> None:
         super().__init__(scope, id)
         if not (chart_dir / "Chart.yaml").is_file():
             raise ValueError(f"HyperPodDependencies: chart_dir {chart_dir} has no Chart.yaml")
+        eks_cluster = cluster if isinstance(cluster, EksCluster) else None
+        kubernetes = cluster.cluster if isinstance(cluster, EksCluster) else cluster
+        if wait is None:
+            wait = eks_cluster is None or eks_cluster.system_nodegroup is not None
         self.chart_asset = s3_assets.Asset(self, "ChartAsset", path=str(chart_dir))
         self.chart = eks.HelmChart(
             self,
             "Chart",
-            cluster=as_cluster_interface(cluster),
+            cluster=as_cluster_interface(kubernetes),
             chart_asset=self.chart_asset,
             release=RELEASE,
             namespace=NAMESPACE,
@@ -105,3 +113,12 @@ class HyperPodDependencies(Construct):
             timeout=cdk.Duration.minutes(10),
             values=chart_values(region if region is not None else cdk.Stack.of(self).region, tolerations),
         )
+        if eks_cluster is not None:
+            # Its controllers need a node with pod networking before HyperPod's nodes exist.
+            for prerequisite in (
+                eks_cluster.addons["vpc-cni"],
+                eks_cluster.addons["kube-proxy"],
+                eks_cluster.system_nodegroup,
+            ):
+                if prerequisite is not None:
+                    self.node.add_dependency(prerequisite)

@@ -19,10 +19,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
-from kvtiers.constructs.eks_cluster import ClusterLike, as_cluster_interface, pinned_addon
+import kvtiers.checks as check
+from kvtiers import platform_defaults
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pinned_addon
 from kvtiers.constructs.load_balancer_controller import load_balancer_controller_statements
+from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
 from kvtiers.k8s_charts.hyperpod_operator.contract import kyverno_values
+from kvtiers.k8s_charts.names import OPERATOR_PORT
 from kvtiers.platform_defaults import ADDON_VERSION_PATTERN
 
 OPERATOR_ADDON = "amazon-sagemaker-hyperpod-inference"
@@ -44,21 +47,44 @@ CHART_VERSION_PATTERN = r"^\d+\.\d+\.\d+$"
 class OperatorAddonVersions:
     """Exact EKS add-on versions of the HyperPod Inference Operator and its prerequisites.
 
-    :param inference_operator: ``amazon-sagemaker-hyperpod-inference``.
-    :param cert_manager: ``cert-manager``.
-    :param s3_csi_driver: ``aws-mountpoint-s3-csi-driver``.
-    :param fsx_csi_driver: ``aws-fsx-csi-driver``.
-    :param metrics_server: ``metrics-server``.
+    :param inference_operator: ``amazon-sagemaker-hyperpod-inference``. @default
+        ``platform_defaults.INFERENCE_OPERATOR_VERSION``
+    :param cert_manager: ``cert-manager``. @default ``platform_defaults.CERT_MANAGER_VERSION``
+    :param s3_csi_driver: ``aws-mountpoint-s3-csi-driver``. @default ``platform_defaults.S3_CSI_DRIVER_VERSION``
+    :param fsx_csi_driver: ``aws-fsx-csi-driver``. @default ``platform_defaults.FSX_CSI_DRIVER_VERSION``
+    :param metrics_server: ``metrics-server``. @default ``platform_defaults.METRICS_SERVER_VERSION``
     """
 
-    inference_operator: str
-    cert_manager: str
-    s3_csi_driver: str
-    fsx_csi_driver: str
-    metrics_server: str
+    inference_operator: str = platform_defaults.INFERENCE_OPERATOR_VERSION
+    cert_manager: str = platform_defaults.CERT_MANAGER_VERSION
+    s3_csi_driver: str = platform_defaults.S3_CSI_DRIVER_VERSION
+    fsx_csi_driver: str = platform_defaults.FSX_CSI_DRIVER_VERSION
+    metrics_server: str = platform_defaults.METRICS_SERVER_VERSION
 
     def __post_init__(self) -> None:
         check.exact_addon_versions(self, ADDON_VERSION_PATTERN, "v1.0.0-eksbuild.1")
+
+
+KUBELET_PORT = 10250
+
+
+def _allow_operator_traffic(traffic: NodeTraffic) -> None:
+    # metrics-server (a prerequisite) scrapes every kubelet, from whichever kind of node it runs on.
+    traffic.allow_to_hyperpod(
+        PortRule(protocol="tcp", port=KUBELET_PORT, reason="metrics-server scrapes the HyperPod kubelets")
+    )
+    traffic.allow_to_system(
+        PortRule(
+            protocol="tcp", port=KUBELET_PORT, reason="metrics-server on a HyperPod node scrapes the system kubelets"
+        )
+    )
+    traffic.allow_to_hyperpod(
+        PortRule(
+            protocol="tcp",
+            port=OPERATOR_PORT,
+            reason="Inference Operator: its router and controller reach the model pods on their invocation port",
+        )
+    )
 
 
 class InferenceOperator(Construct):
@@ -70,12 +96,16 @@ class InferenceOperator(Construct):
 
     :param scope: the parent construct.
     :param id: the construct id.
-    :param cluster: the EKS cluster (with an OpenID Connect provider).
+    :param cluster: the EKS cluster (with an OpenID Connect provider). Given the :class:`EksCluster` construct, the
+        operator opens the ports it needs between system and HyperPod nodes (kubelets for metrics-server, the model
+        pods' invocation port) in its node traffic.
     :param hyperpod_cluster_arn: the HyperPod cluster the operator schedules on.
     :param environment_name: names the execution role ``SageMakerHyperPodInference-<environment_name>`` (cut to 64
         characters) and describes the resources.
-    :param addons: exact versions of the operator add-on and its prerequisites.
-    :param kyverno_chart_version: the Kyverno Helm chart version, ``X.Y.Z``.
+    :param addons: exact versions of the operator add-on and its prerequisites. @default
+        ``OperatorAddonVersions()``
+    :param kyverno_chart_version: the Kyverno Helm chart version, ``X.Y.Z``. @default
+        ``platform_defaults.KYVERNO_CHART_VERSION``
     :param model_buckets: buckets the S3 CSI driver may read model weights from. @default none
     :param controller_node_labels: node labels every Kyverno pod is scheduled by (the cluster's system nodes), so
         that the fail-closed admission never runs on HyperPod nodes. @default none: anywhere
@@ -86,15 +116,16 @@ class InferenceOperator(Construct):
         scope: Construct,
         id: str,
         *,
-        cluster: ClusterLike,
+        cluster: EksCluster | ClusterLike,
         hyperpod_cluster_arn: str,
         environment_name: str,
-        addons: OperatorAddonVersions,
-        kyverno_chart_version: str,
+        addons: OperatorAddonVersions | None = None,
+        kyverno_chart_version: str = platform_defaults.KYVERNO_CHART_VERSION,
         model_buckets: Sequence[str] = (),
         controller_node_labels: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
+        addons = addons if addons is not None else OperatorAddonVersions()
         if not environment_name:
             raise ValueError("InferenceOperator: environment_name must not be empty")
         check.matches(
@@ -105,6 +136,10 @@ class InferenceOperator(Construct):
             "a chart version X.Y.Z",
         )
         check.distinct("InferenceOperator", "model_buckets", model_buckets)
+        if isinstance(cluster, EksCluster):
+            if cluster.node_traffic is not None:
+                _allow_operator_traffic(cluster.node_traffic)
+            cluster = cluster.cluster
         self._cluster = cluster
         self.tls_bucket = s3.Bucket(
             self,

@@ -16,7 +16,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
 from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
 from kvtiers.platform_defaults import JOURNAL_VOLUME_GIB, META_VOLUME_GIB, SNAPSHOT_ON_DELETE, MasterCount
 

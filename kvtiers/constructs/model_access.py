@@ -10,7 +10,7 @@ from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike, pod_identity_role
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"

@@ -13,7 +13,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
 from kvtiers.platform_defaults import (
     AZ_ID_PATTERN,
     EKS_AVAILABILITY_ZONES,

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
 
 IpProtocol = Literal["tcp", "udp"]
+TO_HYPERPOD = "ToHyperPod"
+TO_SYSTEM = "ToSystem"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,24 +64,22 @@ def allow_ingress(
     )
 
 
-def check_one_rule_per_port(owner: str, name: str, rules: Sequence[PortRule]) -> None:
-    """Each rule is its own resource, named by protocol and first port: two rules for one port would collide."""
-    check.distinct(owner, f"{name} (protocol, port)", [(rule.protocol, rule.port) for rule in rules])
-
-
 class NodeTraffic(Construct):
-    """One ``AWS::EC2::SecurityGroupIngress`` per rule between the HyperPod nodes' and the system nodes' security
+    """One ``AWS::EC2::SecurityGroupIngress`` per port between the HyperPod nodes' and the system nodes' security
     groups, so that ``cdk diff`` shows each opened port on its own.
+
+    :class:`~kvtiers.constructs.eks_cluster.EksCluster` creates one when it has a system node group, and each
+    construct that deploys a component adds the ports that component needs (:meth:`allow_to_hyperpod`,
+    :meth:`allow_to_system`): the rules come from the component, never from a list kept elsewhere. Components that
+    share a port share its rule, whose description lists every reason.
 
     :param scope: the parent construct.
     :param id: the construct id.
     :param hyperpod_security_group: the group on the HyperPod nodes (and on the control plane's ENIs).
     :param system_security_group_id: the EKS-created cluster security group, on the managed node groups
         (``Cluster.cluster_security_group_id``).
-    :param system_to_hyperpod: ports on HyperPod nodes opened to pods on system nodes, one rule per protocol and
-        first port. @default none
-    :param hyperpod_to_system: ports on system nodes opened to pods on HyperPod nodes, one rule per protocol and
-        first port. @default none
+    :param system_to_hyperpod: ports on HyperPod nodes opened to pods on system nodes. @default none
+    :param hyperpod_to_system: ports on system nodes opened to pods on HyperPod nodes. @default none
     """
 
     def __init__(
@@ -93,18 +93,42 @@ class NodeTraffic(Construct):
         hyperpod_to_system: Sequence[PortRule] = (),
     ) -> None:
         super().__init__(scope, id)
-        check_one_rule_per_port("NodeTraffic", "system_to_hyperpod", system_to_hyperpod)
-        check_one_rule_per_port("NodeTraffic", "hyperpod_to_system", hyperpod_to_system)
-        hyperpod = hyperpod_security_group.security_group_id
-        for direction, rules, group, source in (
-            ("ToHyperPod", system_to_hyperpod, hyperpod, system_security_group_id),
-            ("ToSystem", hyperpod_to_system, system_security_group_id, hyperpod),
-        ):
-            for rule in rules:
-                allow_ingress(
-                    self,
-                    f"{direction}{rule.protocol.capitalize()}{rule.port}",
-                    rule,
-                    group_id=group,
-                    source_group_id=source,
-                )
+        self._groups = {
+            TO_HYPERPOD: (hyperpod_security_group.security_group_id, system_security_group_id),
+            TO_SYSTEM: (system_security_group_id, hyperpod_security_group.security_group_id),
+        }
+        self._rules: dict[tuple[str, str, int], tuple[ec2.CfnSecurityGroupIngress, list[str]]] = {}
+        for rule in system_to_hyperpod:
+            self.allow_to_hyperpod(rule)
+        for rule in hyperpod_to_system:
+            self.allow_to_system(rule)
+
+    def allow_to_hyperpod(self, rule: PortRule) -> None:
+        """Open ``rule`` on the HyperPod nodes to pods on the system nodes."""
+        self._allow(TO_HYPERPOD, rule)
+
+    def allow_to_system(self, rule: PortRule) -> None:
+        """Open ``rule`` on the system nodes to pods on the HyperPod nodes."""
+        self._allow(TO_SYSTEM, rule)
+
+    def _allow(self, direction: str, rule: PortRule) -> None:
+        # One resource per protocol and first port: its logical ID is named by them, so that a deployed rule keeps
+        # its ID (a new ID for the same rule would fail: EC2 refuses a duplicate rule before the old one is gone).
+        key = (direction, rule.protocol, rule.port)
+        if key not in self._rules:
+            group, source = self._groups[direction]
+            ingress = allow_ingress(
+                self,
+                f"{direction}{rule.protocol.capitalize()}{rule.port}",
+                rule,
+                group_id=group,
+                source_group_id=source,
+            )
+            self._rules[key] = (ingress, [rule.reason])
+            return
+        ingress, reasons = self._rules[key]
+        # A wider range of the same first port (kvaware endpoints of several tensor-parallel sizes) widens the rule.
+        ingress.to_port = max(int(cast(int, ingress.to_port)), rule.last_port)
+        if rule.reason not in reasons:
+            reasons.append(rule.reason)
+            ingress.description = "; ".join(reasons)

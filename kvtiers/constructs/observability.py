@@ -20,7 +20,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-import kvtiers.constructs._checks as check
+import kvtiers.checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike
 from kvtiers.constructs.node_traffic import PortRule, allow_ingress
 

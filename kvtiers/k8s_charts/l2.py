@@ -11,6 +11,10 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
+from kvtiers.k8s_charts.vllm import LMCACHE_CHUNK_TOKENS, LMCACHE_SERDE
+
+DEFAULT_MOUNT_PATH = "/mnt/curvine/l2cache"
+"""Where serving pods mount the L2 claim by default."""
 UNPINNED_REVISION = "unpinned"
 """Revision recorded for weights without a pinned revision: a model update in place keeps the namespace, so pin one."""
 POD_TMP_DIR_PREFIX = "tmp-"
@@ -77,3 +81,21 @@ class L2Volume:
     def holds(self, remote_url: str) -> bool:
         """``remote_url`` is a directory of this volume (so LMCache writes to the mounted L2)."""
         return remote_url.startswith(f"{REMOTE_URL_PREFIX}{self.mount_path.rstrip('/')}/")
+
+
+def l2_namespace(
+    *, model: str, revision: str | None, dtype: str, tensor_parallel_size: int, lmcache_version: str, hash_seed: str
+) -> L2Namespace:
+    """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan`` and ``verify``), with the
+    chunk size and serde every kvtiers engine uses; vLLM's KV dtype is left ``auto``, the model dtype."""
+    return L2Namespace(
+        model=model,
+        revision=revision or UNPINNED_REVISION,
+        dtype=dtype,
+        kv_dtype=dtype,
+        tensor_parallel_size=tensor_parallel_size,
+        chunk_size=LMCACHE_CHUNK_TOKENS,
+        lmcache_version=lmcache_version,
+        serde=LMCACHE_SERDE,
+        hash_seed=hash_seed,
+    )

@@ -10,7 +10,7 @@ import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import checks
+from kvtiers import checks
 from kvtiers.k8s_charts.names import PART_OF, PART_OF_KEY
 
 PssLevel = Literal["privileged", "baseline", "restricted"]

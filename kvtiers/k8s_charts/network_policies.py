@@ -26,7 +26,8 @@ import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import checks, names
+from kvtiers import checks
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.names import CURVINE_CSI_CONTROLLER as CSI_CONTROLLER
 from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
 

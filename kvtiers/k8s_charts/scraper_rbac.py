@@ -14,7 +14,7 @@ import cdk8s_plus_33 as kplus
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import checks
+from kvtiers import checks
 from kvtiers.k8s_charts.names import PART_OF, PART_OF_KEY
 
 ROLE = "kvtiers-metrics-collector"

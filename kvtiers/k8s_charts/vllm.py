@@ -10,8 +10,8 @@ from functools import cache
 from pathlib import Path
 from typing import Literal, get_args
 
+from kvtiers.checks import in_range, one_of
 from kvtiers.k8s_charts import kvtiers_l2_guard
-from kvtiers.k8s_charts.checks import at_least, one_of
 
 Routing = Literal["prefixaware", "kvaware", "session", "roundrobin"]
 """The production-stack router's ``--routing-logic`` (and the operator's ``routingStrategy``)."""
@@ -70,6 +70,9 @@ class S3Weights:
     bucket: str
     prefix: str
     """Key prefix holding the weights, without leading or trailing slash."""
+    revision: str | None = None
+    """Version of the weights under the prefix (for example the commit they were copied from); part of the L2
+    namespace, so replacing the weights in place must change it. @default None (unpinned)"""
 
     def __post_init__(self) -> None:
         if not self.bucket or not self.prefix or self.prefix.startswith("/") or self.prefix.endswith("/"):
@@ -106,8 +109,8 @@ class LMCacheController:
     """Delay of the first heartbeat after registration. @default ``LMCACHE_HEARTBEAT_DELAY_SECONDS`` (10)"""
 
     def __post_init__(self) -> None:
-        at_least("LMCacheController", "heartbeat_seconds", self.heartbeat_seconds, 1)
-        at_least("LMCacheController", "heartbeat_delay_seconds", self.heartbeat_delay_seconds, 0)
+        in_range("LMCacheController", "heartbeat_seconds", self.heartbeat_seconds, 1)
+        in_range("LMCacheController", "heartbeat_delay_seconds", self.heartbeat_delay_seconds, 0)
 
     @property
     def worker_timeout_seconds(self) -> int:
@@ -137,11 +140,11 @@ class LMCache:
     def __post_init__(self) -> None:
         if not self.max_local_cpu_size_gib > 0:
             raise ValueError(f"LMCache: max_local_cpu_size_gib must be positive, got {self.max_local_cpu_size_gib}")
-        at_least("LMCache", "chunk_size", self.chunk_size, 1)
+        in_range("LMCache", "chunk_size", self.chunk_size, 1)
         one_of("LMCache", "remote_serde", self.remote_serde, SERDES)
         if self.remote_url is not None and not self.remote_url:
             raise ValueError("LMCache: remote_url is empty; leave it None for no L2")
-        at_least("LMCache", "l2_timeout_seconds", self.l2_timeout_seconds, 1)
+        in_range("LMCache", "l2_timeout_seconds", self.l2_timeout_seconds, 1)
 
     @property
     def kv_transfer_config(self) -> str:

@@ -92,10 +92,10 @@ def acknowledge_findings(graph: DeployGraph) -> None:
         findings.acknowledge_dependency_chart(platform.eks, platform.hyperpod_dependencies)
     if platform.hyperpod is not None:
         findings.acknowledge_hyperpod(platform.hyperpod)
-        findings.acknowledge_ebs_csi_role(platform.ebs_csi_role)
     if platform.inference_operator is not None:
         findings.acknowledge_inference_operator(platform.inference_operator)
     if graph.workloads is not None:
+        findings.acknowledge_ebs_csi_role(graph.workloads.curvine.ebs_csi_role)
         for access in graph.workloads.node.find_all():
             if isinstance(access, ModelReadAccess):
                 findings.acknowledge_model_access(access)

@@ -19,12 +19,11 @@ from constructs import Construct
 from kvtiers.config.schema import Endpoint, Environment, NewVpc, S3ModelSource
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.curvine_l2 import CurvineCsiChart, CurvineMasterChart, CurvineWorkerChart
 from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, policy_name
 from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
 from kvtiers.stacks.platform_stack import PlatformStack
 from kvtiers.stacks.wiring import serving as wiring
-from kvtiers.stacks.wiring.curvine import curvine_cluster, curvine_storage_chart
+from kvtiers.stacks.wiring.curvine import curvine_l2
 
 
 class WorkloadsStack(cdk.Stack):
@@ -34,6 +33,7 @@ class WorkloadsStack(cdk.Stack):
         super().__init__(scope, id, **kwargs)
         env = environment
         self.config = env
+        self.platform = platform
         # jsii's generated Cluster class does not match its ICluster protocol structurally for type checkers.
         self.cluster = cast(eks.ICluster, platform.eks.cluster)
         self.k8s_app = cdk8s.App()
@@ -57,32 +57,27 @@ class WorkloadsStack(cdk.Stack):
             ),
             after=[self.serving_namespace],
         )
-        curvine = curvine_cluster(env, journal_volumes=platform.journal_volumes)
-        masters = self.add_chart("CurvineMasters", CurvineMasterChart(self.k8s_app, "curvine-masters", cluster=curvine))
-        # The static PersistentVolumes need the EBS CSI driver (and the HyperPod nodes it attaches through).
-        masters.node.add_dependency(platform.ebs_csi)
-        # The Curvine namespace comes with the masters chart; its policies follow it, before the CSI controller.
-        curvine_policies = self.add_chart(
-            "CurvineNetworkPolicies",
-            wiring.curvine_network_policy_chart(
+        if platform.hyperpod is None:
+            raise ValueError("the workloads need the platform stack's HyperPod cluster")
+        # The L2's volumes and EBS CSI live in the platform stack, its manifests here. The construct's id keeps the
+        # deployed journal volumes' logical IDs (they were "CurvineJournal" before the L2 was one construct).
+        self.curvine = curvine_l2(
+            platform,
+            "CurvineJournal",
+            env,
+            eks=platform.eks,
+            hyperpod=platform.hyperpod,
+            network=platform.network,
+            network_policies=wiring.curvine_network_policy_chart(
                 self.k8s_app, "curvine-network-policies", env, control_plane_cidrs=control_plane_cidrs
             ),
-            after=[masters],
+            serving_namespace_manifest=self.serving_namespace,
+            manifests_scope=self,
         )
-        cdk.Annotations.of(masters).add_info(curvine.master_count_note)
-        workers = self.add_chart(
-            "CurvineWorkers",
-            CurvineWorkerChart(self.k8s_app, "curvine-workers", cluster=curvine),
-            after=[masters, curvine_policies],
-        )
-        csi = self.add_chart(
-            "CurvineCsi", CurvineCsiChart(self.k8s_app, "curvine-csi", cluster=curvine), after=[workers]
-        )
-        storage = self.add_chart(
-            "CurvineStorage",
-            curvine_storage_chart(self.k8s_app, "curvine-storage", env=env, cluster=curvine),
-            after=[csi, self.serving_namespace],
-        )
+        for name, manifest in self.curvine.manifests.items():
+            self.register(name, manifest, self.curvine.charts[name], self.curvine.objects[name])
+        masters = self.curvine.manifests["CurvineMasters"]
+        storage = self.curvine.ready
         self.l2_ready: list[Construct] = [storage, serving_policies]
         self.endpoints: dict[str, eks.KubernetesManifest] = {}
         self.inference_operator = platform.inference_operator
@@ -159,10 +154,18 @@ class WorkloadsStack(cdk.Stack):
                 prefix=endpoint.source.prefix,
             )
             role_arn = access.role.role_arn
-        chart = wiring.serving_chart(
-            self.k8s_app, f"serving-{endpoint.name}", env, endpoint.name, model_role_arn=role_arn
+        l2 = self.curvine if env.sizing.endpoint(endpoint.name).l2_enabled else None
+        served = wiring.serving_endpoint(
+            self,
+            f"Endpoint{_pascal(endpoint.name)}",
+            env,
+            endpoint.name,
+            eks=self.platform.eks,
+            l2=l2,
+            after=self.l2_ready,
+            model_role_arn=role_arn,
         )
-        manifest = self.add_chart(f"Endpoint{_pascal(endpoint.name)}", chart, after=self.l2_ready)
+        manifest = self.register(f"Endpoint{_pascal(endpoint.name)}", served.manifest, served.chart, served.objects)
         if access is not None:
             manifest.node.add_dependency(access)
         self.endpoints[endpoint.name] = manifest
@@ -173,6 +176,12 @@ class WorkloadsStack(cdk.Stack):
         manifest = eks.KubernetesManifest(self, name, cluster=self.cluster, manifest=objects, overwrite=True)
         for dependency in after:
             manifest.node.add_dependency(dependency)
+        return self.register(name, manifest, chart, objects)
+
+    def register(
+        self, name: str, manifest: eks.KubernetesManifest, chart: cdk8s.Chart, objects: list[dict]
+    ) -> eks.KubernetesManifest:
+        """Record a manifest of this stack (built here or by a construct) and its chart's rendered objects."""
         self.manifests[name] = manifest
         self.charts[name] = chart
         self.chart_objects[name] = objects

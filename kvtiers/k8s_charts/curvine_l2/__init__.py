@@ -13,11 +13,12 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     CurvinePort,
     CurvinePorts,
     CurvineResources,
+    CurvineSettings,
     MasterVolumeIds,
     Resources,
-    Toleration,
     port_table,
 )
+from kvtiers.k8s_charts.tolerations import Toleration
 
 __all__ = [
     "CurvineCluster",
@@ -28,6 +29,7 @@ __all__ = [
     "CurvinePort",
     "CurvinePorts",
     "CurvineResources",
+    "CurvineSettings",
     "CurvineStorageChart",
     "CurvineWorkerChart",
     "MasterVolumeIds",

@@ -15,6 +15,8 @@ import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
+from kvtiers import curvine_defaults as defaults
+from kvtiers.checks import dns_label, in_range, invalid, pinned_image
 from kvtiers.k8s_charts.curvine_l2.props import (
     CONF_PATH,
     CSI_HOME,
@@ -29,9 +31,6 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     SERVER_HOME,
     CurvineCluster,
     Resources,
-    check_dns_label,
-    check_image,
-    check_range,
 )
 from kvtiers.k8s_charts.names import (
     CURVINE_CONFIG_CHECKSUM_ANNOTATION,
@@ -66,10 +65,10 @@ NVME_CHECK_SCRIPT = (Path(__file__).parent / "nvme_check.sh").read_text()
 NVME_CHECK_TARGET = "/host/nvme"
 JANITOR_SCRIPT = Path(__file__).parent / "l2_janitor.py"
 JANITOR_L2_MOUNT = "/l2"
-DEFAULT_CLAIM_NAME = "curvine-l2"
-DEFAULT_CLAIM_SIZE_GIB = 100
-DEFAULT_JANITOR_INTERVAL_SECONDS = 600
-MIN_JANITOR_INTERVAL_SECONDS = 60
+DEFAULT_CLAIM_NAME = defaults.CLAIM_NAME
+DEFAULT_CLAIM_SIZE_GIB = defaults.CLAIM_SIZE_GIB
+DEFAULT_JANITOR_INTERVAL_SECONDS = defaults.JANITOR_INTERVAL_SECONDS
+MIN_JANITOR_INTERVAL_SECONDS = defaults.MIN_JANITOR_INTERVAL_SECONDS
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
@@ -713,16 +712,18 @@ class CurvineStorageChart(cdk8s.Chart):
             @default 600: the L2 overshoots the high watermark by at most ten minutes of writes, and a lost worker's
             unreadable files are gone two runs after its replacement registers
         """
-        check_dns_label(self, "serving_namespace", serving_namespace)
+        dns_label(self, "serving_namespace", serving_namespace)
         if serving_namespace == cluster.namespace:
-            raise ValueError(
-                f"CurvineStorageChart.serving_namespace: {serving_namespace!r} is the Curvine namespace; the claim "
-                "and the janitor belong to the serving pods' namespace"
+            raise invalid(
+                self,
+                "serving_namespace",
+                f"{serving_namespace!r} is the Curvine namespace; the claim and the janitor belong to the serving "
+                "pods' namespace",
             )
-        check_image(self, "janitor_image", janitor_image)
-        check_dns_label(self, "claim_name", claim_name)
-        check_range(self, "claim_size_gib", claim_size_gib, 1)
-        check_range(self, "janitor_interval_seconds", janitor_interval_seconds, MIN_JANITOR_INTERVAL_SECONDS)
+        pinned_image(self, "janitor_image", janitor_image)
+        dns_label(self, "claim_name", claim_name)
+        in_range(self, "claim_size_gib", claim_size_gib, 1)
+        in_range(self, "janitor_interval_seconds", janitor_interval_seconds, MIN_JANITOR_INTERVAL_SECONDS)
         super().__init__(scope, id, disable_resource_name_hashes=True)
         k8s.KubeStorageClass(
             self,

@@ -11,14 +11,18 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import tomli_w
 from cdk8s_plus_33 import k8s
 
-from kvtiers.k8s_charts.checks import DNS_LABEL
+from kvtiers import curvine_defaults as defaults
+from kvtiers.checks import absolute_path, dns_label, in_range, invalid, one_of, pinned_image
+from kvtiers.curvine_defaults import EvictionPolicy
 from kvtiers.k8s_charts.names import curvine_master_host, curvine_master_pod
 from kvtiers.k8s_charts.security import quantity
+from kvtiers.k8s_charts.tolerations import Toleration
+from kvtiers.platform_defaults import JOURNAL_VOLUME_GIB, META_VOLUME_GIB
 
 GB = 1000**3
 """Curvine's capacity unit (``[SSD:<n>GB]``, ``dir_reserved``): decimal gigabytes."""
@@ -72,44 +76,9 @@ MAX_GP3_GIB = 16384
 """Largest gp3 volume (the master's meta and journal volumes are gp3)."""
 
 Network = Literal["host", "pod"]
-EvictionPolicy = Literal["lru", "lfu"]
-TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
-_PINNED_IMAGE = re.compile(
-    r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[a-f0-9]{64})$"
-)
 _CPU = re.compile(r"^\d+(\.\d+)?m?$")
-_ABSOLUTE_PATH = re.compile(r"^/[^\s]+$")
 _BLOCK_SIZE = re.compile(r"^\d+(KB|MB|GB)$")
-
-
-def _error(owner: object, name: str, problem: str) -> ValueError:
-    return ValueError(f"{type(owner).__name__}.{name}: {problem}")
-
-
-def check_dns_label(owner: object, name: str, value: str) -> None:
-    if len(value) > 63 or not DNS_LABEL.match(value):
-        raise _error(owner, name, f"{value!r} is not a DNS-1123 label (lower-case alphanumerics and '-', <= 63)")
-
-
-def check_image(owner: object, name: str, value: str) -> None:
-    """Every image pinned by tag or digest, never the moving ``latest``."""
-    tag = value.split("@")[0].rsplit("/", 1)[-1].partition(":")[2]
-    if tag == "latest":
-        raise _error(owner, name, f"image {value!r} uses the moving tag 'latest'; pin a version tag or digest")
-    if not _PINNED_IMAGE.match(value):
-        raise _error(owner, name, f"image {value!r} has no tag; give 'repository:tag' or 'repository@sha256:<digest>'")
-
-
-def check_absolute_path(owner: object, name: str, value: str) -> None:
-    if not _ABSOLUTE_PATH.match(value):
-        raise _error(owner, name, f"{value!r} is not an absolute path")
-
-
-def check_range(owner: object, name: str, value: int, low: int, high: int | None = None) -> None:
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"{low} to {high}"
-        raise _error(owner, name, f"{value} is out of range ({bound})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,19 +94,19 @@ class CurvinePorts:
     :param fuse_web: FUSE client metrics (host network, in the CSI node plugin). @default 9002
     """
 
-    master_rpc: int = 8995
-    journal: int = 8996
-    worker_rpc: int = 8997
-    master_web: int = 9000
-    worker_web: int = 9001
-    fuse_web: int = 9002
+    master_rpc: int = defaults.MASTER_RPC_PORT
+    journal: int = defaults.JOURNAL_PORT
+    worker_rpc: int = defaults.WORKER_RPC_PORT
+    master_web: int = defaults.MASTER_WEB_PORT
+    worker_web: int = defaults.WORKER_WEB_PORT
+    fuse_web: int = defaults.FUSE_WEB_PORT
 
     def __post_init__(self) -> None:
         owners: dict[int, str] = {}
         for name, port in self.by_name().items():
-            check_range(self, name, port, 1, 65535)
+            in_range(self, name, port, 1, 65535)
             if port in owners:
-                raise _error(self, name, f"{port} is also {owners[port]}'s port; every port must be distinct")
+                raise invalid(self, name, f"{port} is also {owners[port]}'s port; every port must be distinct")
             owners[port] = name
 
     def by_name(self) -> dict[str, int]:
@@ -155,15 +124,15 @@ class CurvineImages:
     :param csi_livenessprobe_image: @default ``registry.k8s.io/sig-storage/livenessprobe:v2.15.0``
     """
 
-    runtime_image: str = "ghcr.io/curvineio/curvine:v0.4.1"
-    csi_image: str = "ghcr.io/curvineio/curvine-csi:v0.4.1"
-    csi_provisioner_image: str = "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0"
-    csi_node_driver_registrar_image: str = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
-    csi_livenessprobe_image: str = "registry.k8s.io/sig-storage/livenessprobe:v2.15.0"
+    runtime_image: str = defaults.RUNTIME_IMAGE
+    csi_image: str = defaults.CSI_IMAGE
+    csi_provisioner_image: str = defaults.CSI_PROVISIONER_IMAGE
+    csi_node_driver_registrar_image: str = defaults.CSI_NODE_DRIVER_REGISTRAR_IMAGE
+    csi_livenessprobe_image: str = defaults.CSI_LIVENESSPROBE_IMAGE
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            check_image(self, f.name, getattr(self, f.name))
+            pinned_image(self, f.name, getattr(self, f.name))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,8 +148,8 @@ class Resources:
 
     def __post_init__(self) -> None:
         if not _CPU.match(self.cpu):
-            raise _error(self, "cpu", f"{self.cpu!r} is not a CPU quantity such as '2', '0.5' or '500m'")
-        check_range(self, "memory_gib", self.memory_gib, 1)
+            raise invalid(self, "cpu", f"{self.cpu!r} is not a CPU quantity such as '2', '0.5' or '500m'")
+        in_range(self, "memory_gib", self.memory_gib, 1)
 
     def to_k8s(self) -> k8s.ResourceRequirements:
         amount = {"cpu": quantity(self.cpu), "memory": quantity(f"{self.memory_gib}Gi")}
@@ -193,6 +162,11 @@ class Resources:
     def __add__(self, other: Resources) -> Resources:
         """Two budgets in one container (the CSI node plugin hosts its FUSE children)."""
         return Resources(cpu=f"{self.millicpu + other.millicpu}m", memory_gib=self.memory_gib + other.memory_gib)
+
+
+def _default_resources(container: str) -> Resources:
+    cpu, memory_gib = defaults.RESOURCES[container]
+    return Resources(cpu=cpu, memory_gib=memory_gib)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,12 +182,12 @@ class CurvineResources:
     :param sidecar: each CSI sidecar, the worker's NVMe check and the L2 janitor. @default 100m, 1 GiB
     """
 
-    master: Resources = field(default_factory=lambda: Resources(cpu="2", memory_gib=8))
-    worker: Resources = field(default_factory=lambda: Resources(cpu="4", memory_gib=8))
-    fuse: Resources = field(default_factory=lambda: Resources(cpu="2", memory_gib=4))
-    csi_node: Resources = field(default_factory=lambda: Resources(cpu="500m", memory_gib=1))
-    csi_controller: Resources = field(default_factory=lambda: Resources(cpu="500m", memory_gib=1))
-    sidecar: Resources = field(default_factory=lambda: Resources(cpu="100m", memory_gib=1))
+    master: Resources = field(default_factory=lambda: _default_resources("master"))
+    worker: Resources = field(default_factory=lambda: _default_resources("worker"))
+    fuse: Resources = field(default_factory=lambda: _default_resources("fuse"))
+    csi_node: Resources = field(default_factory=lambda: _default_resources("csi_node"))
+    csi_controller: Resources = field(default_factory=lambda: _default_resources("csi_controller"))
+    sidecar: Resources = field(default_factory=lambda: _default_resources("sidecar"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,47 +202,20 @@ class CurvineEviction:
         files). @default ``lru``
     """
 
-    high_watermark: float = 0.85
-    low_watermark: float = 0.70
-    policy: EvictionPolicy = "lru"
+    high_watermark: float = defaults.HIGH_WATERMARK
+    low_watermark: float = defaults.LOW_WATERMARK
+    policy: EvictionPolicy = defaults.EVICTION_POLICY
 
     def __post_init__(self) -> None:
         for name in ("high_watermark", "low_watermark"):
             value = getattr(self, name)
             if not 0 < value < 1:
-                raise _error(self, name, f"{value} must be between 0 and 1 (a fraction of the L2 capacity)")
+                raise invalid(self, name, f"{value} must be between 0 and 1 (a fraction of the L2 capacity)")
         if self.low_watermark >= self.high_watermark:
-            raise _error(
+            raise invalid(
                 self, "low_watermark", f"{self.low_watermark} must be below high_watermark {self.high_watermark}"
             )
-        if self.policy not in get_args(EvictionPolicy):
-            raise _error(self, "policy", f"{self.policy!r} is not one of {', '.join(get_args(EvictionPolicy))}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Toleration:
-    """A toleration of a custom HyperPod node taint.
-
-    :param key: the taint's key.
-    :param value: the taint's value; ``None`` tolerates any value (operator ``Exists``). @default None
-    :param effect: @default ``NoSchedule``
-    """
-
-    key: str
-    value: str | None = None
-    effect: TaintEffect = "NoSchedule"
-
-    def __post_init__(self) -> None:
-        if not self.key:
-            raise _error(self, "key", "is required")
-        if self.value == "":
-            raise _error(self, "value", "is empty: give None to tolerate any value")
-        if self.effect not in get_args(TaintEffect):
-            raise _error(self, "effect", f"{self.effect!r} is not one of {', '.join(get_args(TaintEffect))}")
-
-    def to_k8s(self) -> k8s.Toleration:
-        operator = "Exists" if self.value is None else "Equal"
-        return k8s.Toleration(key=self.key, operator=operator, value=self.value, effect=self.effect)
+        one_of(self, "policy", self.policy, EvictionPolicy)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -343,28 +290,18 @@ def port_table(ports: CurvinePorts) -> tuple[CurvinePort, ...]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CurvineCluster:
-    """One Curvine L2 as each of its charts sees it (passed as ``cluster=``): where masters, workers and the CSI
-    run, with which ports, images and budgets, and the cluster config they all read.
+class CurvineSettings:
+    """What a user chooses about one Curvine L2 beyond where it runs (see :class:`CurvineCluster`, which adds the
+    placement the platform decides): names, volume sizes, cache geometry, eviction, ports, images and budgets.
 
-    :param master_volumes: one :class:`MasterVolumeIds` per master; their number is the master count, 1, 3 or 5 (an
-        odd Raft quorum), fixed at install.
-    :param availability_zone: AZ name of the master volumes (a token for a new VPC); masters are pinned there.
-    :param hyperpod_groups: every HyperPod instance group: each node runs a CSI node pod, so any serving pod can
-        mount the L2. Names are unique.
-    :param worker_nodes: nodes in ``worker_groups``, one worker each: the L2 capacity is this times
-        ``capacity_gb``, what the janitor's watermarks are fractions of.
-    :param worker_groups: groups that run a worker (node-local NVMe) and the masters; each one of
-        ``hyperpod_groups``. @default every group in ``hyperpod_groups``
     :param namespace: the Curvine namespace (created with the masters). @default ``curvine``
     :param cluster_id: Curvine's ``cluster_id``. @default ``kvtiers``
-    :param meta_volume_gib: size of each master's metadata volume (1 to 16384). @default 20
-    :param journal_volume_gib: size of each master's journal volume (1 to 16384). @default 50
+    :param meta_volume_gib: size of each master's metadata volume (1 to 16384): the EBS volume and the
+        PersistentVolume both read it. @default 20
+    :param journal_volume_gib: size of each master's journal volume (1 to 16384), likewise. @default 50
     :param audit_log: master audit log (``master.audit_logging_enabled``): one line per file operation, i.e. per
         LMCache chunk stored or looked up. Off: the RPC is unauthenticated, so the log names only the client host
         it trusts anyway (Curvine's own default is on). @default False
-    :param tolerations: tolerations of the custom HyperPod taints, for the masters, workers and janitor. @default
-        none (no custom taints)
     :param nvme_mount: mount point of the node's NVMe instance store; the worker checks it is one before it starts.
         @default ``/opt/dlami/nvme`` (the DLAMI path)
     :param data_dir: cache directory below ``nvme_mount``. @default ``/opt/dlami/nvme/curvine``
@@ -379,61 +316,89 @@ class CurvineCluster:
     :param resources: @default :class:`CurvineResources` defaults
     """
 
-    master_volumes: tuple[MasterVolumeIds, ...]
-    availability_zone: str
-    hyperpod_groups: tuple[str, ...]
-    worker_nodes: int
-    worker_groups: tuple[str, ...] | None = None
-    namespace: str = "curvine"
-    cluster_id: str = "kvtiers"
-    meta_volume_gib: int = 20
-    journal_volume_gib: int = 50
-    audit_log: bool = False
-    tolerations: tuple[Toleration, ...] = ()
-    nvme_mount: str = "/opt/dlami/nvme"
-    data_dir: str = "/opt/dlami/nvme/curvine"
-    capacity_gb: int = 1000
-    reserved_gb: int = 20
-    block_size: str = "64MB"
-    fs_path: str = "/l2cache"
+    namespace: str = defaults.NAMESPACE
+    cluster_id: str = defaults.CLUSTER_ID
+    meta_volume_gib: int = META_VOLUME_GIB
+    journal_volume_gib: int = JOURNAL_VOLUME_GIB
+    audit_log: bool = defaults.AUDIT_LOG
+    nvme_mount: str = defaults.NVME_MOUNT
+    data_dir: str = defaults.DATA_DIR
+    capacity_gb: int = defaults.CAPACITY_GB
+    reserved_gb: int = defaults.RESERVED_GB
+    block_size: str = defaults.BLOCK_SIZE
+    fs_path: str = defaults.FS_PATH
     eviction: CurvineEviction = field(default_factory=CurvineEviction)
     ports: CurvinePorts = field(default_factory=CurvinePorts)
     images: CurvineImages = field(default_factory=CurvineImages)
     resources: CurvineResources = field(default_factory=CurvineResources)
 
     def __post_init__(self) -> None:
+        dns_label(self, "namespace", self.namespace)
+        dns_label(self, "cluster_id", self.cluster_id)
+        in_range(self, "meta_volume_gib", self.meta_volume_gib, 1, MAX_GP3_GIB)
+        in_range(self, "journal_volume_gib", self.journal_volume_gib, 1, MAX_GP3_GIB)
+        absolute_path(self, "nvme_mount", self.nvme_mount)
+        absolute_path(self, "data_dir", self.data_dir)
+        if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
+            raise invalid(self, "data_dir", f"{self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
+        in_range(self, "capacity_gb", self.capacity_gb, 1)
+        in_range(self, "reserved_gb", self.reserved_gb, 0)
+        if not _BLOCK_SIZE.match(self.block_size):
+            raise invalid(self, "block_size", f"{self.block_size!r} is not a size such as '64MB' (KB, MB or GB)")
+        absolute_path(self, "fs_path", self.fs_path)
+
+    def settings(self) -> dict[str, Any]:
+        """These settings as keyword arguments (for a :class:`CurvineCluster` from them)."""
+        return {f.name: getattr(self, f.name) for f in fields(CurvineSettings)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurvineCluster(CurvineSettings):
+    """One Curvine L2 as each of its charts sees it (passed as ``cluster=``): its :class:`CurvineSettings` and where
+    masters, workers and the CSI run. :class:`~kvtiers.constructs.curvine.CurvineL2` builds it from the HyperPod
+    cluster and the journal volumes it creates.
+
+    :param master_volumes: one :class:`MasterVolumeIds` per master; their number is the master count, 1, 3 or 5 (an
+        odd Raft quorum), fixed at install.
+    :param availability_zone: AZ name of the master volumes (a token for a new VPC); masters are pinned there.
+    :param hyperpod_groups: every HyperPod instance group: each node runs a CSI node pod, so any serving pod can
+        mount the L2. Names are unique.
+    :param worker_nodes: nodes in ``worker_groups``, one worker each: the L2 capacity is this times
+        ``capacity_gb``, what the janitor's watermarks are fractions of.
+    :param worker_groups: groups that run a worker (node-local NVMe) and the masters; each one of
+        ``hyperpod_groups``. @default every group in ``hyperpod_groups``
+    :param tolerations: tolerations of the custom HyperPod taints, for the masters, workers and janitor. @default
+        none (no custom taints)
+    """
+
+    master_volumes: tuple[MasterVolumeIds, ...]
+    availability_zone: str
+    hyperpod_groups: tuple[str, ...]
+    worker_nodes: int
+    worker_groups: tuple[str, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if len(self.master_volumes) not in MASTER_COUNTS:
-            raise _error(
+            raise invalid(
                 self,
                 "master_volumes",
                 f"{len(self.master_volumes)} given; Curvine runs 1, 3 or 5 masters (an odd Raft quorum)",
             )
         if not self.availability_zone:
-            raise _error(self, "availability_zone", "is required")
+            raise invalid(self, "availability_zone", "is required")
         if not self.hyperpod_groups:
-            raise _error(self, "hyperpod_groups", "needs at least one HyperPod instance group")
+            raise invalid(self, "hyperpod_groups", "needs at least one HyperPod instance group")
         if len(set(self.hyperpod_groups)) != len(self.hyperpod_groups):
-            raise _error(self, "hyperpod_groups", f"names must be unique, got {list(self.hyperpod_groups)}")
+            raise invalid(self, "hyperpod_groups", f"names must be unique, got {list(self.hyperpod_groups)}")
         if self.worker_groups is not None:
             if not self.worker_groups:
-                raise _error(self, "worker_groups", "is empty; give None for every HyperPod group")
+                raise invalid(self, "worker_groups", "is empty; give None for every HyperPod group")
             unknown = sorted(set(self.worker_groups) - set(self.hyperpod_groups))
             if unknown:
-                raise _error(self, "worker_groups", f"{unknown} not in hyperpod_groups {list(self.hyperpod_groups)}")
-        check_range(self, "worker_nodes", self.worker_nodes, 1)
-        check_dns_label(self, "namespace", self.namespace)
-        check_dns_label(self, "cluster_id", self.cluster_id)
-        check_range(self, "meta_volume_gib", self.meta_volume_gib, 1, MAX_GP3_GIB)
-        check_range(self, "journal_volume_gib", self.journal_volume_gib, 1, MAX_GP3_GIB)
-        check_absolute_path(self, "nvme_mount", self.nvme_mount)
-        check_absolute_path(self, "data_dir", self.data_dir)
-        if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
-            raise _error(self, "data_dir", f"{self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
-        check_range(self, "capacity_gb", self.capacity_gb, 1)
-        check_range(self, "reserved_gb", self.reserved_gb, 0)
-        if not _BLOCK_SIZE.match(self.block_size):
-            raise _error(self, "block_size", f"{self.block_size!r} is not a size such as '64MB' (KB, MB or GB)")
-        check_absolute_path(self, "fs_path", self.fs_path)
+                raise invalid(self, "worker_groups", f"{unknown} not in hyperpod_groups {list(self.hyperpod_groups)}")
+        in_range(self, "worker_nodes", self.worker_nodes, 1)
 
     # ------------------------------------------------------------------------------------------- derived facts
 

@@ -10,7 +10,8 @@ from typing import Any, Literal, get_args
 import cdk8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import checks, names
+from kvtiers import checks
+from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.vllm import ROUTINGS, LMCache, Routing, S3Weights, Weights, vllm_args
@@ -87,7 +88,7 @@ class OperatorEndpoint:
                 "into wrong output (docs/serving-contract.md, L2 read failures); use 'curvine'"
             )
         for field in ("replicas", "tensor_parallel_size", "cpu", "memory_gib", "max_model_len"):
-            checks.at_least(where, field, getattr(self, field), 1)
+            checks.in_range(where, field, getattr(self, field), 1)
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"{where}: gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.routing == "kvaware" and self.api != "completions":

@@ -8,12 +8,14 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import checks, names
-from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers import checks
+from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.l2 import L2Volume, l2_namespace
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router
 from kvtiers.k8s_charts.serving.router import RouterDeployment
-from kvtiers.k8s_charts.vllm import LMCache
+from kvtiers.k8s_charts.vllm import LMCache, LMCacheController
+from kvtiers.serving_defaults import HASH_SEED
 
 MAX_NAME_LENGTH, _ = names.longest_endpoint_name("self_managed")
 """Service names are DNS labels of at most 63 characters; the longest the endpoint's name prefixes is the router's
@@ -23,15 +25,21 @@ load balancer Service."""
 class ServingChart(cdk8s.Chart):
     """One self-managed endpoint: vLLM + LMCache engines and the production-stack router, in one namespace.
 
+    The chart derives what must agree between its parts: the LMCache settings (the engine's L1 per GPU worker; the
+    router's controller exactly when it routes ``kvaware``), the endpoint's L2 namespace (``l2_namespace``: from the
+    engine's model, revision, dtype, tensor-parallel size and image's LMCache, and ``hash_seed``) and LMCache's
+    ``remote_url`` below the claim's mount path.
+
+    Attributes: ``engine`` and ``router`` (the deployments), ``lmcache`` and ``l2_namespace``.
+
     :param name: the endpoint's name: prefixes every object and labels every pod (``kvtiers.io/endpoint``).
     :param namespace: the namespace of the engines and the router (the router discovers engines there only).
     :param engine: the vLLM pods.
     :param router: the router in front of them.
-    :param lmcache: the engines' LMCache; its ``controller`` is set exactly when the router routes ``kvaware``.
     :param hash_seed: ``PYTHONHASHSEED`` of every engine and router (chunk and prefix hashes depend on it: every pod
-        that shares an L2 needs the same seed).
-    :param l2: the Curvine L2 claim, mounted when given; ``lmcache.remote_url`` must then point below its mount path.
-        @default None (no L2: LMCache keeps its L1 only)
+        that shares an L2 needs the same seed), and part of the L2 namespace. @default ``"0"``
+    :param l2: the Curvine L2 claim, mounted when given; LMCache stores below its mount path. @default None (no L2:
+        LMCache keeps its L1 only)
     """
 
     def __init__(
@@ -43,47 +51,35 @@ class ServingChart(cdk8s.Chart):
         namespace: str,
         engine: Engine,
         router: Router,
-        lmcache: LMCache,
-        hash_seed: str,
+        hash_seed: str = HASH_SEED,
         l2: L2Volume | None = None,
     ) -> None:
         checks.dns_label("ServingChart", "name", name, MAX_NAME_LENGTH)
         checks.dns_label("ServingChart", "namespace", namespace)
         checks.hash_seed("ServingChart", hash_seed)
-        kvaware = router.routing == "kvaware"
-        if kvaware and lmcache.controller is None:
-            raise ValueError(
-                "ServingChart: lmcache.controller is required when router.routing is 'kvaware' (the engines report "
-                "their cache to the controller in the router)"
-            )
-        if not kvaware and lmcache.controller is not None:
-            raise ValueError(
-                f"ServingChart: lmcache.controller is set but router.routing is {router.routing!r}; only 'kvaware' "
-                "hosts a controller"
-            )
-        if l2 is not None and lmcache.remote_url is None:
-            raise ValueError(
-                f"ServingChart: lmcache.remote_url is required when l2 is set (LMCache would never use the claim "
-                f"{l2.claim_name} mounted at {l2.mount_path})"
-            )
-        if l2 is None and lmcache.remote_url is not None:
-            raise ValueError(
-                f"ServingChart: lmcache.remote_url {lmcache.remote_url!r} is set but l2 is not (nothing is mounted "
-                "there)"
-            )
-        if l2 is not None and lmcache.remote_url is not None and not l2.holds(lmcache.remote_url):
-            raise ValueError(
-                f"ServingChart: lmcache.remote_url {lmcache.remote_url!r} is not below l2.mount_path {l2.mount_path!r}"
-            )
-        l1_gib = lmcache.max_local_cpu_size_gib * engine.tensor_parallel_size
-        if engine.memory_gib < l1_gib + engine.shm_gib:
-            raise ValueError(
-                f"ServingChart: engine.memory_gib {engine.memory_gib} is less than the LMCache L1 of its "
-                f"{engine.tensor_parallel_size} GPU worker(s) ({l1_gib:g} GiB) plus engine.shm_gib {engine.shm_gib}"
-            )
+        self.l2_namespace = l2_namespace(
+            model=engine.model,
+            revision=engine.revision,
+            dtype=engine.dtype,
+            tensor_parallel_size=engine.tensor_parallel_size,
+            lmcache_version=engine.lmcache,
+            hash_seed=hash_seed,
+        )
+        self.lmcache = LMCache(
+            max_local_cpu_size_gib=engine.l1_gib,
+            remote_url=l2.remote_url(self.l2_namespace) if l2 is not None else None,
+            controller=LMCacheController() if router.routing == "kvaware" else None,
+        )
         super().__init__(scope, id, namespace=namespace, disable_resource_name_hashes=True)
         self.engine = EngineDeployment(
-            self, "Engine", name=name, namespace=namespace, engine=engine, lmcache=lmcache, hash_seed=hash_seed, l2=l2
+            self,
+            "Engine",
+            name=name,
+            namespace=namespace,
+            engine=engine,
+            lmcache=self.lmcache,
+            hash_seed=hash_seed,
+            l2=l2,
         )
         self.router = RouterDeployment(
             self,
@@ -91,6 +87,6 @@ class ServingChart(cdk8s.Chart):
             name=name,
             namespace=namespace,
             router=router,
-            controller=lmcache.controller,
+            controller=self.lmcache.controller,
             hash_seed=hash_seed,
         )

@@ -20,6 +20,7 @@ from kvtiers.k8s_charts.serving.drain import (
     drain_source,
     node_loss_tolerations,
 )
+from kvtiers.k8s_charts.serving.extras import with_extra_args, with_extra_env
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import MODELS_DIR, Engine
 from kvtiers.k8s_charts.vllm import (
@@ -152,7 +153,8 @@ class EngineDeployment(Construct):
         if guard:
             # vLLM imports the guard by module name (kv_connector_module_path) from the mounted ConfigMap.
             env.append(k8s.EnvVar(name="PYTHONPATH", value=LMCACHE_CONFIG_DIR))
-        models_size = quantity(f"{engine.model_disk_gib}Gi") if engine.model_disk_gib is not None else None
+        sizing = engine.sizing
+        models_size = quantity(f"{sizing.model_disk_gib}Gi")
         volumes = [
             k8s.Volume(
                 name="shm",
@@ -235,6 +237,7 @@ class EngineDeployment(Construct):
             port=names.ENGINE_PORT,
             revision=revision,
         )
+        args = with_extra_args("Engine", args, engine.extra_args)
 
         ports = [k8s.ContainerPort(name="http", container_port=names.ENGINE_PORT)]
         if lmcache.controller is not None:
@@ -245,9 +248,10 @@ class EngineDeployment(Construct):
         http = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
         resources = {
             "cpu": quantity(engine.cpu),
-            "memory": quantity(f"{engine.memory_gib}Gi"),
+            "memory": quantity(f"{sizing.memory_gib}Gi"),
             names.GPU_RESOURCE: quantity(engine.tensor_parallel_size),
         }
+        env = with_extra_env("Engine", env, engine.extra_env)
         container = k8s.Container(
             name="vllm",
             image=engine.image,
@@ -285,9 +289,10 @@ class EngineDeployment(Construct):
             security_context=container_security_context(root=True),
         )
         # The GPU taint last: the instance group's own taints come first, as the group declares them.
-        tolerations = [
-            k8s.Toleration(key=t.key, operator=t.operator, effect=t.effect, value=t.value) for t in engine.tolerations
-        ] + [k8s.Toleration(key=names.GPU_RESOURCE, operator="Exists", effect="NoSchedule"), *node_loss_tolerations()]
+        tolerations = [t.to_k8s() for t in engine.tolerations] + [
+            k8s.Toleration(key=names.GPU_RESOURCE, operator="Exists", effect="NoSchedule"),
+            *node_loss_tolerations(),
+        ]
         self.deployment = k8s.KubeDeployment(
             self,
             "Deployment",

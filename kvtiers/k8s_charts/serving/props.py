@@ -4,91 +4,134 @@ settings) are checked by the chart."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, get_args
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from kvtiers.k8s_charts.checks import at_least, one_of
+from kvtiers import serving_defaults
+from kvtiers.checks import in_range, one_of
+from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
+from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import DTYPES, ROUTINGS, Dtype, Routing, S3Weights, Weights
+from kvtiers.models import KNOWN_MODELS, ModelShape
+from kvtiers.serving_defaults import EnginePodSizing, engine_pod_sizing
 
 MODELS_DIR = "/models"
-TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-TAINT_EFFECTS: tuple[str, ...] = get_args(TaintEffect)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Toleration:
-    """Tolerates a node taint: ``key=value:effect``, or any value of ``key`` when ``value`` is None."""
-
-    key: str
-    effect: TaintEffect
-    value: str | None = None
-    """@default None (tolerate the key with any value: operator ``Exists``)"""
-
-    def __post_init__(self) -> None:
-        one_of("Toleration", "effect", self.effect, TAINT_EFFECTS)
-        if not self.key:
-            raise ValueError("Toleration: key is empty")
-
-    @property
-    def operator(self) -> Literal["Equal", "Exists"]:
-        return "Equal" if self.value else "Exists"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Engine:
-    """One endpoint's vLLM + LMCache pods. One pod template, so every replica shares model name, TP and dtype."""
+    """One endpoint's vLLM + LMCache pods. One pod template, so every replica shares model name, TP and dtype.
+
+    The pod's memory (the LMCache L1 of every GPU worker, vLLM itself and /dev/shm) and its model disk are computed
+    from these fields by :func:`kvtiers.serving_defaults.engine_pod_sizing` (:attr:`sizing`), the same function the
+    app's environment sizing uses; the LMCache version (part of the L2 namespace) comes from the version matrix row
+    of ``image``.
+    """
 
     model: str
     """Model id; passed as ``--served-model-name`` (the name clients and the router see)."""
     weights: Weights
-    image: str
-    """vLLM with LMCache in one image (they must be ABI-matched)."""
     instance_group: str
     """The HyperPod instance group the pods run on."""
-    replicas: int
-    tensor_parallel_size: int
-    """GPUs per pod."""
-    dtype: Dtype
-    max_model_len: int
-    gpu_memory_utilization: float
-    cpu: int
-    """CPU request = limit."""
-    memory_gib: int
-    """Memory request = limit: LMCache's L1 of every GPU worker, vLLM itself and the memory-backed /dev/shm."""
-    shm_gib: int
-    """Size of the memory-backed /dev/shm (NCCL needs more than the 64 MiB default once TP > 1)."""
-    startup_timeout_seconds: int
-    """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
-    model_sync_image: str | None = None
-    """The ``aws s3 sync`` init container's image; required with :class:`S3Weights`. @default None"""
+    image: str = DEFAULT_ENGINE_IMAGE
+    """vLLM with LMCache in one image (they must be ABI-matched), a row of the version matrix
+    (``kvtiers.config.versions``) unless ``lmcache_version`` is given. @default the newest engine image whose LMCache
+    matches the default router's"""
+    replicas: int = serving_defaults.REPLICAS
+    """@default 2, so that a rollout or a node's loss leaves one serving"""
+    tensor_parallel_size: int = serving_defaults.TENSOR_PARALLEL_SIZE
+    """GPUs per pod. @default 1"""
+    dtype: Dtype = serving_defaults.DTYPE
+    """@default ``bfloat16``"""
+    max_model_len: int = serving_defaults.MAX_MODEL_LEN
+    """@default 16384"""
+    gpu_memory_utilization: float = serving_defaults.GPU_MEMORY_UTILIZATION
+    """@default 0.9"""
+    cpu: int = serving_defaults.CPU
+    """CPU request = limit. @default 8"""
+    l1_gib: int = serving_defaults.L1_GIB
+    """LMCache L1 (pinned host DRAM) per GPU worker. @default 40"""
+    shm_gib: int = serving_defaults.SHM_GIB
+    """Size of the memory-backed /dev/shm (NCCL needs more than the 64 MiB default once TP > 1). @default 8"""
+    vllm_overhead_gib: int = serving_defaults.VLLM_OVERHEAD_GIB
+    """Host memory vLLM itself needs (Python, CUDA context, weight staging). @default 16"""
+    startup_timeout_seconds: int = serving_defaults.STARTUP_TIMEOUT_SECONDS
+    """Startup-probe budget: weight download plus load plus CUDA-graph capture. @default 1800"""
+    model_shape: ModelShape | None = None
+    """The model's layers, KV heads, head dim and parameters (its weight size sizes the model disk). @default the
+    entry of ``kvtiers.models.KNOWN_MODELS`` for ``model``; required for other models"""
+    lmcache_version: str | None = None
+    """The LMCache in ``image`` (part of the L2 namespace). @default the version matrix's for ``image``"""
+    model_sync_image: str = serving_defaults.MODEL_SYNC_IMAGE
+    """The ``aws s3 sync`` init container's image (used with :class:`S3Weights`). @default
+    ``serving_defaults.MODEL_SYNC_IMAGE``"""
     tolerations: tuple[Toleration, ...] = ()
     """Taints of the instance group to tolerate (the GPU taint is always tolerated). @default () (none)"""
     model_role_arn: str | None = None
     """IAM role that reads the S3 weights, recorded on the ServiceAccount. @default None (no annotation)"""
-    model_disk_gib: int | None = None
-    """Size limit of the model emptyDir. @default None (no limit)"""
+    extra_args: tuple[str, ...] = ()
+    """More ``vllm serve`` arguments, appended to kvtiers' own (as production-stack's ``extraArgs``); a flag kvtiers
+    already sets is refused. @default () (none)"""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """More environment variables of the vLLM container (as production-stack's ``env``); a variable kvtiers already
+    sets is refused. @default none"""
 
     def __post_init__(self) -> None:
-        for field in ("model", "image", "instance_group"):
-            if not getattr(self, field):
-                raise ValueError(f"Engine: {field} is empty")
+        for name in ("model", "image", "instance_group", "model_sync_image"):
+            if not getattr(self, name):
+                raise ValueError(f"Engine: {name} is empty")
         one_of("Engine", "dtype", self.dtype, DTYPES)
-        for field, minimum in (
+        for name, minimum in (
             ("replicas", 1),
             ("tensor_parallel_size", 1),
             ("max_model_len", 1),
             ("cpu", 1),
-            ("memory_gib", 1),
+            ("l1_gib", 1),
             ("shm_gib", 1),
+            ("vllm_overhead_gib", 1),
             ("startup_timeout_seconds", 1),
         ):
-            at_least("Engine", field, getattr(self, field), minimum)
+            in_range("Engine", name, getattr(self, name), minimum)
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"Engine: gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if isinstance(self.weights, S3Weights) and not self.model_sync_image:
-            raise ValueError("Engine: model_sync_image is required when weights are S3Weights (it copies them)")
-        if self.model_disk_gib is not None:
-            at_least("Engine", "model_disk_gib", self.model_disk_gib, 1)
+        if self.model_shape is None and self.model not in KNOWN_MODELS:
+            raise ValueError(
+                f"Engine: model_shape is required for {self.model!r}, which is not one of the known models "
+                f"({', '.join(KNOWN_MODELS)})"
+            )
+        if self.lmcache_version is None and engine_release(self.image) is None:
+            raise ValueError(
+                f"Engine: image {self.image!r} is not in the version matrix ({', '.join(ENGINE_IMAGES)}); give "
+                "lmcache_version, the LMCache it carries"
+            )
+
+    @property
+    def shape(self) -> ModelShape:
+        return self.model_shape if self.model_shape is not None else KNOWN_MODELS[self.model]
+
+    @property
+    def lmcache(self) -> str:
+        """The LMCache version the image carries."""
+        if self.lmcache_version is not None:
+            return self.lmcache_version
+        release = engine_release(self.image)
+        assert release is not None, "checked when built"
+        return release.lmcache
+
+    @property
+    def sizing(self) -> EnginePodSizing:
+        return engine_pod_sizing(
+            weight_bytes=self.shape.weight_bytes(self.dtype),
+            tensor_parallel_size=self.tensor_parallel_size,
+            l1_gib=self.l1_gib,
+            shm_gib=self.shm_gib,
+            vllm_overhead_gib=self.vllm_overhead_gib,
+        )
+
+    @property
+    def revision(self) -> str | None:
+        """The weights' pinned revision, if any (part of the L2 namespace)."""
+        return self.weights.revision
 
     @property
     def model_path(self) -> str:
@@ -109,9 +152,13 @@ class Engine:
 class Router:
     """The production-stack router of one endpoint."""
 
-    image: str
     routing: Routing
-    replicas: int
+    image: str = DEFAULT_ROUTER_IMAGE
+    """The production-stack router image, a row of the version matrix. @default the newest whose LMCache matches
+    the default engine image's"""
+    replicas: int | None = None
+    """@default 2, so that a router's rollout or its node's loss leaves one serving; 1 for ``kvaware`` (its LMCache
+    controller lives in the router process: one router only)"""
     session_key: str | None = None
     """Header or JSON field with the session id; required for ``session`` routing. @default None"""
     internal_load_balancer: bool = False
@@ -125,19 +172,34 @@ class Router:
     ``matched < len(prompt) - threshold``). At least the typical prompt length makes every partly cached prompt go to
     the engine that holds it. @default None (the router's own default, 2,000 tokens)"""
 
+    extra_args: tuple[str, ...] = ()
+    """More router arguments, appended to kvtiers' own (as production-stack's ``routerSpec.extraArgs``); a flag
+    kvtiers already sets is refused. @default () (none)"""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """More environment variables of the router container; a variable kvtiers already sets is refused. @default
+    none"""
+
     def __post_init__(self) -> None:
         if not self.image:
             raise ValueError("Router: image is empty")
         one_of("Router", "routing", self.routing, ROUTINGS)
-        at_least("Router", "replicas", self.replicas, 1)
+        if self.replicas is None:
+            object.__setattr__(self, "replicas", 1 if self.routing == "kvaware" else serving_defaults.ROUTER_REPLICAS)
+        in_range("Router", "replicas", self.replica_count, 1)
         if self.routing == "session" and not self.session_key:
             raise ValueError("Router: session_key is required when routing is 'session'")
         if self.kv_aware_threshold is not None:
             if self.routing != "kvaware":
                 raise ValueError(f"Router: kv_aware_threshold applies to routing 'kvaware' only, not {self.routing!r}")
-            at_least("Router", "kv_aware_threshold", self.kv_aware_threshold, 1)
-        if self.routing == "kvaware" and self.replicas != 1:
+            in_range("Router", "kv_aware_threshold", self.kv_aware_threshold, 1)
+        if self.routing == "kvaware" and self.replica_count != 1:
             raise ValueError(
-                f"Router: replicas must be 1 when routing is 'kvaware', got {self.replicas} (each engine reports its "
+                f"Router: replicas must be 1 when routing is 'kvaware', got {self.replica_count} (each engine reports its "
                 "cache to one router's controller; a second router would see no engine and route blind)"
             )
+
+    @property
+    def replica_count(self) -> int:
+        """``replicas`` with its default applied."""
+        assert self.replicas is not None, "set when built"
+        return self.replicas

@@ -15,6 +15,7 @@ from constructs import Construct
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
 from kvtiers.k8s_charts.serving.drain import DRAIN_MAX_SECONDS, node_loss_tolerations
+from kvtiers.k8s_charts.serving.extras import with_extra_args, with_extra_env
 from kvtiers.k8s_charts.serving.lmcache import config_checksum
 from kvtiers.k8s_charts.serving.props import Router
 from kvtiers.k8s_charts.vllm import LMCacheController
@@ -207,8 +208,10 @@ class RouterDeployment(Construct):
         container = k8s.Container(
             name="router",
             image=router.image,
-            args=router_args(name=name, namespace=ns, router=router, controller=controller),
-            env=env,
+            args=with_extra_args(
+                "Router", router_args(name=name, namespace=ns, router=router, controller=controller), router.extra_args
+            ),
+            env=with_extra_env("Router", env, router.extra_env),
             ports=ports,
             resources=k8s.ResourceRequirements(requests=resources, limits=dict(resources)),
             startup_probe=k8s.Probe(
@@ -236,7 +239,7 @@ class RouterDeployment(Construct):
             "Deployment",
             metadata=k8s.ObjectMeta(name=deployment_name, namespace=ns, labels=meta_labels),
             spec=k8s.DeploymentSpec(
-                replicas=router.replicas,
+                replicas=router.replica_count,
                 selector=k8s.LabelSelector(match_labels=meta_labels),
                 # A new router is Ready before an old one stops, so a rollout never leaves the endpoint without one.
                 # kvaware too, whose single router hosts the LMCache controller: while both run, the engines' open

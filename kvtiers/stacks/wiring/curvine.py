@@ -1,57 +1,37 @@
-"""The Curvine L2 charts' inputs from the environment config."""
+"""The Curvine L2's inputs from the environment config."""
 
 from __future__ import annotations
 
-from typing import cast
-
+import cdk8s
 from constructs import Construct
 
 from kvtiers.config.schema import Environment
-from kvtiers.constructs.journal_volumes import CurvineJournalVolumes
+from kvtiers.constructs.curvine import CurvineL2
+from kvtiers.constructs.eks_cluster import EksCluster
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
+from kvtiers.constructs.network import HyperPodNetwork
 from kvtiers.k8s_charts.curvine_l2 import (
-    CurvineCluster,
     CurvineEviction,
     CurvineImages,
     CurvinePorts,
     CurvineResources,
-    CurvineStorageChart,
-    MasterVolumeIds,
+    CurvineSettings,
     Resources,
-    Toleration,
 )
-from kvtiers.k8s_charts.curvine_l2.props import TaintEffect
 
 
 def curvine_ports(env: Environment) -> CurvinePorts:
     return CurvinePorts(**env.curvine.ports.model_dump())
 
 
-def hyperpod_tolerations(env: Environment) -> tuple[Toleration, ...]:
-    """:attr:`~kvtiers.config.schema.HyperPod.taint_tolerations` (one per distinct custom taint), typed."""
-    return tuple(
-        Toleration(key=t["key"], value=t.get("value"), effect=cast("TaintEffect", t["effect"]))
-        for t in env.hyperpod.taint_tolerations
-    )
-
-
-def curvine_cluster(env: Environment, *, journal_volumes: CurvineJournalVolumes) -> CurvineCluster:
-    """``journal_volumes``: the platform's EBS volumes of the masters (their IDs are deploy-time tokens)."""
+def curvine_settings(env: Environment) -> CurvineSettings:
     c = env.curvine
-    return CurvineCluster(
-        master_volumes=tuple(
-            MasterVolumeIds(meta_volume_id=v.meta.volume_id, journal_volume_id=v.journal.volume_id)
-            for v in journal_volumes.volumes
-        ),
-        availability_zone=journal_volumes.availability_zone,
-        hyperpod_groups=tuple(g.name for g in env.hyperpod.instance_groups),
-        worker_nodes=env.sizing.curvine_workers,
-        worker_groups=None if c.worker_group is None else (c.worker_group,),
+    return CurvineSettings(
         namespace=c.namespace,
         cluster_id=c.cluster_id,
         meta_volume_gib=c.master.meta_volume_gib,
         journal_volume_gib=c.master.journal_volume_gib,
         audit_log=c.master.audit_log,
-        tolerations=hyperpod_tolerations(env),
         nvme_mount=c.worker.nvme_mount,
         data_dir=c.worker.data_dir,
         capacity_gb=c.worker.capacity_gb,
@@ -69,17 +49,41 @@ def curvine_cluster(env: Environment, *, journal_volumes: CurvineJournalVolumes)
     )
 
 
-def curvine_storage_chart(
-    scope: Construct, id: str, *, env: Environment, cluster: CurvineCluster
-) -> CurvineStorageChart:
-    """The StorageClass, the L2 claim in the serving namespace and the janitor (in the engine image)."""
-    return CurvineStorageChart(
+def curvine_l2(
+    scope: Construct,
+    id: str,
+    env: Environment,
+    *,
+    eks: EksCluster,
+    hyperpod: HyperPodCluster,
+    network: HyperPodNetwork,
+    network_policies: cdk8s.Chart,
+    serving_namespace_manifest: Construct,
+    manifests_scope: Construct,
+) -> CurvineL2:
+    """The environment's Curvine L2: its volumes and EBS CSI in ``scope``, its manifests in ``manifests_scope``."""
+    c = env.curvine
+    master = c.master
+    return CurvineL2(
         scope,
         id,
-        cluster=cluster,
+        eks_cluster=eks,
+        hyperpod=hyperpod,
+        network=network,
+        masters=master.replicas,
+        worker_groups=None if c.worker_group is None else (c.worker_group,),
+        settings=curvine_settings(env),
+        volume_iops=master.volume_iops,
+        volume_throughput_mibps=master.volume_throughput_mibps,
+        snapshot_on_delete=master.snapshot_on_delete,
+        ebs_csi_driver_version=env.eks.addons.aws_ebs_csi_driver,
         serving_namespace=env.serving.namespace,
-        janitor_image=env.serving.images.vllm_image,
         claim_name=env.serving.l2_claim_name,
         claim_size_gib=env.serving.l2_claim_size_gib,
-        janitor_interval_seconds=env.curvine.eviction.janitor_interval_seconds,
+        mount_path=env.serving.l2_mount_path,
+        janitor_image=env.serving.images.vllm_image,
+        janitor_interval_seconds=c.eviction.janitor_interval_seconds,
+        network_policies=network_policies,
+        serving_namespace_manifest=serving_namespace_manifest,
+        manifests_scope=manifests_scope,
     )

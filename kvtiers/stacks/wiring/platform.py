@@ -1,6 +1,6 @@
-"""The environment -> the platform constructs: the network, EKS and the rules between its two kinds of nodes, the
-HyperPod dependency chart and cluster, the Curvine journal volumes, the Inference Operator and the metrics
-collection. Each function builds one construct with the environment's values; the stacks compose and order them.
+"""The environment -> the platform constructs: the network, EKS, the HyperPod dependency chart and cluster, the
+Inference Operator and the metrics collection (the node traffic between the two kinds of nodes is added by the
+constructs that deploy each component). Each function builds one construct with the environment's values; the stacks compose and order them.
 """
 
 from __future__ import annotations
@@ -21,23 +21,14 @@ from kvtiers.constructs.eks_cluster import (
 )
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup, Taint
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
-from kvtiers.constructs.journal_volumes import CurvineJournalVolumes
 from kvtiers.constructs.network import ExistingVpcAttributes, HyperPodNetwork, NewVpcOptions
-from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
-from kvtiers.k8s_charts.names import (
-    ENGINE_PORT,
-    LMCACHE_CONTROLLER_PULL_PORT,
-    LMCACHE_CONTROLLER_REPLY_PORT,
-    LMCACHE_WORKER_PORT_BASE,
-)
-from kvtiers.k8s_charts.names import OPERATOR_PORT as OPERATOR_INVOCATION_PORT
+from kvtiers.constructs.node_traffic import PortRule
+from kvtiers.k8s_charts.tolerations import tolerating
 
 if TYPE_CHECKING:
     from kvtiers.constructs.hyperpod_inference import InferenceOperator
     from kvtiers.constructs.observability import Observability
 
-KUBELET_PORT = 10250
-DNS_PORT = 53
 KUBERNETES_API_PORT = 443
 
 
@@ -94,42 +85,36 @@ def eks_cluster(
     )
 
 
-def node_traffic(
-    scope: Construct, id: str, env: Environment, network: HyperPodNetwork, cluster: ClusterLike
-) -> NodeTraffic:
-    to_hyperpod, to_system = node_traffic_rules(env)
-    return NodeTraffic(
-        scope,
-        id,
-        hyperpod_security_group=network.security_group,
-        system_security_group_id=cluster.cluster_security_group_id,
-        system_to_hyperpod=to_hyperpod,
-        hyperpod_to_system=to_system,
-    )
-
-
 def hyperpod_dependencies(
-    scope: Construct, id: str, env: Environment, cluster: ClusterLike, *, chart_dir: Path, wait: bool
+    scope: Construct, id: str, env: Environment, eks: EksCluster, *, chart_dir: Path
 ) -> HyperPodDependencies:
     return HyperPodDependencies(
         scope,
         id,
-        cluster=cluster,
+        cluster=eks,
         chart_dir=chart_dir,
         region=env.region,
-        tolerations=env.hyperpod.taint_tolerations,
-        wait=wait,
+        tolerations=tolerating((t.key, t.value, t.effect) for g in env.hyperpod.instance_groups for t in g.taints),
     )
 
 
 def hyperpod_cluster(
-    scope: Construct, id: str, env: Environment, network: HyperPodNetwork, cluster: ClusterLike
+    scope: Construct,
+    id: str,
+    env: Environment,
+    network: HyperPodNetwork,
+    eks: EksCluster,
+    *,
+    dependencies: HyperPodDependencies | None,
+    external_dependency_chart: bool,
 ) -> HyperPodCluster:
     hyperpod = env.hyperpod
     return HyperPodCluster(
         scope,
         id,
-        eks_cluster=cluster,
+        eks_cluster=eks,
+        dependencies=dependencies,
+        external_dependency_chart=external_dependency_chart,
         subnet=network.hyperpod_subnet,
         security_group=network.security_group,
         cluster_name=hyperpod.cluster_name,
@@ -152,27 +137,8 @@ def hyperpod_cluster(
     )
 
 
-def journal_volumes(scope: Construct, id: str, env: Environment, availability_zone: str) -> CurvineJournalVolumes:
-    master = env.curvine.master
-    return CurvineJournalVolumes(
-        scope,
-        id,
-        availability_zone=availability_zone,
-        masters=master.replicas,
-        meta_size_gib=master.meta_volume_gib,
-        journal_size_gib=master.journal_volume_gib,
-        iops=master.volume_iops,
-        throughput_mibps=master.volume_throughput_mibps,
-        snapshot_on_delete=master.snapshot_on_delete,
-    )
-
-
-def ebs_csi_driver_version(env: Environment) -> str:
-    return env.eks.addons.aws_ebs_csi_driver
-
-
 def inference_operator(
-    scope: Construct, id: str, env: Environment, cluster: ClusterLike, hyperpod_cluster_arn: str
+    scope: Construct, id: str, env: Environment, eks: EksCluster, hyperpod_cluster_arn: str
 ) -> InferenceOperator | None:
     """The operator, or ``None`` when no endpoint is served by it."""
     endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
@@ -184,7 +150,7 @@ def inference_operator(
     return InferenceOperator(
         scope,
         id,
-        cluster=cluster,
+        cluster=eks,
         hyperpod_cluster_arn=hyperpod_cluster_arn,
         environment_name=env.name,
         addons=OperatorAddonVersions(
@@ -228,79 +194,6 @@ def observability(
         alertmanager_definition=lambda topic: alertmanager_definition(topic, env.region, env.name),
         environment_name=env.name,
     )
-
-
-# --------------------------------------------------------------------------------------------------- node traffic
-# The ports between system nodes and HyperPod nodes that the environment's components use, derived once from the
-# environment and the components' own port constants (see the README's node traffic matrix).
-
-
-def node_traffic_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[PortRule, ...]]:
-    """``(system_to_hyperpod, hyperpod_to_system)``: what pods on one kind of node must reach on the other."""
-    endpoints = env.serving.endpoints
-    self_managed = [e for e in endpoints if e.serving == "self_managed"]
-    kvaware = [e for e in self_managed if e.routing == "kvaware"]
-    operator = any(e.serving == "operator" for e in endpoints)
-    to_hyperpod = [
-        PortRule(
-            protocol="tcp",
-            port=env.curvine.ports.master_rpc,
-            reason="Curvine CSI controller creates L2 volumes on the Curvine masters",
-        ),
-    ]
-    # CoreDNS is kept on the system nodes (EksCluster pins it there).
-    to_system = [
-        PortRule(protocol="udp", port=DNS_PORT, reason="pods on HyperPod nodes resolve names with CoreDNS"),
-        PortRule(
-            protocol="tcp", port=DNS_PORT, reason="pods on HyperPod nodes resolve names with CoreDNS (large answers)"
-        ),
-    ]
-    if operator:
-        # metrics-server (an operator prerequisite) scrapes every kubelet, from whichever kind of node it runs on.
-        to_hyperpod.append(
-            PortRule(protocol="tcp", port=KUBELET_PORT, reason="metrics-server scrapes the HyperPod kubelets")
-        )
-        to_system.append(
-            PortRule(
-                protocol="tcp",
-                port=KUBELET_PORT,
-                reason="metrics-server on a HyperPod node scrapes the system kubelets",
-            )
-        )
-    if self_managed:
-        to_hyperpod.append(
-            PortRule(
-                protocol="tcp", port=ENGINE_PORT, reason="routers send requests to the vLLM engines and discover models"
-            )
-        )
-    if kvaware:
-        widest = max(e.tensor_parallel_size for e in kvaware)
-        to_hyperpod.append(
-            PortRule(
-                protocol="tcp",
-                port=LMCACHE_WORKER_PORT_BASE,
-                reason="kvaware: the router's LMCache controller asks the engines' "
-                "LMCache workers (one port per tensor-parallel rank)",
-                to_port=LMCACHE_WORKER_PORT_BASE + widest - 1,
-            )
-        )
-        to_system.append(
-            PortRule(
-                protocol="tcp",
-                port=LMCACHE_CONTROLLER_PULL_PORT,
-                reason="kvaware: engines report their cache to the router's LMCache controller (pull and reply sockets)",
-                to_port=LMCACHE_CONTROLLER_REPLY_PORT,
-            )
-        )
-    if operator:
-        to_hyperpod.append(
-            PortRule(
-                protocol="tcp",
-                port=OPERATOR_INVOCATION_PORT,
-                reason="Inference Operator: its router and controller reach the model pods on their invocation port",
-            )
-        )
-    return _merged(to_hyperpod), _merged(to_system)
 
 
 def scraper_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[PortRule, ...]]:

@@ -12,22 +12,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvtiers.config.schema import Endpoint, Environment, HuggingFaceModelSource, NewVpc, S3ModelSource
-from kvtiers.config.sizing import GIB
 from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.l2 import UNPINNED_REVISION, L2Namespace, L2Volume
+from kvtiers.k8s_charts.l2 import L2Namespace, L2Volume
+from kvtiers.k8s_charts.l2 import l2_namespace as l2_namespace_of
 from kvtiers.k8s_charts.vllm import (
-    LMCACHE_CHUNK_TOKENS,
-    LMCACHE_SERDE,
     HuggingFaceWeights,
     LMCache,
     LMCacheController,
     S3Weights,
     Weights,
 )
+from kvtiers.serving_defaults import GIB
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from constructs import Construct
 
+    from kvtiers.constructs.curvine import CurvineL2
+    from kvtiers.constructs.eks_cluster import EksCluster
+    from kvtiers.constructs.serving import ServingEndpoint
     from kvtiers.k8s_charts.hyperpod_operator import InferenceEndpointConfigChart, OperatorEndpoint
     from kvtiers.k8s_charts.namespaces import NamespaceChart
     from kvtiers.k8s_charts.network_policies import (
@@ -64,15 +68,12 @@ def l2_volume(env: Environment) -> L2Volume:
 
 def l2_namespace(env: Environment, e: Endpoint) -> L2Namespace:
     """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan`` and ``verify``)."""
-    return L2Namespace(
+    return l2_namespace_of(
         model=e.model,
-        revision=e.source.revision or UNPINNED_REVISION,
+        revision=e.source.revision,
         dtype=e.dtype,
-        kv_dtype=e.dtype,
         tensor_parallel_size=e.tensor_parallel_size,
-        chunk_size=LMCACHE_CHUNK_TOKENS,
         lmcache_version=env.serving.images.engine.lmcache,
-        serde=LMCACHE_SERDE,
         hash_seed=env.serving.hash_seed,
     )
 
@@ -93,7 +94,7 @@ def l2_report(env: Environment) -> tuple[str, ...]:
 def weights(e: Endpoint) -> Weights:
     source = e.source
     if isinstance(source, S3ModelSource):
-        return S3Weights(bucket=source.bucket, prefix=source.prefix)
+        return S3Weights(bucket=source.bucket, prefix=source.prefix, revision=source.revision)
     return HuggingFaceWeights(token_secret=source.token_secret, revision=source.revision)
 
 
@@ -113,28 +114,32 @@ def lmcache(env: Environment, e: Endpoint, *, l2: bool) -> LMCache:
 
 
 def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) -> Engine:
+    """The endpoint's engine; its pod memory and model disk come out the same as the environment's sizing (both
+    from :func:`kvtiers.serving_defaults.engine_pod_sizing`)."""
     from kvtiers.k8s_charts.serving import Engine, Toleration
 
-    sizing = env.sizing.endpoint(e.name)
     group = env.hyperpod.group(e.instance_group)
+    images = env.serving.images
     return Engine(
         model=e.model,
         weights=weights(e),
-        image=env.serving.images.vllm_image,
-        model_sync_image=env.serving.images.model_sync_image,
+        image=images.vllm_image,
+        lmcache_version=images.engine.lmcache,
+        model_sync_image=images.model_sync_image,
         instance_group=group.name,
         replicas=e.replicas,
-        tensor_parallel_size=sizing.gpus_per_replica,
+        tensor_parallel_size=e.tensor_parallel_size,
         dtype=e.dtype,
         max_model_len=e.max_model_len,
         gpu_memory_utilization=e.gpu_memory_utilization,
         cpu=e.cpu,
-        memory_gib=sizing.pod_memory_gib,
+        l1_gib=e.l1_gib,
         shm_gib=e.shm_gib,
+        vllm_overhead_gib=e.vllm_overhead_gib,
         startup_timeout_seconds=e.startup_timeout_seconds,
+        model_shape=e.shape,
         tolerations=tuple(Toleration(key=t.key, effect=t.effect, value=t.value or None) for t in group.taints),
         model_role_arn=model_role_arn,
-        model_disk_gib=sizing.model_disk_gib,
     )
 
 
@@ -162,7 +167,6 @@ def serving_chart(
     from kvtiers.k8s_charts.serving import ServingChart
 
     e = _serving(env, name, "self_managed")
-    l2 = env.sizing.endpoint(name).l2_enabled
     return ServingChart(
         scope,
         id,
@@ -170,9 +174,38 @@ def serving_chart(
         namespace=env.serving.namespace,
         engine=engine(env, e, model_role_arn=model_role_arn),
         router=router(env, e),
-        lmcache=lmcache(env, e, l2=l2),
         hash_seed=env.serving.hash_seed,
-        l2=l2_volume(env) if l2 else None,
+        l2=l2_volume(env) if env.sizing.endpoint(name).l2_enabled else None,
+    )
+
+
+def serving_endpoint(
+    scope: Construct,
+    id: str,
+    env: Environment,
+    name: str,
+    *,
+    eks: EksCluster,
+    l2: CurvineL2 | None,
+    after: Sequence[Construct],
+    model_role_arn: str | None = None,
+) -> ServingEndpoint:
+    """The self-managed endpoint ``name`` as a construct: its manifest, ordered after ``l2``'s claim and ``after``,
+    and its node traffic."""
+    from kvtiers.constructs.serving import ServingEndpoint
+
+    e = _serving(env, name, "self_managed")
+    return ServingEndpoint(
+        scope,
+        id,
+        eks_cluster=eks,
+        name=e.name,
+        namespace=env.serving.namespace,
+        engine=engine(env, e, model_role_arn=model_role_arn),
+        router=router(env, e),
+        hash_seed=env.serving.hash_seed,
+        l2=l2,
+        after=after,
     )
 
 

@@ -1,0 +1,240 @@
+"""The Curvine L2 on a HyperPod cluster, as one CDK construct: the masters' journal volumes, the EBS CSI driver
+that attaches them (its role and add-on), the four Curvine charts in the order they need, the node traffic its CSI
+controller needs, and the claim serving pods mount.
+
+Everything a neighbour relies on is decided here once: the volume sizes (the EBS volumes and the static
+PersistentVolumes read the same numbers), the worker nodes (the HyperPod groups' own counts), the tolerations (the
+groups' own taints) and the order (EBS CSI after the HyperPod cluster, masters after EBS CSI, workers after the
+masters, CSI after the workers, the claim after the CSI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import aws_cdk as cdk
+import cdk8s
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from kvtiers import serving_defaults
+from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS
+from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE
+from kvtiers.constructs.eks_cluster import EksCluster, addon_version, as_cluster_interface, pod_identity_role
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
+from kvtiers.constructs.journal_volumes import EBS_CSI_MANAGED_POLICY, EBS_CSI_SERVICE_ACCOUNT, CurvineJournalVolumes
+from kvtiers.constructs.network import HyperPodNetwork
+from kvtiers.constructs.node_traffic import PortRule
+from kvtiers.k8s_charts.curvine_l2 import (
+    CurvineCluster,
+    CurvineCsiChart,
+    CurvineMasterChart,
+    CurvineSettings,
+    CurvineStorageChart,
+    CurvineWorkerChart,
+    MasterVolumeIds,
+)
+from kvtiers.k8s_charts.curvine_l2.charts import (
+    DEFAULT_CLAIM_NAME,
+    DEFAULT_CLAIM_SIZE_GIB,
+    DEFAULT_JANITOR_INTERVAL_SECONDS,
+)
+from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Volume
+from kvtiers.k8s_charts.namespaces import NamespaceChart, serving_enforce_level
+from kvtiers.k8s_charts.tolerations import tolerating
+from kvtiers.platform_defaults import (
+    EBS_CSI_DRIVER_VERSION,
+    MIN_EBS_CSI_DRIVER_VERSION,
+    SNAPSHOT_ON_DELETE,
+    MasterCount,
+)
+
+EBS_CSI_ADDON = "aws-ebs-csi-driver"
+
+
+class CurvineL2(Construct):
+    """The Curvine L2 (masters on EBS, workers on the nodes' NVMe, CSI, StorageClass and claim).
+
+    Attributes: ``journal`` (the :class:`CurvineJournalVolumes`), ``ebs_csi_role``, ``ebs_csi`` (the add-on),
+    ``cluster`` (the :class:`CurvineCluster` every chart reads), ``charts``, ``objects`` (each chart's, rendered once)
+    and ``manifests`` (by name, in deploy order), ``claim`` (the :class:`L2Volume` serving pods mount), ``serving_namespace`` (where the claim is) and
+    ``ready`` (the claim's manifest: serving pods that mount the claim come after it).
+
+    :param scope: the parent construct; the journal volumes and the EBS CSI role live here.
+    :param id: the construct id.
+    :param eks_cluster: the EKS cluster; the EBS CSI add-on is added to it, and the CSI controller's port to the
+        masters to its node traffic.
+    :param hyperpod: the HyperPod cluster: every group runs a CSI node pod; the worker groups' node counts are the
+        workers, the groups' taints are tolerated, and EBS CSI attaches through it.
+    :param network: the network of the HyperPod subnet, in whose availability zone the journal volumes are.
+    :param masters: Curvine masters, 1, 3 or 5 (an odd Raft quorum), fixed at install. @default 1
+    :param worker_groups: the HyperPod groups that run a worker and the masters. @default every group
+    :param settings: names, volume sizes, cache geometry, eviction, ports, images and budgets. @default
+        ``CurvineSettings()``
+    :param volume_iops: provisioned IOPS of every journal volume. @default 3000, the gp3 baseline
+    :param volume_throughput_mibps: provisioned throughput of every journal volume. @default 125, the gp3 baseline
+    :param snapshot_on_delete: snapshot the journal volumes when the stack deletes them. @default snapshot
+    :param ebs_csi_driver_version: the ``aws-ebs-csi-driver`` add-on version, 1.47.0 or later (the first that
+        attaches volumes to HyperPod nodes). @default ``platform_defaults.EBS_CSI_DRIVER_VERSION``
+    :param serving_namespace: namespace of the claim and the janitor (the serving pods'). @default ``serving``
+    :param claim_name: the claim serving pods mount. @default ``curvine-l2``
+    :param claim_size_gib: nominal size of the claim (Curvine does not enforce it). @default 100
+    :param mount_path: where serving pods mount the claim. @default ``/mnt/curvine/l2cache``
+    :param janitor_image: the image the L2 janitor runs in (one with Python 3 that the nodes already pull). @default
+        the default engine image
+    :param janitor_interval_seconds: time between janitor runs (at least 60). @default 600
+    :param network_policies: a chart of NetworkPolicies for the Curvine namespace, deployed after the masters (which
+        create the namespace) and before the workers. @default none
+    :param serving_namespace_manifest: the manifest that creates ``serving_namespace``; the claim comes after it.
+        @default none: this construct creates the namespace (Pod Security ``baseline``, which the self-managed
+        engines meet) as the manifest ``ServingNamespace``
+    :param manifests_scope: where the manifests are created, for an app that keeps Kubernetes objects in a stack of
+        their own. @default this construct
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        eks_cluster: EksCluster,
+        hyperpod: HyperPodCluster,
+        network: HyperPodNetwork,
+        masters: MasterCount = 1,
+        worker_groups: Sequence[str] | None = None,
+        settings: CurvineSettings | None = None,
+        volume_iops: int = GP3_MIN_IOPS,
+        volume_throughput_mibps: int = GP3_MIN_MIBPS,
+        snapshot_on_delete: bool = SNAPSHOT_ON_DELETE,
+        ebs_csi_driver_version: str = EBS_CSI_DRIVER_VERSION,
+        serving_namespace: str = serving_defaults.NAMESPACE,
+        claim_name: str = DEFAULT_CLAIM_NAME,
+        claim_size_gib: int = DEFAULT_CLAIM_SIZE_GIB,
+        mount_path: str = DEFAULT_MOUNT_PATH,
+        janitor_image: str = DEFAULT_ENGINE_IMAGE,
+        janitor_interval_seconds: int = DEFAULT_JANITOR_INTERVAL_SECONDS,
+        network_policies: cdk8s.Chart | None = None,
+        serving_namespace_manifest: Construct | None = None,
+        manifests_scope: Construct | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        settings = settings if settings is not None else CurvineSettings()
+        _check_ebs_csi_version(ebs_csi_driver_version)
+        groups = {g.name: g for g in hyperpod.instance_groups}
+        workers = tuple(groups) if worker_groups is None else tuple(worker_groups)
+        unknown = sorted(set(workers) - set(groups))
+        if unknown:
+            raise ValueError(
+                f"CurvineL2: worker_groups {unknown} are not groups of the HyperPod cluster {list(groups)}"
+            )
+        self.claim = L2Volume(claim_name=claim_name, mount_path=mount_path)
+        self.serving_namespace = serving_namespace
+        # The volumes' id hides behind "Default": their logical IDs are this construct's, so that deployed volumes
+        # keep them (a new logical ID would replace a volume, and the Raft journal on it).
+        self.journal = CurvineJournalVolumes(
+            self,
+            "Default",
+            availability_zone=network.hyperpod_availability_zone,
+            masters=masters,
+            meta_size_gib=settings.meta_volume_gib,
+            journal_size_gib=settings.journal_volume_gib,
+            iops=volume_iops,
+            throughput_mibps=volume_throughput_mibps,
+            snapshot_on_delete=snapshot_on_delete,
+        )
+        self.ebs_csi_role = pod_identity_role(
+            self, "EbsCsiRole", description="EBS CSI controller (Curvine journal volumes on HyperPod)"
+        )
+        self.ebs_csi_role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(EBS_CSI_MANAGED_POLICY))
+        self.journal.grant_attach(
+            self.ebs_csi_role,
+            hyperpod_cluster_arn=hyperpod.cluster_arn,
+            eks_cluster_arn=eks_cluster.cluster.cluster_arn,
+        )
+        self.ebs_csi = eks_cluster.add_addon(
+            EBS_CSI_ADDON, ebs_csi_driver_version, role=self.ebs_csi_role, service_account=EBS_CSI_SERVICE_ACCOUNT
+        )
+        # The driver's node pods run on HyperPod nodes, and it attaches through the HyperPod cluster's API.
+        self.ebs_csi.node.add_dependency(hyperpod.cluster)
+
+        self.cluster = CurvineCluster(
+            **settings.settings(),
+            master_volumes=tuple(
+                MasterVolumeIds(meta_volume_id=v.meta.volume_id, journal_volume_id=v.journal.volume_id)
+                for v in self.journal.volumes
+            ),
+            availability_zone=self.journal.availability_zone,
+            hyperpod_groups=tuple(groups),
+            worker_nodes=sum(groups[name].count for name in workers),
+            worker_groups=None if worker_groups is None else workers,
+            tolerations=tolerating((t.key, t.value, t.effect) for g in hyperpod.instance_groups for t in g.taints),
+        )
+        if eks_cluster.node_traffic is not None:
+            eks_cluster.node_traffic.allow_to_hyperpod(
+                PortRule(
+                    protocol="tcp",
+                    port=self.cluster.ports.master_rpc,
+                    reason="Curvine CSI controller creates L2 volumes on the Curvine masters",
+                )
+            )
+
+        target = manifests_scope if manifests_scope is not None else self
+        cluster = as_cluster_interface(eks_cluster.cluster)
+        k8s_app = cdk8s.App()
+        self.charts: dict[str, cdk8s.Chart] = {}
+        self.objects: dict[str, list[dict[str, Any]]] = {}
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+
+        def deploy(name: str, chart: cdk8s.Chart, after: Sequence[Construct]) -> eks.KubernetesManifest:
+            objects: list[dict[str, Any]] = chart.to_json()
+            manifest = eks.KubernetesManifest(target, name, cluster=cluster, manifest=objects, overwrite=True)
+            for dependency in after:
+                manifest.node.add_dependency(dependency)
+            self.charts[name] = chart
+            self.objects[name] = objects
+            self.manifests[name] = manifest
+            return manifest
+
+        # The static PersistentVolumes need the EBS CSI driver (and the HyperPod nodes it attaches through).
+        masters_manifest = deploy(
+            "CurvineMasters", CurvineMasterChart(k8s_app, "curvine-masters", cluster=self.cluster), [self.ebs_csi]
+        )
+        cdk.Annotations.of(masters_manifest).add_info(self.cluster.master_count_note)
+        before_workers: list[Construct] = [masters_manifest]
+        if network_policies is not None:
+            # The namespace comes with the masters; its policies follow it, before any other Curvine pod.
+            before_workers.append(deploy("CurvineNetworkPolicies", network_policies, [masters_manifest]))
+        workers_manifest = deploy(
+            "CurvineWorkers", CurvineWorkerChart(k8s_app, "curvine-workers", cluster=self.cluster), before_workers
+        )
+        csi = deploy("CurvineCsi", CurvineCsiChart(k8s_app, "curvine-csi", cluster=self.cluster), [workers_manifest])
+        storage = CurvineStorageChart(
+            k8s_app,
+            "curvine-storage",
+            cluster=self.cluster,
+            serving_namespace=serving_namespace,
+            janitor_image=janitor_image,
+            claim_name=claim_name,
+            claim_size_gib=claim_size_gib,
+            janitor_interval_seconds=janitor_interval_seconds,
+        )
+        if serving_namespace_manifest is None:
+            namespace = NamespaceChart(
+                k8s_app,
+                "serving-namespace",
+                names=(serving_namespace,),
+                enforce={serving_namespace: serving_enforce_level(False)},
+            )
+            serving_namespace_manifest = deploy("ServingNamespace", namespace, [])
+        self.ready = deploy("CurvineStorage", storage, [csi, serving_namespace_manifest])
+
+
+def _check_ebs_csi_version(version: str) -> None:
+    if addon_version(version) < MIN_EBS_CSI_DRIVER_VERSION:
+        minimum = ".".join(map(str, MIN_EBS_CSI_DRIVER_VERSION))
+        raise ValueError(
+            f"CurvineL2: ebs_csi_driver_version {version} is older than v{minimum}, the first that attaches volumes "
+            "to HyperPod nodes (AttachClusterNodeVolume)"
+        )

@@ -1,0 +1,118 @@
+"""One self-managed endpoint (vLLM + LMCache engines and the production-stack router) as a CDK construct: its chart
+as one EKS manifest, after the L2 claim it mounts, with the node traffic its router and engines need."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import cdk8s
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from kvtiers.constructs.curvine import CurvineL2
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
+from kvtiers.k8s_charts.names import (
+    ENGINE_PORT,
+    LMCACHE_CONTROLLER_PULL_PORT,
+    LMCACHE_CONTROLLER_REPLY_PORT,
+    LMCACHE_WORKER_PORT_BASE,
+)
+from kvtiers.k8s_charts.serving import Engine, Router, ServingChart
+from kvtiers.serving_defaults import HASH_SEED, NAMESPACE
+
+
+class ServingEndpoint(Construct):
+    """The endpoint's :class:`ServingChart` deployed as one manifest.
+
+    Attributes: ``chart``, ``objects`` (the chart's, rendered once) and ``manifest``.
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param eks_cluster: the EKS cluster. Given the :class:`EksCluster` construct with a system node group, the
+        endpoint opens what its pods need between system nodes (routers) and HyperPod nodes (engines): the engine
+        port, and for ``kvaware`` the LMCache worker and controller ports. An imported cluster's rules are its
+        owner's.
+    :param name: the endpoint's name (prefixes every object).
+    :param engine: the vLLM pods.
+    :param router: the router in front of them.
+    :param l2: the Curvine L2 to mount: the endpoint runs in its serving namespace, after its claim. @default None
+        (no L2)
+    :param namespace: the namespace of the engines and the router; with ``l2``, its serving namespace. @default the
+        L2's serving namespace, else ``serving``
+    :param hash_seed: ``PYTHONHASHSEED`` of every pod, and part of the L2 namespace: every endpoint sharing an L2 needs
+        the same. @default ``"0"``
+    :param after: what the manifest waits for besides the L2 claim (the namespace's NetworkPolicies, for example).
+        @default none
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        eks_cluster: EksCluster | ClusterLike,
+        name: str,
+        engine: Engine,
+        router: Router,
+        l2: CurvineL2 | None = None,
+        namespace: str | None = None,
+        hash_seed: str = HASH_SEED,
+        after: Sequence[Construct] = (),
+    ) -> None:
+        super().__init__(scope, id)
+        if l2 is not None and namespace is not None and namespace != l2.serving_namespace:
+            raise ValueError(
+                f"ServingEndpoint: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} "
+                "(the claim is mounted only in its own namespace)"
+            )
+        if namespace is None:
+            namespace = l2.serving_namespace if l2 is not None else NAMESPACE
+        self.chart = ServingChart(
+            cdk8s.App(),
+            name,
+            name=name,
+            namespace=namespace,
+            engine=engine,
+            router=router,
+            hash_seed=hash_seed,
+            l2=l2.claim if l2 is not None else None,
+        )
+        self.objects: list[dict[str, Any]] = self.chart.to_json()
+        cluster = eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster
+        # "Default": the manifest's logical ID is this construct's, as if the manifest were built in its place.
+        self.manifest = eks.KubernetesManifest(
+            self, "Default", cluster=as_cluster_interface(cluster), manifest=self.objects, overwrite=True
+        )
+        for dependency in (*([l2.ready] if l2 is not None else []), *after):
+            self.manifest.node.add_dependency(dependency)
+        if isinstance(eks_cluster, EksCluster) and eks_cluster.node_traffic is not None:
+            _allow_serving_traffic(eks_cluster.node_traffic, engine, router)
+
+
+def _allow_serving_traffic(traffic: NodeTraffic, engine: Engine, router: Router) -> None:
+    traffic.allow_to_hyperpod(
+        PortRule(
+            protocol="tcp", port=ENGINE_PORT, reason="routers send requests to the vLLM engines and discover models"
+        )
+    )
+    if router.routing != "kvaware":
+        return
+    traffic.allow_to_hyperpod(
+        PortRule(
+            protocol="tcp",
+            port=LMCACHE_WORKER_PORT_BASE,
+            reason="kvaware: the router's LMCache controller asks the engines' "
+            "LMCache workers (one port per tensor-parallel rank)",
+            to_port=LMCACHE_WORKER_PORT_BASE + engine.tensor_parallel_size - 1,
+        )
+    )
+    traffic.allow_to_system(
+        PortRule(
+            protocol="tcp",
+            port=LMCACHE_CONTROLLER_PULL_PORT,
+            reason="kvaware: engines report their cache to the router's LMCache controller (pull and reply sockets)",
+            to_port=LMCACHE_CONTROLLER_REPLY_PORT,
+        )
+    )
