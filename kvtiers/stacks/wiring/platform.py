@@ -232,7 +232,7 @@ def observability(
 
 # --------------------------------------------------------------------------------------------------- node traffic
 # The ports between system nodes and HyperPod nodes that the environment's components use, derived once from the
-# environment and the components' own port constants (see the README's node traffic matrix).
+# environment and the components' own port constants (docs/security.md, node traffic matrix).
 
 
 def node_traffic_rules(env: Environment) -> tuple[tuple[PortRule, ...], tuple[PortRule, ...]]:
