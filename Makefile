@@ -23,7 +23,9 @@ HYPERPOD_CLI_REPO ?= https://github.com/aws/sagemaker-hyperpod-cli
 # The revision the environment file pins (read through the schema, so its default applies and a model's own
 # `revision:` can never be taken for it).
 HYPERPOD_CLI_REV ?= $(shell $(PY) -c 'import sys; from kvtiers.config import load_environment; print(load_environment(sys.argv[1]).hyperpod.dependency_chart.revision)' $(CONFIG))
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Node.js 22 from the npm registry (package.json's `node`, installed by npm ci), first on PATH for the CDK CLI and
+# for jsii, which runs aws-cdk-lib under `node` and warns that Node 20 is unsupported since 2026-10-30.
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# The Node.js the Makefile runs jsii on (package.json's `node`), also for a plain `pytest` run: jsii starts its
+# Node.js process on the first aws_cdk import, so this precedes every import of the package.
+os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 
 import pytest
 
 from kvtiers.config import load_environment
 
-ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "config"
 
 

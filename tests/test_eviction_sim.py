@@ -2,7 +2,7 @@
 documents (tools/eviction_sim.py, run here on a shorter trace with a proportionally smaller L2): least recently used,
 from the access times the engines' guard stamps, keeps more of what the L2 serves than oldest-written-first, and the
 stamp interval loses little against a stamp on every read. The full figures: ``python
-tools/eviction_sim.py`` (README, "L2 capacity and eviction")."""
+tools/eviction_sim.py`` (docs/runbooks.md, "L2 capacity and eviction")."""
 
 from __future__ import annotations
 

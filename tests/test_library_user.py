@@ -27,6 +27,9 @@ ACCOUNT, REGION = "111111111111", "us-east-1"
 CURVINE_MANIFESTS = ("CurvineMasters", "CurvineWorkers", "CurvineCsi", "CurvineStorage")
 MANIFESTS = (*CURVINE_MANIFESTS, "ServingNamespace")
 
+QWEN2_7B_REVISION = "f2826a00ceef68f0f2b946d945ecc0477ce4450c"
+"""The commit config/dev.yaml pins (part of the L2 namespace)."""
+
 
 @pytest.fixture(scope="module")
 def chart_dir(tmp_path_factory) -> Path:
@@ -67,7 +70,10 @@ def library_stack(chart_dir: Path, *, dependencies: bool = True) -> tuple[cdk.St
         eks_cluster=eks,
         name="qwen2-7b",
         engine=Engine(
-            model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-serving", replicas=2
+            model="Qwen/Qwen2-7B-Instruct",
+            weights=HuggingFaceWeights(revision=QWEN2_7B_REVISION),
+            instance_group="g6e-serving",
+            replicas=2,
         ),
         router=Router(routing="prefixaware"),
         l2=curvine,

@@ -1,5 +1,5 @@
 """The synthesized NetworkPolicies of every shipped environment, evaluated against the hand-written matrix in the
-README ("Network isolation"), and validated against the Kubernetes 1.34 schemas."""
+docs/security.md ("Network isolation"), and validated against the Kubernetes 1.34 schemas."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 
 from tests.netpol_eval import Cluster, Endpoint
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+SECURITY_DOC = Path(__file__).resolve().parent.parent / "docs" / "security.md"
 
 
 def matrix_rows() -> list[dict]:
-    text = README.read_text()
+    text = SECURITY_DOC.read_text()
     block = text.split("<!-- network-policy-matrix -->")[1].split("<!-- /network-policy-matrix -->")[0]
     rows = []
     for line in block.strip().splitlines()[2:]:
@@ -114,7 +114,9 @@ def test_network_policies_agree_with_the_readme_matrix(env_name, request):
         src, dst = known[row["from"]], known[row["to"]]
         got = "allowed" if cluster.allowed(src, dst, row["port"], row["protocol"]) else "denied"
         if got != expected:
-            wrong.append(f"{row['from']} -> {row['to']} {row['protocol']} {row['port']}: {got}, README says {expected}")
+            wrong.append(
+                f"{row['from']} -> {row['to']} {row['protocol']} {row['port']}: {got}, docs/security.md says {expected}"
+            )
     assert not wrong, "\n".join(wrong)
 
 

@@ -1,4 +1,4 @@
-"""The synthesized security-group rules against the README's hand-written node traffic matrix.
+"""The synthesized security-group rules against docs/security.md's hand-written node traffic matrix.
 
 A small evaluator: each node kind carries a set of security groups (the control plane's ENIs: the EKS cluster group
 and the project group, which the cluster takes as its additional group; system nodes: the EKS cluster group, as
@@ -70,7 +70,7 @@ def allowed(rules: list[Rule], source: str, target: str, protocol: str, port: in
 
 
 def matrix() -> list[dict]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "security.md").read_text()
     table = text.split("<!-- node-traffic-matrix -->")[1].split("<!-- /node-traffic-matrix -->")[0]
     rows = [line.strip().strip("|").split("|") for line in table.strip().splitlines()[2:]]
     parsed = []

@@ -106,7 +106,7 @@ def test_installed_package_has_the_public_constructs_and_data(installed_venv, tm
 def synthesize_example(venv: Path, workdir: Path) -> dict:
     """The example app run with ``venv``'s Python from a directory outside this tree; its template."""
     shutil.copy(EXAMPLE, workdir / "app.py")
-    env = {**os.environ, "CDK_OUTDIR": str(workdir / "out"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env = {**os.environ, "CDK_OUTDIR": str(workdir / "out")}
     env.pop("PYTHONPATH", None)
     run = subprocess.run(
         [str(venv / "bin/python"), "app.py"], cwd=workdir, env=env, capture_output=True, text=True, timeout=300

@@ -1,4 +1,4 @@
-"""Every pod kvtiers renders meets the Pod Security level its namespace enforces (and the hardening the README
+"""Every pod kvtiers renders meets the Pod Security level its namespace enforces (and the hardening docs/security.md
 promises), checked with a Pod Security Standards checker (tests/pss.py)."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_levels_are_the_strictest_the_namespaces_pods_allow(env_name, request):
 
 
 def test_every_container_is_hardened_or_a_reasoned_exception(dev_synth, prod_synth):
-    exceptions = {"csi-plugin@DaemonSet/curvine-csi-node"}  # privileged FUSE host (README, exceptions table)
+    exceptions = {"csi-plugin@DaemonSet/curvine-csi-node"}  # privileged FUSE host (docs/security.md, exceptions table)
     for synth in (dev_synth, prod_synth):
         for _, name, spec in pods(objects(synth)):
             for c in [*spec.get("containers", []), *spec.get("initContainers", [])]:

@@ -57,7 +57,7 @@ def measure(configs: list[str], runs: int, baseline: Path | None = None) -> dict
     with tempfile.TemporaryDirectory() as tmp:
         bare = Path(tmp) / "bare_app.py"
         bare.write_text(BARE_APP)
-        base_env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+        base_env = dict(os.environ)
         for _ in range(runs):
             # Same cdk.json feature flags for both (synth-time template validation is one of them).
             bare_env = {**base_env, "CDK_OUTDIR": f"{tmp}/bare.out", "CDK_CONTEXT_JSON": context_json(None)}

@@ -342,7 +342,7 @@ class DependencyChart(Strict):
     source: Literal["asset", "external"] = "asset"
     """``asset`` (default): ``make hyperpod-chart`` fetches it into ``vendor/`` and the platform stack deploys it
     before the HyperPod cluster; without it synth stops (except an offline review synth, which is undeployable).
-    ``external``: you install it yourself between the two deploy stages the README describes."""
+    ``external``: you install it yourself between the two deploy stages docs/deploying.md describes."""
     revision: str = Field(default="011ca927123e02b35a399935bbb3ab1905fe33c7", pattern=r"^[0-9a-f]{40}$")
     """Commit of aws/sagemaker-hyperpod-cli that ``make hyperpod-chart`` checks out and verifies (the tip of main on
     2026-06-22, after the chart's last change on 2026-06-19)."""
@@ -559,7 +559,7 @@ class ServingImages(ImageField):
 
     vllm_image: str = DEFAULT_ENGINE_IMAGE
     """vLLM with LMCache in one image (they must be ABI-matched); default: the newest engine image whose LMCache
-    matches the router's (see the README's version matrix)."""
+    matches the router's (docs/serving.md, version matrix)."""
     router_image: str = DEFAULT_ROUTER_IMAGE
     """production-stack router; stable releases are published as ``lmcache/lmstack-router:v<version>``."""
     model_sync_image: str = serving_defaults.MODEL_SYNC_IMAGE

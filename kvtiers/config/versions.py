@@ -5,7 +5,7 @@ controller protocol (msgspec structs over ZMQ), and that protocol changes betwee
 version negotiation. 0.3.11's controller cannot decode a 0.3.7 ``RegisterMsg`` and ignores 0.3.7's single KV admits,
 so kvaware silently stops routing by cache. The rule this module encodes: engines and router must carry the same
 LMCache. The schema checks it, the contract tests install exactly these LMCache versions from PyPI (``make test``
-reads them from this file, without importing the package) and run their code, and the README's matrix is this table.
+reads them from this file, without importing the package) and run their code, and the matrix in docs/serving.md is this table.
 
 Only the standard library is imported here: the Makefile loads this file by path to learn the versions.
 """

@@ -54,7 +54,7 @@ LOG_TYPES = {
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 """The VPC CNI enforces NetworkPolicies (its network policy agent, eBPF on each pod's host interface) only when the
 add-on configuration turns it on. Needs VPC CNI >= 1.14, kernel >= 5.10 and the BPF filesystem on every node,
-HyperPod nodes included (README, "Network isolation")."""
+HyperPod nodes included (docs/security.md, "Network isolation")."""
 ADDON_CONFIGURATION = {"vpc-cni": VPC_CNI_CONFIGURATION}
 
 SYSTEM_NODE_LABELS = {"kvtiers.io/role": "system"}

@@ -403,7 +403,7 @@ class _AfterRolePolicies:
         if stack is not cdk.Stack.of(self._cluster):
             return
         if stack.resolve(self._role.role_name) in (stack.resolve(node.roles) or []):
-            self._cluster.add_dependency(node)
+            self._cluster.add_resource_dependency(node)
 
 
 def default_lifecycle_bucket_name(stack: cdk.Stack) -> str:

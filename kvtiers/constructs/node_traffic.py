@@ -4,7 +4,7 @@ HyperPod nodes (and the control plane's ENIs) carry the project security group, 
 itself (EFA needs it; the HyperPod reference templates do the same). The managed system node group carries the
 security group EKS creates for the cluster, which allows only itself. Nothing joins the two, so every path between
 a pod on a system node and a pod on a HyperPod node is listed here, one port at a time, with its reason; the
-README's node traffic matrix is the intended result and a test evaluates the synthesized rules against it.
+node traffic matrix in docs/security.md is the intended result and a test evaluates the synthesized rules against it.
 """
 
 from __future__ import annotations

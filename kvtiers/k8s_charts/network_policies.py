@@ -3,7 +3,7 @@ component needs, port by port.
 
 What NetworkPolicies can and cannot see:
 - Host-network pods (Curvine workers, the CSI node plugin with its FUSE clients) are not isolated by any policy:
-  their exposure is the node security-group matrix (README, "Node traffic matrix"). As *peers* they have the node's
+  their exposure is the node security-group matrix (docs/security.md, "Node traffic matrix"). As *peers* they have the node's
   IP, so a policy can admit them only by an ``ipBlock``; pods on HyperPod nodes get addresses from the same subnet,
   so such a rule admits them too (for pods of the kvtiers namespaces their own egress policies still say no).
 - Traffic needs both sides: the sender's egress and the receiver's ingress. Default deny covers both directions.

@@ -255,7 +255,7 @@ def l2_guard_alerts() -> list[Rule]:
                 "summary": "{{ $labels.endpoint }}: {{ $value }} L2 chunk(s) could not be read in 15 minutes",
                 "description": "The engines recomputed them and deleted the files (stored again on the next "
                 "request). Expected once after a Curvine worker's node was replaced; if it persists, check the "
-                "workers' disks and `kvtiers verify` (README, L2 read failures).",
+                "workers' disks and `kvtiers verify` (docs/runbooks.md, L2 read failures).",
             },
         ),
         Rule(

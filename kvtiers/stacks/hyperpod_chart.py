@@ -54,6 +54,6 @@ def plan_hyperpod_chart(env: Environment, chart_dir: Path | None, *, review: boo
     raise DeployGraphError(
         "the HyperPod dependency chart is not vendored (hyperpod.dependency_chart.source is 'asset'), and HyperPod "
         "needs it before the cluster is created. Run `make hyperpod-chart` (needs git and the internet), or install "
-        "it yourself with `dependency_chart.source: external` (README: Deploying with an external dependency "
+        "it yourself with `dependency_chart.source: external` (docs/deploying.md: Deploying with an external dependency "
         "chart), or synthesize for review only with `-c kvtiers:review=true` (as `make synth` does)"
     )

@@ -430,7 +430,7 @@ class CurvineCsiChart(cdk8s.Chart):
 
     Embedded, not standalone: v0.4.1's standalone FUSE pod gets no environment and the image's bundled config, so
     its client hostname is ``localhost`` and no write is node-local. The price: the FUSE processes live in the node
-    plugin container, and a restart of that pod breaks the mounts of the serving pods on its node (README, FUSE
+    plugin container, and a restart of that pod breaks the mounts of the serving pods on its node (docs/runbooks.md, FUSE
     restart runbook).
     """
 
@@ -567,7 +567,7 @@ class CurvineCsiChart(cdk8s.Chart):
             spec=k8s.DaemonSetSpec(
                 selector=k8s.LabelSelector(match_labels=node_labels),
                 # OnDelete: the FUSE processes live in this pod, so replacing it breaks the L2 mounts of every
-                # serving pod on the node; a deploy must never do that by itself (README: Curvine FUSE restart).
+                # serving pod on the node; a deploy must never do that by itself (docs/runbooks.md: Curvine FUSE restart).
                 update_strategy=k8s.DaemonSetUpdateStrategy(type="OnDelete"),
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(labels=node_labels),
