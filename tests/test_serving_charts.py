@@ -127,12 +127,13 @@ def test_l2_mount_path_matches_remote_url_and_the_claim(env, charts):
     claims = {
         v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v
     }
-    mounts = {m["mountPath"].rstrip("/") + "/": m["name"] for m in vllm(objs)["volumeMounts"]}
+    mounts = {m["mountPath"].rstrip("/") + "/": m for m in vllm(objs)["volumeMounts"]}
     endpoint = next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
-    directory = wiring.l2_namespace(env, endpoint).directory
+    directory = f"endpoint-qwen2-7b/{wiring.l2_namespace(env, endpoint).directory}"
     assert path == env.serving.l2_mount_path.rstrip("/") + f"/{directory}/"
-    mount = env.serving.l2_mount_path.rstrip("/") + "/"
-    assert claims[mounts[mount]] == env.serving.l2_claim_name
+    # LMCache writes at the root of its mount, which is the endpoint's own directory of the claim (nothing above it)
+    assert mounts[path]["subPath"] == directory
+    assert claims[mounts[path]["name"]] == env.serving.l2_claim_name
     assert lmcache_yaml(objs)["remote_serde"] == "naive"
 
 
