@@ -401,6 +401,21 @@ def test_internal_load_balancer_only_when_asked(charts):
     assert [p["name"] for p in nlb["spec"]["ports"]] == ["http"]
 
 
+def _load_balancer(objs: list[dict]) -> dict:
+    return next(o for o in objs if o["kind"] == "Service" and o["spec"].get("type") == "LoadBalancer")
+
+
+def test_the_load_balancer_admits_only_the_endpoints_allowed_clients(env, charts):
+    # Default: internal, the VPC only. The in-tree AWS cloud provider writes the ranges into the nodes' security
+    # groups (0.0.0.0/0 without them); Local keeps the client's address, which the router's NetworkPolicy checks.
+    nlb = _load_balancer(charts["llama-8b"])
+    assert nlb["spec"]["loadBalancerSourceRanges"] == [env.network.cidr]
+    assert nlb["spec"]["externalTrafficPolicy"] == "Local"
+    narrowed = two_endpoint_env(allowed_clients=["10.192.8.0/24", "172.16.0.0/12"])
+    nlb = _load_balancer(render(narrowed, "llama-8b", model_role_arn=ROLE_ARN))
+    assert nlb["spec"]["loadBalancerSourceRanges"] == ["10.192.8.0/24", "172.16.0.0/12"]
+
+
 def test_constructs_reject_what_they_cannot_build(env):
     with pytest.raises(ValueError, match="no endpoint named 'nope'"):
         render(env, "nope")

@@ -117,3 +117,20 @@ def test_a_share_group_of_different_l2_namespaces_is_refused(tmp_path):
 def test_a_share_group_name_must_be_a_dns_label(tmp_path):
     message = rejected(tmp_path, lambda eps, raw: eps[0].update(l2_share_group="Not_A_Label"))
     assert "serving.endpoints.0.l2_share_group" in message
+
+
+def test_allowed_clients_must_be_cidrs(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(allowed_clients=["10.0.0.0/33"]))
+    assert "serving.endpoints.0.allowed_clients" in message and "'10.0.0.0/33'" in message
+    assert "IPv4 CIDR" in message
+
+
+def test_allowed_clients_are_refused_for_an_operator_endpoint(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(serving="operator", allowed_clients=["10.192.0.0/16"]))
+    assert "allowed_clients" in message and "operator" in message
+
+
+def test_allowed_clients_default_to_the_vpc(dev_env):
+    from kvtiers.stacks.wiring.serving import allowed_clients
+
+    assert allowed_clients(dev_env, dev_env.serving.endpoints[0]) == (dev_env.network.cidr,)

@@ -166,7 +166,9 @@ def test_a_kvaware_serving_chart_with_the_l2_and_s3_weights():
     objs = valid(
         serving(
             engine=engine,
-            router=dataclasses.replace(ROUTER, routing="kvaware", internal_load_balancer=True),
+            router=dataclasses.replace(
+                ROUTER, routing="kvaware", internal_load_balancer=True, client_cidrs=("10.0.0.0/16",)
+            ),
             l2=L2,
         )
     )
@@ -297,6 +299,21 @@ def test_the_network_policy_charts_in_a_bare_app():
     deny = objs[0]["spec"]
     assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     assert objs[-1]["spec"]["podSelector"] == {"matchLabels": {"app": "op-1234abcd"}}
+    # Clients: internal (the node CIDR, the VPC) unless the endpoint names its own.
+    router_from = objs[2]["spec"]["ingress"][0]["from"]
+    assert router_from == [{"ipBlock": {"cidr": "10.0.0.0/16"}}]
+    narrowed = ServingNetworkPolicyChart(
+        cdk8s.App(),
+        "np",
+        namespace="serving",
+        network=NETWORK,
+        endpoints=(SelfManagedTraffic(name="ep", client_cidrs=("10.0.8.0/24", "192.168.0.0/16")),),
+    ).to_json()
+    router = next(o for o in narrowed if o["metadata"]["name"] == "ep-router")
+    assert router["spec"]["ingress"][0]["from"] == [
+        {"ipBlock": {"cidr": "10.0.8.0/24"}},
+        {"ipBlock": {"cidr": "192.168.0.0/16"}},
+    ]
     curvine = valid(
         CurvineNetworkPolicyChart(
             cdk8s.App(),
@@ -436,6 +453,18 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config_but_
                 claim_name="c", sub_path="endpoint-a/../endpoint-b", mount_path="/l2/endpoint-a/../endpoint-b"
             ),
             "L2Mount: sub_path 'endpoint-a/../endpoint-b' must be a relative path without",
+        ),
+        (
+            lambda: Router(routing="prefixaware", internal_load_balancer=True),
+            "Router: internal_load_balancer needs client_cidrs",
+        ),
+        (
+            lambda: Router(routing="prefixaware", client_cidrs=("10.0.0.0/8", "nope")),
+            "Router: client_cidrs 'nope' is not an IPv4 CIDR",
+        ),
+        (
+            lambda: SelfManagedTraffic(name="ep", client_cidrs=("10.0.0.1/8",)),
+            "SelfManagedTraffic: client_cidrs '10.0.0.1/8' is not an IPv4 CIDR",
         ),
         (
             lambda: L2Mount(claim_name="c", sub_path="endpoint-a/x", mount_path="/l2/endpoint-b/x"),

@@ -648,10 +648,24 @@ class Endpoint(Strict):
     can read or overwrite its KV cache."""
     internal_load_balancer: bool = False
     """Expose the router through an internal NLB as well as the ClusterIP Service. Default off."""
+    allowed_clients: tuple[str, ...] | None = Field(default=None, min_length=1)
+    """IPv4 CIDRs that may call the endpoint's router: its NetworkPolicy and, with ``internal_load_balancer``, the
+    load balancer's source ranges. Self-managed endpoints only. Default: internal, the VPC's CIDR (``network.cidr``).
+    ``kvtiers verify`` also reaches the router through the API server's proxy (the EKS subnets)."""
     startup_timeout_seconds: int = Field(default=serving_defaults.STARTUP_TIMEOUT_SECONDS, ge=60)
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
     """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
+
+    @field_validator("allowed_clients")
+    @classmethod
+    def _client_cidrs(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for cidr in value or ():
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as '10.192.0.0/16' (no host bits)") from None
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -704,6 +718,11 @@ class Endpoint(Strict):
             )
         if self.routing == "session" and not self.session_key:
             raise ValueError("routing 'session' needs session_key (the header or body field with the session id)")
+        if self.serving == "operator" and self.allowed_clients is not None:
+            raise ValueError(
+                "allowed_clients applies to serving 'self_managed' only: clients reach an operator endpoint through "
+                "its SageMaker endpoint and the operator's load balancer, whose sources kvtiers does not set yet"
+            )
         assert self.dtype in DTYPE_BYTES
         return self
 

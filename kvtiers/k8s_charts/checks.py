@@ -3,6 +3,7 @@ a caller without a type checker gets these errors instead, each naming the const
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -32,3 +33,11 @@ def dns_label(construct: str, field: str, value: str, max_length: int = 63) -> N
 def hash_seed(construct: str, value: str) -> None:
     if not PYTHON_HASH_SEED.match(value) or int(value) > MAX_HASH_SEED:
         raise ValueError(f"{construct}: hash_seed {value!r} is not a PYTHONHASHSEED (an integer from 0 to 4294967295)")
+
+
+def ipv4_cidr(construct: str, field: str, value: str) -> ipaddress.IPv4Network:
+    """An IPv4 network without host bits (``10.0.0.0/16``, not ``10.0.0.1/16``)."""
+    try:
+        return ipaddress.IPv4Network(value)
+    except ValueError:
+        raise ValueError(f"{construct}: {field} {value!r} is not an IPv4 CIDR such as '10.0.0.0/16'") from None

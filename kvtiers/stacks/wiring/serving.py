@@ -109,6 +109,11 @@ def lmcache(env: Environment, e: Endpoint, *, l2: bool) -> LMCache:
 # ------------------------------------------------------------------------------------------------- self-managed
 
 
+def allowed_clients(env: Environment, e: Endpoint) -> tuple[str, ...]:
+    """Who may call the endpoint's router: the environment file's ``allowed_clients``, else internal (the VPC)."""
+    return e.allowed_clients or (env.network.cidr,)
+
+
 def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) -> Engine:
     """The endpoint's engine; its pod memory and model disk come out the same as the environment's sizing (both
     from :func:`kvtiers.serving_defaults.engine_pod_sizing`)."""
@@ -149,6 +154,7 @@ def router(env: Environment, e: Endpoint) -> Router:
         replicas=e.router_replicas,
         session_key=e.session_key,
         internal_load_balancer=e.internal_load_balancer,
+        client_cidrs=allowed_clients(env, e),
         hf_token_secret=source.token_secret if isinstance(source, HuggingFaceModelSource) else source.hf_token_secret,
         # kvaware falls back to load routing when more tokens than this are uncached: the typical prompt length keeps
         # every partly cached prompt on the engine that holds its prefix.
@@ -283,7 +289,12 @@ def endpoint_traffic(env: Environment) -> tuple[EndpointTraffic, ...]:
         kvaware = e.routing == "kvaware"
         ports = names.lmcache_worker_ports(env.sizing.endpoint(e.name).gpus_per_replica) if kvaware else ()
         traffic.append(
-            SelfManagedTraffic(name=e.name, kvaware_worker_ports=ports, s3_weights=isinstance(e.source, S3ModelSource))
+            SelfManagedTraffic(
+                name=e.name,
+                kvaware_worker_ports=ports,
+                s3_weights=isinstance(e.source, S3ModelSource),
+                client_cidrs=allowed_clients(env, e),
+            )
         )
     return tuple(traffic)
 
