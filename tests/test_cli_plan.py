@@ -121,7 +121,7 @@ def test_plan_shows_each_endpoints_l2_namespace(dev_env):
 
     namespace = l2_namespace(dev_env, dev_env.serving.endpoints[0])
     data = json.loads(invoke("plan", "-c", DEV, "--json").output)
-    assert data["endpoints"][0]["l2_namespace"] == f"/mnt/curvine/l2cache/{namespace.directory}"
+    assert data["endpoints"][0]["l2_namespace"] == f"endpoint-qwen2-7b/{namespace.directory}"
     result = invoke("plan", "-c", DEV)
     assert "L2 namespace" in result.output and "qwen-qwen2-7b" in result.output
 

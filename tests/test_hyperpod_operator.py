@@ -131,7 +131,6 @@ def test_metrics_are_scraped_on_the_invocation_port(operator_props):
 
 def test_the_lmcache_sizing_reaches_the_engine_through_the_worker_env(operator_props, prod):
     env = {e["name"]: e["value"] for e in operator_props.spec()["worker"]["environmentVariables"]}
-    l2 = wiring.l2_volume(prod)
     # the same per-worker L1 and chunk size the self-managed path writes into its LMCache file
     sizing = prod.sizing.endpoint("qwen2-7b-chat")
     assert float(env["LMCACHE_MAX_LOCAL_CPU_SIZE"]) == sizing.l1_bytes / sizing.gpus_per_replica / 1024**3
@@ -145,8 +144,10 @@ def test_the_lmcache_sizing_reaches_the_engine_through_the_worker_env(operator_p
     # the L2 URL and serde as the self-managed file has them, and the one hash seed; the policy adds only the mount
     # ... in the endpoint's own fingerprinted namespace, computed as for self-managed endpoints
     namespace = wiring.l2_namespace(prod, wiring.endpoint(prod, "qwen2-7b-chat"))
-    assert env["LMCACHE_REMOTE_URL"] == l2.remote_url(namespace) == operator_props.lmcache.remote_url
-    assert llama_file["remote_url"] == l2.remote_url(wiring.l2_namespace(prod, llama_endpoint))
+    own = wiring.l2_mount(prod, wiring.endpoint(prod, "qwen2-7b-chat"))
+    assert own.sub_path == f"endpoint-qwen2-7b-chat/{namespace.directory}"
+    assert env["LMCACHE_REMOTE_URL"] == own.remote_url == operator_props.lmcache.remote_url
+    assert llama_file["remote_url"] == wiring.l2_mount(prod, llama_endpoint).remote_url
     assert env["LMCACHE_REMOTE_SERDE"] == llama_file["remote_serde"] == namespace.serde
     assert env["PYTHONHASHSEED"] == prod.serving.hash_seed == namespace.hash_seed
     # the pod memory limit was sized for that L1

@@ -21,7 +21,7 @@ from kvtiers.k8s_charts.hyperpod_operator import (
     policy,
     policy_name,
 )
-from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
 from tests.fakes import kyverno
@@ -54,9 +54,11 @@ def container(pod: dict, name: str) -> dict:
     return next(c for c in pod["spec"]["containers"] if c["name"] == name)
 
 
-def assert_has_l2(pod: dict, name: str, l2: L2Volume, remote_url: str) -> None:
+def assert_has_l2(pod: dict, name: str, l2: L2Mount, remote_url: str) -> None:
     c = container(pod, name)
-    assert {"name": L2_VOLUME, "mountPath": l2.mount_path} in c["volumeMounts"]
+    # only the endpoint's own directory of the claim, where its LMCache writes
+    assert {"name": L2_VOLUME, "mountPath": l2.mount_path, "subPath": l2.sub_path} in c["volumeMounts"]
+    assert remote_url == f"fs://localhost:0{l2.mount_path}/"
     assert {"name": "LMCACHE_REMOTE_URL", "value": remote_url} in c["env"]
     assert {"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}} in pod["spec"]["volumes"]
     # the L2 guard vLLM loads as its KV connector: mounted where the worker's PYTHONPATH points
@@ -234,7 +236,11 @@ def test_the_mutation_has_no_anchors_and_is_keyed_by_container_name(l2_policy):
             "name": "{{ element.name }}",
             "env": containers[0]["env"],
             "volumeMounts": [
-                {"name": L2_VOLUME, "mountPath": patched_mount_path(l2_policy)},
+                {
+                    "name": L2_VOLUME,
+                    "mountPath": patched_mount_path(l2_policy),
+                    "subPath": containers[0]["volumeMounts"][0]["subPath"],
+                },
                 {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
             ],
         }
@@ -250,11 +256,36 @@ def patched_mount_path(l2_policy) -> str:
 
 
 def test_the_policy_takes_its_l2_values_from_l2settings(l2_policy, props, prod):
-    l2 = wiring.l2_volume(prod)
-    assert props.l2 == l2
+    l2 = wiring.l2_mount(prod, wiring.endpoint(prod, props.name))
+    assert props.l2 == l2 and l2.claim_name == prod.serving.l2_claim_name
     assert patched_mount_path(l2_policy) == l2.mount_path
+    assert l2.mount_path.startswith(prod.serving.l2_mount_path + "/endpoint-qwen2-7b-chat/")
     text = json.dumps(l2_policy)
     assert props.lmcache.remote_url in text and l2.claim_name in text
+
+
+def _with_root_mount(pod: dict, *, init: bool = False, volume: str = L2_VOLUME) -> dict:
+    """The operator pod with a container that mounts the L2 claim's root (another endpoint's chunks in reach)."""
+    pod = copy.deepcopy(pod)
+    spy = {"name": "spy", "image": "busybox", "volumeMounts": [{"name": volume, "mountPath": "/all"}]}
+    pod["spec"].setdefault("initContainers" if init else "containers", []).append(spy)
+    if volume != L2_VOLUME:
+        pod["spec"]["volumes"].append({"name": volume, "persistentVolumeClaim": {"claimName": "curvine-l2"}})
+    return pod
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda pod: _with_root_mount(pod),
+        lambda pod: _with_root_mount(pod, init=True),
+        lambda pod: _with_root_mount(pod, volume="other"),
+    ],
+    ids=["container", "init-container", "second-volume"],
+)
+def test_a_pod_that_mounts_more_of_the_l2_than_its_directory_is_denied(kubectl, l2_policy, props, change):
+    with pytest.raises(kyverno.Denied, match="beyond the endpoint's directory|other than"):
+        kyverno.admit(kubectl, l2_policy, change(operator_pod(props)))
 
 
 def test_the_helper_refuses_anchors(kubectl, l2_policy, props):

@@ -127,12 +127,13 @@ def test_l2_mount_path_matches_remote_url_and_the_claim(env, charts):
     claims = {
         v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v
     }
-    mounts = {m["mountPath"].rstrip("/") + "/": m["name"] for m in vllm(objs)["volumeMounts"]}
+    mounts = {m["mountPath"].rstrip("/") + "/": m for m in vllm(objs)["volumeMounts"]}
     endpoint = next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
-    directory = wiring.l2_namespace(env, endpoint).directory
+    directory = f"endpoint-qwen2-7b/{wiring.l2_namespace(env, endpoint).directory}"
     assert path == env.serving.l2_mount_path.rstrip("/") + f"/{directory}/"
-    mount = env.serving.l2_mount_path.rstrip("/") + "/"
-    assert claims[mounts[mount]] == env.serving.l2_claim_name
+    # LMCache writes at the root of its mount, which is the endpoint's own directory of the claim (nothing above it)
+    assert mounts[path]["subPath"] == directory
+    assert claims[mounts[path]["name"]] == env.serving.l2_claim_name
     assert lmcache_yaml(objs)["remote_serde"] == "naive"
 
 
@@ -398,6 +399,21 @@ def test_internal_load_balancer_only_when_asked(charts):
     nlb = next(o for o in charts["llama-8b"] if o["kind"] == "Service" and o["spec"].get("type") == "LoadBalancer")
     assert nlb["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
     assert [p["name"] for p in nlb["spec"]["ports"]] == ["http"]
+
+
+def _load_balancer(objs: list[dict]) -> dict:
+    return next(o for o in objs if o["kind"] == "Service" and o["spec"].get("type") == "LoadBalancer")
+
+
+def test_the_load_balancer_admits_only_the_endpoints_allowed_clients(env, charts):
+    # Default: internal, the VPC only. The in-tree AWS cloud provider writes the ranges into the nodes' security
+    # groups (0.0.0.0/0 without them); Local keeps the client's address, which the router's NetworkPolicy checks.
+    nlb = _load_balancer(charts["llama-8b"])
+    assert nlb["spec"]["loadBalancerSourceRanges"] == [env.network.cidr]
+    assert nlb["spec"]["externalTrafficPolicy"] == "Local"
+    narrowed = two_endpoint_env(allowed_clients=["10.192.8.0/24", "172.16.0.0/12"])
+    nlb = _load_balancer(render(narrowed, "llama-8b", model_role_arn=ROLE_ARN))
+    assert nlb["spec"]["loadBalancerSourceRanges"] == ["10.192.8.0/24", "172.16.0.0/12"]
 
 
 def test_constructs_reject_what_they_cannot_build(env):

@@ -78,3 +78,59 @@ def test_an_l2_endpoint_without_a_pinned_revision_is_reported(dev_env):
 
     (line,) = l2_revision_report(dev_env)
     assert line.startswith("qwen2-7b: L2 on but source.revision is not pinned")
+
+
+def _two_endpoints(eps: list, group_a: str | None, group_b: str | None, **b_changes) -> None:
+    second = {**copy.deepcopy(eps[0]), "name": "qwen2-7b-b", **b_changes}
+    if group_a is not None:
+        eps[0]["l2_share_group"] = group_a
+    if group_b is not None:
+        second["l2_share_group"] = group_b
+    eps.append(second)
+
+
+def _loaded(tmp_path: Path, change):
+    raw = copy.deepcopy(DEV)
+    change(raw["serving"]["endpoints"], raw)
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_environment(path)
+
+
+def test_endpoints_of_one_model_get_their_own_l2_directories_unless_they_share_explicitly(tmp_path):
+    from kvtiers.stacks.wiring.serving import l2_mount
+
+    env = _loaded(tmp_path, lambda eps, raw: _two_endpoints(eps, None, None))
+    a, b = (l2_mount(env, e) for e in env.serving.endpoints)
+    assert a.sub_path != b.sub_path and not b.sub_path.startswith(a.sub_path.split("/")[0] + "/")
+    env = _loaded(tmp_path, lambda eps, raw: _two_endpoints(eps, "qwen", "qwen"))
+    a, b = (l2_mount(env, e) for e in env.serving.endpoints)
+    assert a == b
+
+
+def test_a_share_group_of_different_l2_namespaces_is_refused(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: _two_endpoints(eps, "qwen", "qwen", dtype="float16"))
+    assert "serving.endpoints" in message or "serving" in message
+    assert "l2_share_group 'qwen': 'qwen2-7b' and 'qwen2-7b-b' differ in dtype" in message
+
+
+def test_a_share_group_name_must_be_a_dns_label(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(l2_share_group="Not_A_Label"))
+    assert "serving.endpoints.0.l2_share_group" in message
+
+
+def test_allowed_clients_must_be_cidrs(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(allowed_clients=["10.0.0.0/33"]))
+    assert "serving.endpoints.0.allowed_clients" in message and "'10.0.0.0/33'" in message
+    assert "IPv4 CIDR" in message
+
+
+def test_allowed_clients_are_refused_for_an_operator_endpoint(tmp_path):
+    message = rejected(tmp_path, lambda eps, raw: eps[0].update(serving="operator", allowed_clients=["10.192.0.0/16"]))
+    assert "allowed_clients" in message and "operator" in message
+
+
+def test_allowed_clients_default_to_the_vpc(dev_env):
+    from kvtiers.stacks.wiring.serving import allowed_clients
+
+    assert allowed_clients(dev_env, dev_env.serving.endpoints[0]) == (dev_env.network.cidr,)

@@ -22,7 +22,7 @@ from kvtiers.k8s_charts.hyperpod_operator import (
     OperatorEndpoint,
     policy_name,
 )
-from kvtiers.k8s_charts.l2 import L2Namespace, L2Volume
+from kvtiers.k8s_charts.l2 import L2Mount, L2Namespace, L2Volume, l2_owner
 from kvtiers.k8s_charts.namespaces import NamespaceChart
 from kvtiers.k8s_charts.network_policies import (
     ClusterNetwork,
@@ -58,7 +58,8 @@ NAMESPACE = L2Namespace(
     serde="naive",
     hash_seed="0",
 )
-REMOTE_URL = L2.remote_url(NAMESPACE)
+OPERATOR_L2 = L2.mount(NAMESPACE, owner=l2_owner(endpoint="op"))
+REMOTE_URL = OPERATOR_L2.remote_url
 ENGINE = Engine(
     model="org/model",
     weights=HuggingFaceWeights(),
@@ -96,7 +97,7 @@ OPERATOR = OperatorEndpoint(
     addon_version="v1.0.0-eksbuild.1",
 )
 CURVINE_OPERATOR = dataclasses.replace(
-    OPERATOR, l2_backend="curvine", l2=L2, lmcache=dataclasses.replace(LMCACHE, remote_url=REMOTE_URL)
+    OPERATOR, l2_backend="curvine", l2=OPERATOR_L2, lmcache=dataclasses.replace(LMCACHE, remote_url=REMOTE_URL)
 )
 NETWORK = ClusterNetwork(node_cidr="10.0.0.0/16", api_service_ip="172.20.0.1")
 
@@ -165,7 +166,9 @@ def test_a_kvaware_serving_chart_with_the_l2_and_s3_weights():
     objs = valid(
         serving(
             engine=engine,
-            router=dataclasses.replace(ROUTER, routing="kvaware", internal_load_balancer=True),
+            router=dataclasses.replace(
+                ROUTER, routing="kvaware", internal_load_balancer=True, client_cidrs=("10.0.0.0/16",)
+            ),
             l2=L2,
         )
     )
@@ -182,7 +185,7 @@ def test_a_kvaware_serving_chart_with_the_l2_and_s3_weights():
     }
     assert spec["initContainers"][0]["command"][3] == "s3://models/org/model"
     config = next(o for o in objs if o["kind"] == "ConfigMap")["data"]["lmcache.yaml"]
-    remote_url = L2.remote_url(dataclasses.replace(NAMESPACE, tensor_parallel_size=2))
+    remote_url = L2.mount(dataclasses.replace(NAMESPACE, tensor_parallel_size=2), owner="endpoint-ep").remote_url
     assert f"remote_url: {remote_url}" in config and "controller_pull_url: ep-router.serving.svc:9000" in config
     assert [p["containerPort"] for p in container(objs, "ep-engine")["ports"]] == [8000, 8001, 8002]
     assert [o["spec"]["type"] for o in objs if o["kind"] == "Service"] == ["ClusterIP", "ClusterIP", "LoadBalancer"]
@@ -296,6 +299,21 @@ def test_the_network_policy_charts_in_a_bare_app():
     deny = objs[0]["spec"]
     assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     assert objs[-1]["spec"]["podSelector"] == {"matchLabels": {"app": "op-1234abcd"}}
+    # Clients: internal (the node CIDR, the VPC) unless the endpoint names its own.
+    router_from = objs[2]["spec"]["ingress"][0]["from"]
+    assert router_from == [{"ipBlock": {"cidr": "10.0.0.0/16"}}]
+    narrowed = ServingNetworkPolicyChart(
+        cdk8s.App(),
+        "np",
+        namespace="serving",
+        network=NETWORK,
+        endpoints=(SelfManagedTraffic(name="ep", client_cidrs=("10.0.8.0/24", "192.168.0.0/16")),),
+    ).to_json()
+    router = next(o for o in narrowed if o["metadata"]["name"] == "ep-router")
+    assert router["spec"]["ingress"][0]["from"] == [
+        {"ipBlock": {"cidr": "10.0.8.0/24"}},
+        {"ipBlock": {"cidr": "192.168.0.0/16"}},
+    ]
     curvine = valid(
         CurvineNetworkPolicyChart(
             cdk8s.App(),
@@ -436,6 +454,28 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config_but_
             lambda: L2Volume(claim_name="c", mount_path="relative"),
             "L2Volume: mount_path 'relative' must be an absolute path",
         ),
+        (
+            lambda: L2Mount(
+                claim_name="c", sub_path="endpoint-a/../endpoint-b", mount_path="/l2/endpoint-a/../endpoint-b"
+            ),
+            "L2Mount: sub_path 'endpoint-a/../endpoint-b' must be a relative path without",
+        ),
+        (
+            lambda: Router(routing="prefixaware", internal_load_balancer=True),
+            "Router: internal_load_balancer needs client_cidrs",
+        ),
+        (
+            lambda: Router(routing="prefixaware", client_cidrs=("10.0.0.0/8", "nope")),
+            "Router: client_cidrs 'nope' is not an IPv4 CIDR",
+        ),
+        (
+            lambda: SelfManagedTraffic(name="ep", client_cidrs=("10.0.0.1/8",)),
+            "SelfManagedTraffic: client_cidrs '10.0.0.1/8' is not an IPv4 CIDR",
+        ),
+        (
+            lambda: L2Mount(claim_name="c", sub_path="endpoint-a/x", mount_path="/l2/endpoint-b/x"),
+            "L2Mount: mount_path '/l2/endpoint-b/x' does not end with sub_path",
+        ),
         # The operator path.
         (
             lambda: dataclasses.replace(OPERATOR, routing="kvaware"),
@@ -453,7 +493,7 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config_but_
             lambda: dataclasses.replace(
                 CURVINE_OPERATOR, lmcache=LMCache(max_local_cpu_size_gib=8, remote_url="fs://localhost:0/x/")
             ),
-            "OperatorEndpoint: lmcache.remote_url .* is not below l2.mount_path",
+            "OperatorEndpoint: lmcache.remote_url .* is not the endpoint's L2 directory",
         ),
         (
             lambda: dataclasses.replace(

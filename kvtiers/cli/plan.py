@@ -17,7 +17,7 @@ from kvtiers.config import ConfigError, Environment
 from kvtiers.config.loader import format_validation_error
 from kvtiers.models import ModelShape
 from kvtiers.serving_defaults import GIB
-from kvtiers.stacks.wiring.serving import l2_namespace, l2_volume
+from kvtiers.stacks.wiring.serving import l2_mount, l2_namespace
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,6 @@ def apply_hf_overrides(env: Environment, overrides: list[HfOverride], source: st
 
 def plan_data(env: Environment) -> dict:
     sizing = env.sizing
-    l2 = l2_volume(env)
     endpoints = []
     for endpoint, sized in zip(env.serving.endpoints, sizing.endpoints):
         namespace = l2_namespace(env, endpoint)
@@ -87,7 +86,7 @@ def plan_data(env: Environment) -> dict:
                 "l2_tokens": sizing.l2_tokens(sized.name),
                 "l2_enabled": sized.l2_enabled,
                 "l2_reason": sized.l2_reason,
-                "l2_namespace": l2.directory(namespace),
+                "l2_namespace": l2_mount(env, endpoint).sub_path,
                 "l2_revision": namespace.revision,
                 "pod_memory_gib": sized.pod_memory_gib,
                 "pods_per_node": sized.pods_per_node,

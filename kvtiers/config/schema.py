@@ -40,7 +40,7 @@ from kvtiers.config.versions import (
     engine_release,
     router_release,
 )
-from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH
+from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Namespace, l2_namespace
 from kvtiers.k8s_charts.names import longest_endpoint_name
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
 from kvtiers.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
@@ -637,12 +637,31 @@ class Endpoint(Strict):
     router_replicas: int = Field(default=serving_defaults.ROUTER_REPLICAS, ge=1, le=10)
     """Default: 2, so that a router's rollout or its node's loss leaves one serving; 1 for ``kvaware``, whose LMCache
     controller lives in the router process (one router only)."""
+    l2_share_group: DnsLabel | None = None
+    """Share the L2 directory with the other endpoints of this group: each reads the chunks the others stored. Only
+    for endpoints of the same model, revision, dtype and tensor-parallel size (the same L2 namespace fingerprint),
+    checked at load. Default: none, so the endpoint's engines mount a directory of their own and no other endpoint
+    can read or overwrite its KV cache."""
     internal_load_balancer: bool = False
     """Expose the router through an internal NLB as well as the ClusterIP Service. Default off."""
+    allowed_clients: tuple[str, ...] | None = Field(default=None, min_length=1)
+    """IPv4 CIDRs that may call the endpoint's router: its NetworkPolicy and, with ``internal_load_balancer``, the
+    load balancer's source ranges. Self-managed endpoints only. Default: internal, the VPC's CIDR (``network.cidr``).
+    ``kvtiers verify`` also reaches the router through the API server's proxy (the EKS subnets)."""
     startup_timeout_seconds: int = Field(default=serving_defaults.STARTUP_TIMEOUT_SECONDS, ge=60)
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
     """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
+
+    @field_validator("allowed_clients")
+    @classmethod
+    def _client_cidrs(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for cidr in value or ():
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as '10.192.0.0/16' (no host bits)") from None
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -695,6 +714,11 @@ class Endpoint(Strict):
             )
         if self.routing == "session" and not self.session_key:
             raise ValueError("routing 'session' needs session_key (the header or body field with the session id)")
+        if self.serving == "operator" and self.allowed_clients is not None:
+            raise ValueError(
+                "allowed_clients applies to serving 'self_managed' only: clients reach an operator endpoint through "
+                "its SageMaker endpoint and the operator's load balancer, whose sources kvtiers does not set yet"
+            )
         assert self.dtype in DTYPE_BYTES
         return self
 
@@ -723,6 +747,44 @@ class Serving(Strict):
     """Nominal (Curvine does not enforce it); capacity comes from the workers."""
     images: ServingImages = ServingImages()
     endpoints: tuple[Endpoint, ...] = ()
+
+    @model_validator(mode="after")
+    def _share_groups_share_one_namespace(self) -> Serving:
+        # Sharing is safe only when the bytes LMCache stores for a token sequence are the same on every member:
+        # the same L2 namespace (model, revision, dtype, tensor-parallel size; the LMCache version and the hash seed
+        # are the environment's).
+        groups: dict[str, list[Endpoint]] = {}
+        for e in self.endpoints:
+            if e.l2_share_group is not None:
+                groups.setdefault(e.l2_share_group, []).append(e)
+        for group, members in groups.items():
+            first, *others = members
+            expected = self.l2_namespace(first)
+            for other in others:
+                found = self.l2_namespace(other)
+                differ = [
+                    f
+                    for f in ("model", "revision", "dtype", "tensor_parallel_size")
+                    if getattr(expected, f) != getattr(found, f)
+                ]
+                if differ:
+                    raise ValueError(
+                        f"endpoints: l2_share_group {group!r}: {first.name!r} and {other.name!r} differ in "
+                        f"{', '.join(differ)}; only endpoints of one model, revision, dtype and tensor_parallel_size "
+                        "(one L2 namespace) may share an L2 directory"
+                    )
+        return self
+
+    def l2_namespace(self, e: Endpoint) -> L2Namespace:
+        """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan``, ``verify``)."""
+        return l2_namespace(
+            model=e.model,
+            revision=e.source.revision,
+            dtype=e.dtype,
+            tensor_parallel_size=e.tensor_parallel_size,
+            lmcache_version=self.images.engine.lmcache,
+            hash_seed=self.hash_seed,
+        )
 
     @model_validator(mode="after")
     def _one_controller_protocol(self) -> Serving:

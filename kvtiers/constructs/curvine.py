@@ -52,6 +52,11 @@ from kvtiers.platform_defaults import (
 )
 
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
+CURVINE_NODES_OPEN = "kvtiers:curvine-nodes-open"
+"""Id of the synth warning about HyperPod groups that other workloads' pods can be scheduled on (acknowledge it with
+``cdk.Annotations.of(scope).acknowledge_warning``, with the reason those nodes are dedicated anyway)."""
+DEDICATING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+"""Taint effects that keep pods without a toleration off a node (``PreferNoSchedule`` only prefers)."""
 
 
 class CurvineL2(Construct):
@@ -159,6 +164,7 @@ class CurvineL2(Construct):
         # The driver's node pods run on HyperPod nodes, and it attaches through the HyperPod cluster's API.
         self.ebs_csi.node.add_dependency(hyperpod.cluster)
 
+        _warn_about_open_groups(self, hyperpod)
         self.cluster = CurvineCluster(
             **settings.settings(),
             master_volumes=tuple(
@@ -229,6 +235,26 @@ class CurvineL2(Construct):
             )
             serving_namespace_manifest = deploy("ServingNamespace", namespace, [])
         self.ready = deploy("CurvineStorage", storage, [csi, serving_namespace_manifest])
+
+
+def _warn_about_open_groups(scope: Construct, hyperpod: HyperPodCluster) -> None:
+    """Curvine v0.4.1 authenticates nothing: its masters accept RPC from the whole HyperPod subnet, and every
+    HyperPod node runs the CSI's FUSE client, which mounts the whole L2. Every HyperPod group is therefore a Curvine
+    node group, and isolation rests on no other workload's pod running there: a repelling taint on each group (the
+    kvtiers pods tolerate the groups' own taints)."""
+    open_groups = [
+        g.name for g in hyperpod.instance_groups if not any(t.effect in DEDICATING_TAINT_EFFECTS for t in g.taints)
+    ]
+    if not open_groups:
+        return
+    cdk.Annotations.of(scope).add_warning_v2(
+        CURVINE_NODES_OPEN,
+        f"HyperPod group(s) {', '.join(open_groups)} have no NoSchedule or NoExecute taint, so pods of other "
+        "workloads can be scheduled on the Curvine nodes. Curvine v0.4.1 has no authentication: from there a pod "
+        "can reach the masters' and workers' RPC and read or overwrite every endpoint's KV cache. Dedicate the "
+        "groups to kvtiers with a taint (and deep_health_checks: [], which AWS requires with taints), or acknowledge "
+        "this warning if nothing else can create pods in this cluster (docs/security.md, What Curvine cannot enforce)",
+    )
 
 
 def _check_ebs_csi_version(version: str) -> None:

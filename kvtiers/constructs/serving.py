@@ -43,6 +43,8 @@ class ServingEndpoint(Construct):
         L2's serving namespace, else ``serving``
     :param hash_seed: ``PYTHONHASHSEED`` of every pod, and part of the L2 namespace: every endpoint sharing an L2 needs
         the same. @default ``"0"``
+    :param l2_share_group: the L2 directory shared with the other endpoints of this group (same model and L2
+        namespace). @default None: a directory of the endpoint's own
     :param after: what the manifest waits for besides the L2 claim (the namespace's NetworkPolicies, for example).
         @default none
     """
@@ -59,6 +61,7 @@ class ServingEndpoint(Construct):
         l2: CurvineL2 | None = None,
         namespace: str | None = None,
         hash_seed: str = HASH_SEED,
+        l2_share_group: str | None = None,
         after: Sequence[Construct] = (),
     ) -> None:
         super().__init__(scope, id)
@@ -78,6 +81,7 @@ class ServingEndpoint(Construct):
             router=router,
             hash_seed=hash_seed,
             l2=l2.claim if l2 is not None else None,
+            l2_share_group=l2_share_group,
         )
         self.objects: list[dict[str, Any]] = self.chart.to_json()
         cluster = eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster

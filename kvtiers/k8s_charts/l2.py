@@ -29,8 +29,8 @@ class L2Namespace:
     Why: LMCache's file name is ``fmt@model path@world size@rank@chunk hash@kv dtype``. It names neither the model
     revision nor the LMCache version or serde, so after a model update at the same path, or an LMCache upgrade,
     engines would read KV of another model or format: silently wrong answers. Each endpoint therefore writes below
-    ``<mount>/<directory>``, a fingerprint of all of these; an upgrade starts a fresh directory and the old one ages
-    out under Curvine's quota eviction. Endpoints with the same fingerprint share one directory.
+    ``<owner>/<directory>``, a fingerprint of all of these; an upgrade starts a fresh directory and the janitor
+    evicts the old one. Endpoints share a directory only when they join one share group (same fingerprint).
     """
 
     model: str
@@ -57,14 +57,50 @@ class L2Namespace:
         return f"{slug}-{self.fingerprint}"
 
 
+ENDPOINT_DIR_PREFIX = "endpoint-"
+SHARED_DIR_PREFIX = "shared-"
+
+
+def l2_owner(*, endpoint: str, share_group: str | None = None) -> str:
+    """The top-level L2 directory of an endpoint: its own (``endpoint-<name>``), or the one of the share group it
+    explicitly joined (``shared-<group>``). The prefixes keep an endpoint and a group of the same name apart."""
+    return f"{SHARED_DIR_PREFIX}{share_group}" if share_group is not None else f"{ENDPOINT_DIR_PREFIX}{endpoint}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class L2Mount:
+    """One endpoint's view of the L2: the claim's sub-directory ``sub_path`` mounted at ``mount_path`` in its serving
+    pods, so that an engine can neither read nor write another endpoint's chunks. The path in the pod mirrors the
+    path in the claim (``mount_path`` = the volume's mount path + ``/`` + ``sub_path``), so the janitor, which mounts
+    the claim's root, sees every endpoint's files at the same relative paths. The kubelet creates a missing
+    ``subPath`` directory before the bind mount (``kubelet_pods.go`` ``makeMounts``, ``SafeMakeDir``)."""
+
+    claim_name: str
+    sub_path: str
+    """Relative to the claim's root: ``<owner>/<namespace directory>`` (:func:`l2_owner`)."""
+    mount_path: str
+
+    def __post_init__(self) -> None:
+        segments = self.sub_path.split("/")
+        if self.sub_path.startswith("/") or any(s in ("", ".", "..") for s in segments):
+            raise ValueError(f"L2Mount: sub_path {self.sub_path!r} must be a relative path without '.', '..' or '//'")
+        if not self.mount_path.endswith(f"/{self.sub_path}"):
+            raise ValueError(f"L2Mount: mount_path {self.mount_path!r} does not end with sub_path {self.sub_path!r}")
+
+    @property
+    def remote_url(self) -> str:
+        """LMCache's ``remote_url``: the mount itself."""
+        return f"{REMOTE_URL_PREFIX}{self.mount_path}/"
+
+
 @dataclass(frozen=True, kw_only=True)
 class L2Volume:
-    """The Curvine L2 as serving pods see it: a ReadWriteMany claim of the Curvine StorageClass in the serving
-    namespace, mounted at the same path in every pod."""
+    """The Curvine L2 as a ReadWriteMany claim of the Curvine StorageClass in the serving namespace. Serving pods
+    mount one sub-directory of it each (:meth:`mount`); only the janitor mounts its root."""
 
     claim_name: str
     mount_path: str
-    """Where the claim is mounted in every serving pod; LMCache's ``remote_url`` points below it."""
+    """Below which serving pods mount their directory; LMCache's ``remote_url`` points below it."""
 
     def __post_init__(self) -> None:
         if not self.claim_name:
@@ -72,15 +108,12 @@ class L2Volume:
         if not self.mount_path.startswith("/") or self.mount_path.rstrip("/") == "":
             raise ValueError(f"L2Volume: mount_path {self.mount_path!r} must be an absolute path below /")
 
-    def directory(self, namespace: L2Namespace) -> str:
-        return f"{self.mount_path.rstrip('/')}/{namespace.directory}"
-
-    def remote_url(self, namespace: L2Namespace) -> str:
-        return f"{REMOTE_URL_PREFIX}{self.directory(namespace)}/"
-
-    def holds(self, remote_url: str) -> bool:
-        """``remote_url`` is a directory of this volume (so LMCache writes to the mounted L2)."""
-        return remote_url.startswith(f"{REMOTE_URL_PREFIX}{self.mount_path.rstrip('/')}/")
+    def mount(self, namespace: L2Namespace, *, owner: str) -> L2Mount:
+        """The directory of ``namespace`` below ``owner`` (:func:`l2_owner`), as the endpoint's pods mount it."""
+        sub_path = f"{owner}/{namespace.directory}"
+        return L2Mount(
+            claim_name=self.claim_name, sub_path=sub_path, mount_path=f"{self.mount_path.rstrip('/')}/{sub_path}"
+        )
 
 
 def l2_namespace(

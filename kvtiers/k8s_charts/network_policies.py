@@ -73,13 +73,6 @@ KUBE_DNS = k8s.NetworkPolicyPeer(
 )
 
 
-def _cidr(construct: str, field: str, value: str) -> ipaddress.IPv4Network:
-    try:
-        return ipaddress.IPv4Network(value)
-    except ValueError:
-        raise ValueError(f"{construct}: {field} {value!r} is not an IPv4 CIDR such as '10.0.0.0/16'") from None
-
-
 @dataclass(frozen=True, kw_only=True)
 class ClusterNetwork:
     """Where the peers that are not pods are: the Kubernetes API and its pod proxy (passed like ``vpc=``)."""
@@ -95,9 +88,9 @@ class ClusterNetwork:
     @default () (the whole ``node_cidr``: an imported VPC's subnet ranges are not known at synth)"""
 
     def __post_init__(self) -> None:
-        _cidr("ClusterNetwork", "node_cidr", self.node_cidr)
+        checks.ipv4_network("ClusterNetwork", "node_cidr", self.node_cidr)
         for cidr in self.control_plane_cidrs:
-            _cidr("ClusterNetwork", "control_plane_cidrs", cidr)
+            checks.ipv4_network("ClusterNetwork", "control_plane_cidrs", cidr)
         try:
             ipaddress.ip_address(self.api_service_ip)
         except ValueError:
@@ -124,6 +117,14 @@ class SelfManagedTraffic:
     @default () (not kvaware)"""
     s3_weights: bool = False
     """The engine pod copies its weights from S3 with EKS Pod Identity credentials. @default False"""
+    client_cidrs: tuple[str, ...] | None = None
+    """Who may call the router (IPv4 CIDRs). @default None: internal, the network's ``node_cidr`` (the VPC)"""
+
+    def __post_init__(self) -> None:
+        for cidr in self.client_cidrs or ():
+            checks.ipv4_network("SelfManagedTraffic", "client_cidrs", cidr)
+        if self.client_cidrs is not None and not self.client_cidrs:
+            raise ValueError("SelfManagedTraffic: client_cidrs is empty; leave it None for the VPC")
 
     @property
     def kvaware(self) -> bool:
@@ -203,7 +204,6 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
     :param endpoints: the namespace's endpoints, each once.
     :param metrics_scraper: a peer (the metrics collector) admitted to the engines' HTTP port.
         @default None (no in-cluster scraper)
-    :param client_peers: who may call the routers. @default () (anyone, on the router port only)
     :param operator_namespace: the Inference Operator add-on's namespace. @default ``OPERATOR_NAMESPACE``
     :param janitor: the Curvine L2 janitor's traffic. @default None (no janitor in this namespace)
     """
@@ -217,7 +217,6 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         network: ClusterNetwork,
         endpoints: Sequence[EndpointTraffic],
         metrics_scraper: k8s.NetworkPolicyPeer | None = None,
-        client_peers: Sequence[k8s.NetworkPolicyPeer] = (),
         operator_namespace: str = OPERATOR_NAMESPACE,
         janitor: JanitorTraffic | None = None,
     ) -> None:
@@ -238,8 +237,11 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
             engine_labels = names.engine_pod_labels(e.name)
             router, engines = pods(router_labels), pods(engine_labels)
             controller = tcp(names.LMCACHE_CONTROLLER_PULL_PORT, names.LMCACHE_CONTROLLER_REPLY_PORT)
+            clients = [ip_peer(c) for c in e.client_cidrs or (network.node_cidr,)]
             router_ingress = [
-                k8s.NetworkPolicyIngressRule(from_=list(client_peers) or None, ports=tcp(names.ROUTER_PORT))
+                k8s.NetworkPolicyIngressRule(from_=clients, ports=tcp(names.ROUTER_PORT)),
+                # `kvtiers verify` checks the router through the API server's service proxy.
+                k8s.NetworkPolicyIngressRule(from_=network.api_proxy, ports=tcp(names.ROUTER_PORT)),
             ]
             router_egress = [
                 k8s.NetworkPolicyEgressRule(to=[engines], ports=tcp(names.ENGINE_PORT, *e.kvaware_worker_ports)),
@@ -370,8 +372,8 @@ class CurvineNetworkPolicyChart(cdk8s.Chart):
     ) -> None:
         where = "CurvineNetworkPolicyChart"
         checks.dns_label(where, "namespace", namespace)
-        if not _cidr(where, "hyperpod_cidr", hyperpod_cidr).subnet_of(
-            _cidr(where, "network.node_cidr", network.node_cidr)
+        if not checks.ipv4_network(where, "hyperpod_cidr", hyperpod_cidr).subnet_of(
+            checks.ipv4_network(where, "network.node_cidr", network.node_cidr)
         ):
             raise ValueError(
                 f"{where}: hyperpod_cidr {hyperpod_cidr} is not inside network.node_cidr {network.node_cidr}"

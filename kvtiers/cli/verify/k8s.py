@@ -299,8 +299,8 @@ def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
     conditions as the policy's CEL check: containers that mount the model are the model servers."""
     from kvtiers.k8s_charts.hyperpod_operator import L2_VOLUME, MODEL_MOUNT
 
-    l2 = wiring.l2_volume(env)
-    remote_url = wiring.l2_remote_url(env, endpoint)
+    l2 = wiring.l2_mount(env, endpoint)
+    remote_url = l2.remote_url
     servers = [c for c in pod.spec.containers if any(m.mount_path == MODEL_MOUNT for m in (c.volume_mounts or []))]
     problems = [] if servers else [f"no container mounts the model at {MODEL_MOUNT}"]
     if not any(
@@ -309,8 +309,10 @@ def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
     ):
         problems.append(f"no volume {L2_VOLUME} from claim {l2.claim_name}")
     for c in servers:
-        if not any(m.name == L2_VOLUME and m.mount_path == l2.mount_path for m in c.volume_mounts):
-            problems.append(f"{c.name}: {L2_VOLUME} not mounted at {l2.mount_path}")
+        if not any(
+            m.name == L2_VOLUME and m.mount_path == l2.mount_path and m.sub_path == l2.sub_path for m in c.volume_mounts
+        ):
+            problems.append(f"{c.name}: {L2_VOLUME} directory {l2.sub_path} not mounted at {l2.mount_path}")
         urls = [e.value for e in (c.env or []) if e.name == "LMCACHE_REMOTE_URL"]
         if not urls or any(u != remote_url for u in urls):
             problems.append(f"{c.name}: LMCACHE_REMOTE_URL is {urls or 'unset'}, not {remote_url}")

@@ -13,7 +13,7 @@ from constructs import Construct
 from kvtiers import checks
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.hyperpod_operator import contract
-from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.k8s_charts.vllm import ROUTINGS, LMCache, Routing, S3Weights, Weights, vllm_args
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
@@ -68,8 +68,9 @@ class OperatorEndpoint:
     l2_backend: L2Backend | None = None
     """``curvine``: the shared L2 that :class:`CurvineL2PolicyChart` attaches (needs ``l2`` and
     ``lmcache.remote_url``); ``tieredstorage``: the operator's node-local backend. @default None (no L2)"""
-    l2: L2Volume | None = None
-    """The Curvine L2 claim; required with ``l2_backend='curvine'``. @default None"""
+    l2: L2Mount | None = None
+    """The endpoint's directory of the Curvine L2 claim, the only part its pods mount; required with
+    ``l2_backend='curvine'``. @default None"""
 
     def __post_init__(self) -> None:
         where = "OperatorEndpoint"
@@ -105,10 +106,14 @@ class OperatorEndpoint:
             raise ValueError(
                 f"{where}: l2 and lmcache.remote_url are for l2_backend 'curvine', but l2_backend is {self.l2_backend!r}"
             )
-        if self.l2 is not None and self.lmcache.remote_url is not None and not self.l2.holds(self.lmcache.remote_url):
+        if (
+            self.l2 is not None
+            and self.lmcache.remote_url is not None
+            and self.lmcache.remote_url != self.l2.remote_url
+        ):
             raise ValueError(
-                f"{where}: lmcache.remote_url {self.lmcache.remote_url!r} is not below l2.mount_path "
-                f"{self.l2.mount_path!r}"
+                f"{where}: lmcache.remote_url {self.lmcache.remote_url!r} is not the endpoint's L2 directory "
+                f"{self.l2.remote_url!r} (l2.mount_path)"
             )
         l1_gib = self.lmcache.max_local_cpu_size_gib * self.tensor_parallel_size
         if self.memory_gib < l1_gib:

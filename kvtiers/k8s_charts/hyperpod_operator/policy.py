@@ -16,8 +16,9 @@ How it avoids depending on anything unconfirmed about the operator's pods:
   (the container's ``name``) without anchors, so kustomize's merge (the one Kyverno runs) applies it verbatim. It
   adds the L2 mount and writes the endpoint's ``LMCACHE_*`` variables (merged by name), so that an operator that
   strips or overrides them (aws/sagemaker-hyperpod-cli#431, operator v3.2.0) changes nothing.
-- The check is CEL: at least one model-server container, each with the L2 mount and every ``LMCACHE_*`` variable
-  equal to the endpoint's (the L2's URL among them), and the pod's L2 volume from the claim. A pod the mutation missed is refused, not started without
+- The check is CEL: at least one model-server container, each with the L2 mount of the endpoint's own directory
+  (``subPath``) and every ``LMCACHE_*`` variable equal to the endpoint's (the L2's URL among them), no container
+  mounting the claim any other way, and the pod's L2 volume from the claim. A pod the mutation missed is refused, not started without
   its L2.
 - Fail-closed for these pods only: ``webhookConfiguration`` with match conditions gives the policy a webhook of its
   own (Kyverno v1.15.2 ``newWebhookPerPolicy``), so a Kyverno outage blocks this endpoint's pods and nothing else.
@@ -41,7 +42,7 @@ from kvtiers.k8s_charts.hyperpod_operator.endpoint import (
     MODEL_MOUNT,
     OperatorEndpoint,
 )
-from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, per_pod_env
 from kvtiers.k8s_charts.vllm import L2_GUARD_MODULE, l2_guard_source
 
@@ -77,6 +78,13 @@ def match_condition(endpoint: OperatorEndpoint) -> str:
     )
 
 
+def _only_own_directory(containers: str, l2: L2Mount) -> str:
+    return (
+        f"{containers}.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, m.name != {_cel(L2_VOLUME)} || "
+        f"(has(m.subPath) && m.subPath == {_cel(l2.sub_path)})))"
+    )
+
+
 def cel_variables() -> list[dict[str, Any]]:
     return [
         {
@@ -87,7 +95,7 @@ def cel_variables() -> list[dict[str, Any]]:
     ]
 
 
-def cel_expressions(l2: L2Volume, lmcache_env: dict[str, str]) -> list[dict[str, Any]]:
+def cel_expressions(l2: L2Mount, lmcache_env: dict[str, str]) -> list[dict[str, Any]]:
     return [
         {
             "expression": "variables.modelServers.all(c, c.volumeMounts.exists(m, "
@@ -106,8 +114,21 @@ def cel_expressions(l2: L2Volume, lmcache_env: dict[str, str]) -> list[dict[str,
         },
         {
             "expression": "variables.modelServers.all(c, c.volumeMounts.exists(m, "
-            f"m.name == {_cel(L2_VOLUME)} && m.mountPath == {_cel(l2.mount_path)}))",
-            "message": f"a model-server container does not mount {L2_VOLUME} at {l2.mount_path}",
+            f"m.name == {_cel(L2_VOLUME)} && m.mountPath == {_cel(l2.mount_path)} && has(m.subPath) && "
+            f"m.subPath == {_cel(l2.sub_path)}))",
+            "message": f"a model-server container does not mount the endpoint's directory {l2.sub_path} of "
+            f"{L2_VOLUME} at {l2.mount_path}",
+        },
+        {
+            # Only the endpoint's own directory: no container of the pod mounts the claim any other way.
+            "expression": f"{_only_own_directory('object.spec.containers', l2)} && (!has(object.spec.initContainers) "
+            f"|| {_only_own_directory('object.spec.initContainers', l2)})",
+            "message": f"a container mounts {L2_VOLUME} beyond the endpoint's directory {l2.sub_path}",
+        },
+        {
+            "expression": "!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.persistentVolumeClaim) || "
+            f"v.persistentVolumeClaim.claimName != {_cel(l2.claim_name)} || v.name == {_cel(L2_VOLUME)})",
+            "message": f"a volume other than {L2_VOLUME} is from the claim {l2.claim_name}",
         },
     ] + [
         {
@@ -146,7 +167,7 @@ def pod_env(endpoint: OperatorEndpoint, env: dict[str, str]) -> list[dict[str, A
     ]
 
 
-def mutation(endpoint: OperatorEndpoint, l2: L2Volume, env: dict[str, str]) -> dict[str, Any]:
+def mutation(endpoint: OperatorEndpoint, l2: L2Mount, env: dict[str, str]) -> dict[str, Any]:
     return {
         "foreach": [
             {
@@ -164,7 +185,7 @@ def mutation(endpoint: OperatorEndpoint, l2: L2Volume, env: dict[str, str]) -> d
                                 # env is merged by name: our values replace the operator's, missing ones are added.
                                 "env": pod_env(endpoint, env),
                                 "volumeMounts": [
-                                    {"name": L2_VOLUME, "mountPath": l2.mount_path},
+                                    {"name": L2_VOLUME, "mountPath": l2.mount_path, "subPath": l2.sub_path},
                                     {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
                                 ],
                             }

@@ -10,7 +10,7 @@ from constructs import Construct
 
 from kvtiers import checks
 from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.l2 import L2Volume, l2_namespace
+from kvtiers.k8s_charts.l2 import L2Volume, l2_namespace, l2_owner
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router
 from kvtiers.k8s_charts.serving.router import RouterDeployment
@@ -28,9 +28,9 @@ class ServingChart(cdk8s.Chart):
     The chart derives what must agree between its parts: the LMCache settings (the engine's L1 per GPU worker; the
     router's controller exactly when it routes ``kvaware``), the endpoint's L2 namespace (``l2_namespace``: from the
     engine's model, revision, dtype, tensor-parallel size and image's LMCache, and ``hash_seed``) and LMCache's
-    ``remote_url`` below the claim's mount path.
+    ``remote_url``: the endpoint's own L2 directory (``l2_mount``), the only part of the claim its engines mount.
 
-    Attributes: ``engine`` and ``router`` (the deployments), ``lmcache`` and ``l2_namespace``.
+    Attributes: ``engine`` and ``router`` (the deployments), ``lmcache``, ``l2_namespace`` and ``l2_mount``.
 
     :param name: the endpoint's name: prefixes every object and labels every pod (``kvtiers.io/endpoint``).
     :param namespace: the namespace of the engines and the router (the router discovers engines there only).
@@ -40,6 +40,9 @@ class ServingChart(cdk8s.Chart):
         that shares an L2 needs the same seed), and part of the L2 namespace. @default ``"0"``
     :param l2: the Curvine L2 claim, mounted when given; LMCache stores below its mount path. @default None (no L2:
         LMCache keeps its L1 only)
+    :param l2_share_group: the L2 directory this endpoint shares with the other endpoints of the group (the same
+        model and L2 namespace; the caller checks that). @default None: a directory of its own, which no other
+        endpoint's pods mount
     """
 
     def __init__(
@@ -53,10 +56,13 @@ class ServingChart(cdk8s.Chart):
         router: Router,
         hash_seed: str = HASH_SEED,
         l2: L2Volume | None = None,
+        l2_share_group: str | None = None,
     ) -> None:
         checks.dns_label("ServingChart", "name", name, MAX_NAME_LENGTH)
         checks.dns_label("ServingChart", "namespace", namespace)
         checks.hash_seed("ServingChart", hash_seed)
+        if l2_share_group is not None:
+            checks.dns_label("ServingChart", "l2_share_group", l2_share_group)
         self.l2_namespace = l2_namespace(
             model=engine.model,
             revision=engine.revision,
@@ -65,9 +71,11 @@ class ServingChart(cdk8s.Chart):
             lmcache_version=engine.lmcache,
             hash_seed=hash_seed,
         )
+        owner = l2_owner(endpoint=name, share_group=l2_share_group)
+        self.l2_mount = l2.mount(self.l2_namespace, owner=owner) if l2 is not None else None
         self.lmcache = LMCache(
             max_local_cpu_size_gib=engine.l1_gib,
-            remote_url=l2.remote_url(self.l2_namespace) if l2 is not None else None,
+            remote_url=self.l2_mount.remote_url if self.l2_mount is not None else None,
             controller=LMCacheController() if router.routing == "kvaware" else None,
         )
         super().__init__(scope, id, namespace=namespace, disable_resource_name_hashes=True)
@@ -79,7 +87,7 @@ class ServingChart(cdk8s.Chart):
             engine=engine,
             lmcache=self.lmcache,
             hash_seed=hash_seed,
-            l2=l2,
+            l2=self.l2_mount,
         )
         self.router = RouterDeployment(
             self,

@@ -11,7 +11,7 @@ from constructs import Construct
 
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.kvtiers_engine_drain import POD_IP_ENV
-from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
 from kvtiers.k8s_charts.serving.drain import (
     DRAIN_SCRIPT,
@@ -90,7 +90,7 @@ class EngineDeployment(Construct):
         engine: Engine,
         lmcache: LMCache,
         hash_seed: str,
-        l2: L2Volume | None,
+        l2: L2Mount | None,
     ) -> None:
         super().__init__(scope, id)
         ns = namespace
@@ -183,7 +183,7 @@ class EngineDeployment(Construct):
                     persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=l2.claim_name),
                 )
             )
-            mounts.append(k8s.VolumeMount(name="l2-cache", mount_path=l2.mount_path))
+            mounts.append(k8s.VolumeMount(name="l2-cache", mount_path=l2.mount_path, sub_path=l2.sub_path))
 
         init_containers = None
         weights = engine.weights

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kvtiers import serving_defaults
-from kvtiers.checks import in_range, one_of
+from kvtiers.checks import in_range, ipv4_network, one_of
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
 from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import DTYPES, ROUTINGS, Dtype, Routing, S3Weights, Weights
@@ -162,7 +162,12 @@ class Router:
     session_key: str | None = None
     """Header or JSON field with the session id; required for ``session`` routing. @default None"""
     internal_load_balancer: bool = False
-    """Also expose the router through an internal NLB. @default False (ClusterIP Service only)"""
+    """Also expose the router through an internal NLB (the AWS cloud provider's, instance targets). @default False
+    (ClusterIP Service only)"""
+    client_cidrs: tuple[str, ...] = ()
+    """Who may call the router through the load balancer (IPv4 CIDRs): its ``loadBalancerSourceRanges``, which the
+    AWS cloud provider writes into the nodes' security groups; required with ``internal_load_balancer`` (without
+    them it admits ``0.0.0.0/0``). The router's NetworkPolicy is the serving NetworkPolicy chart's. @default ()"""
     hf_token_secret: str | None = None
     """kvaware tokenizes prompts with the model's Hugging Face tokenizer: gated models need the token (Secret key
     ``token``). @default None"""
@@ -188,6 +193,13 @@ class Router:
         in_range("Router", "replicas", self.replica_count, 1)
         if self.routing == "session" and not self.session_key:
             raise ValueError("Router: session_key is required when routing is 'session'")
+        for cidr in self.client_cidrs:
+            ipv4_network("Router", "client_cidrs", cidr)
+        if self.internal_load_balancer and not self.client_cidrs:
+            raise ValueError(
+                "Router: internal_load_balancer needs client_cidrs (the clients' IPv4 CIDRs, for example the VPC's): "
+                "without loadBalancerSourceRanges the AWS cloud provider admits 0.0.0.0/0 to the nodes"
+            )
         if self.kv_aware_threshold is not None:
             if self.routing != "kvaware":
                 raise ValueError(f"Router: kv_aware_threshold applies to routing 'kvaware' only, not {self.routing!r}")

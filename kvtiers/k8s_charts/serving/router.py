@@ -326,5 +326,14 @@ class RouterDeployment(Construct):
                     labels=meta_labels,
                     annotations=NLB_ANNOTATIONS,
                 ),
-                spec=k8s.ServiceSpec(type="LoadBalancer", selector=meta_labels, ports=service_ports[:1]),
+                spec=k8s.ServiceSpec(
+                    type="LoadBalancer",
+                    selector=meta_labels,
+                    ports=service_ports[:1],
+                    load_balancer_source_ranges=list(router.client_cidrs),
+                    # Local: no second hop through kube-proxy's SNAT, so the router's NetworkPolicy sees the
+                    # client's address (with Cluster it sees the node's); the NLB sends only to nodes with a router,
+                    # checked on the Service's healthCheckNodePort.
+                    external_traffic_policy="Local",
+                ),
             )

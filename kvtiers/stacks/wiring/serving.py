@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 from kvtiers.config.schema import Endpoint, Environment, HuggingFaceModelSource, NewVpc, S3ModelSource
 from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.l2 import L2Namespace, L2Volume
-from kvtiers.k8s_charts.l2 import l2_namespace as l2_namespace_of
+from kvtiers.k8s_charts.l2 import L2Mount, L2Namespace, L2Volume, l2_owner
 from kvtiers.k8s_charts.vllm import (
     HuggingFaceWeights,
     LMCache,
@@ -67,20 +66,17 @@ def l2_volume(env: Environment) -> L2Volume:
 
 
 def l2_namespace(env: Environment, e: Endpoint) -> L2Namespace:
-    """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan`` and ``verify``)."""
-    return l2_namespace_of(
-        model=e.model,
-        revision=e.source.revision,
-        dtype=e.dtype,
-        tensor_parallel_size=e.tensor_parallel_size,
-        lmcache_version=env.serving.images.engine.lmcache,
-        hash_seed=env.serving.hash_seed,
-    )
+    return env.serving.l2_namespace(e)
+
+
+def l2_mount(env: Environment, e: Endpoint) -> L2Mount:
+    """The endpoint's own L2 directory, or its share group's (``l2_share_group``), as its pods mount it."""
+    return l2_volume(env).mount(l2_namespace(env, e), owner=l2_owner(endpoint=e.name, share_group=e.l2_share_group))
 
 
 def l2_remote_url(env: Environment, e: Endpoint) -> str:
     """LMCache's ``remote_url`` for the endpoint's L2 directory (whether or not its L2 is on)."""
-    return l2_volume(env).remote_url(l2_namespace(env, e))
+    return l2_mount(env, e).remote_url
 
 
 def l2_report(env: Environment) -> tuple[str, ...]:
@@ -111,6 +107,11 @@ def lmcache(env: Environment, e: Endpoint, *, l2: bool) -> LMCache:
 
 
 # ------------------------------------------------------------------------------------------------- self-managed
+
+
+def allowed_clients(env: Environment, e: Endpoint) -> tuple[str, ...]:
+    """Who may call the endpoint's router: the environment file's ``allowed_clients``, else internal (the VPC)."""
+    return e.allowed_clients or (env.network.cidr,)
 
 
 def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) -> Engine:
@@ -153,6 +154,7 @@ def router(env: Environment, e: Endpoint) -> Router:
         replicas=e.router_replicas,
         session_key=e.session_key,
         internal_load_balancer=e.internal_load_balancer,
+        client_cidrs=allowed_clients(env, e),
         hf_token_secret=source.token_secret if isinstance(source, HuggingFaceModelSource) else source.hf_token_secret,
         # kvaware falls back to load routing when more tokens than this are uncached: the typical prompt length keeps
         # every partly cached prompt on the engine that holds its prefix.
@@ -176,6 +178,7 @@ def serving_chart(
         router=router(env, e),
         hash_seed=env.serving.hash_seed,
         l2=l2_volume(env) if env.sizing.endpoint(name).l2_enabled else None,
+        l2_share_group=e.l2_share_group,
     )
 
 
@@ -205,6 +208,7 @@ def serving_endpoint(
         router=router(env, e),
         hash_seed=env.serving.hash_seed,
         l2=l2,
+        l2_share_group=e.l2_share_group,
         after=after,
     )
 
@@ -240,7 +244,7 @@ def operator_endpoint(env: Environment, name: str) -> OperatorEndpoint:
         hash_seed=env.serving.hash_seed,
         addon_version=env.inference_operator.addons.inference_operator,
         l2_backend=backend,
-        l2=l2_volume(env) if curvine else None,
+        l2=l2_mount(env, e) if curvine else None,
     )
 
 
@@ -285,7 +289,12 @@ def endpoint_traffic(env: Environment) -> tuple[EndpointTraffic, ...]:
         kvaware = e.routing == "kvaware"
         ports = names.lmcache_worker_ports(env.sizing.endpoint(e.name).gpus_per_replica) if kvaware else ()
         traffic.append(
-            SelfManagedTraffic(name=e.name, kvaware_worker_ports=ports, s3_weights=isinstance(e.source, S3ModelSource))
+            SelfManagedTraffic(
+                name=e.name,
+                kvaware_worker_ports=ports,
+                s3_weights=isinstance(e.source, S3ModelSource),
+                client_cidrs=allowed_clients(env, e),
+            )
         )
     return tuple(traffic)
 
