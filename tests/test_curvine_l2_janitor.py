@@ -197,6 +197,40 @@ def test_while_a_worker_is_only_blacklisted_nothing_is_deleted(tmp_path, cluster
     assert (root / "a.data").exists() and j.metrics.deleted_files["lost"] == 0
 
 
+def test_a_replacement_registered_while_the_old_worker_is_only_blacklisted_then_the_loss(tmp_path, cluster):
+    """HyperPod replaces the node within 10 minutes: the new worker (another address) registers while the old one is
+    only blacklisted (still in the map, still named as a location); 10 minutes after it fell silent the old one is
+    lost and its location rows go, while the live workers stay the same."""
+    master, server = cluster
+    root = mount(tmp_path, master, {"a.data": 11, "b.data": 12, "c.data": 13})
+    j = janitor(tmp_path, root, server)
+    run_once(j)
+    master.blacklist(11)
+    master.register(21, "10.1.0.7")
+    run_once(j)
+    run_once(j)
+    assert (root / "a.data").exists(), "blacklisted only: still readable as far as the master says"
+    master.lose(11)
+    run_once(j)
+    run_once(j)
+    assert not (root / "a.data").exists() and (root / "b.data").exists() and (root / "c.data").exists()
+    assert j.metrics.deleted_files["lost"] == 1
+
+
+def test_a_janitor_started_after_the_loss_finds_the_unreadable_files(tmp_path, cluster):
+    """The janitor's own node was the replaced one: it starts after the loss, with no memory of the workers before;
+    one full pass after every start finds what a change it never saw left behind."""
+    master, server = cluster
+    root = mount(tmp_path, master, {"a.data": 11, "b.data": 12, "c.data": 13})
+    master.lose(11)
+    master.register(21, "10.1.0.7")
+    j = janitor(tmp_path, root, server)
+    run_once(j)
+    run_once(j)
+    assert not (root / "a.data").exists() and (root / "b.data").exists() and (root / "c.data").exists()
+    assert j.metrics.deleted_files["lost"] == 1
+
+
 def test_a_standby_master_is_never_asked_for_block_locations(tmp_path, cluster):
     """A follower's worker map is empty: it would call every file lost."""
     master, leader = cluster
@@ -266,14 +300,18 @@ def test_a_file_stored_again_between_two_runs_is_kept(tmp_path, cluster):
 
 
 def test_without_a_change_no_file_is_checked_and_a_large_pass_spans_runs(tmp_path, cluster):
-    """One request per file is the cost of a check: none while the workers stay the same and the sizes agree; a
-    pass over more files than a run's budget continues in the next run."""
+    """One request per file is the cost of a check: one pass after the start, then none while the workers stay the
+    same and the sizes agree; a pass over more files than a run's budget continues in the next run."""
     master, server = cluster
     root = mount(tmp_path, master, {f"f{i}.data": 12 for i in range(5)} | {"a.data": 11})
     j = janitor(tmp_path, root, server, scan_budget=2)
     for _ in range(3):
         run_once(j)
-    assert block_requests(master) == 0 and j.metrics.lost_scans["not_needed"] == 3
+    assert block_requests(master) == 6, "the pass after the start: six files, two per run"
+    for _ in range(3):
+        run_once(j)
+    assert block_requests(master) == 6 and j.metrics.lost_scans["not_needed"] == 3
+    master.requests.clear()
     master.register(21, "10.1.0.1")
     for _ in range(6):
         run_once(j)

@@ -21,10 +21,12 @@ has been lost" or "Lost (no worker can read)", ``worker_manager.rs``, ``master_f
 with care: only the master that says it is the Raft leader (``/api/overview`` ``master_state`` "Active"; a standby
 answers from an empty or stale worker map and would call every file lost), only when that leader counts every
 expected worker as live (a new leader has not yet heard every heartbeat), only files that are complete (not being
-written), and only when two runs in a row agree. A scan costs one request per file, so it runs only when the live
-workers changed since the last scan, when the files below the mount hold more bytes than the leader says the workers
-store (the blocks of lost files are gone from the workers but their sizes still count here), or when the last run
-left suspects.
+written), and only when two runs in a row agree. A scan costs one request per file, so a full pass runs once after
+every start (the janitor may have missed a loss: its own node may be the one replaced), then only when a worker the
+leader knew has left its map (a replacement on the same address) or has joined its lost workers (a worker silent
+for 10 minutes: only then does the master drop its location rows, even if a replacement registered before), when
+the files below the mount hold more bytes than the leader says the workers store (the blocks of lost files are gone
+from the workers but their sizes still count here), or when the last run left suspects.
 
 Standard library only: it runs in the engine image (Python 3), which the GPU nodes already hold.
 
@@ -270,13 +272,28 @@ def leader_overview(masters: list[str]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-def live_worker_ids(leader: str) -> frozenset[int]:
+@dataclass(frozen=True)
+class WorkerMap:
+    """The worker ids the leader knows: in its map (``live_workers`` of ``/api/workers``, any status: Live,
+    Blacklist, Decommission) and lost (``lost_workers``)."""
+
+    mapped: frozenset[int]
+    lost: frozenset[int]
+
+    def losses_since(self, before: WorkerMap) -> frozenset[int]:
+        """Ids that left the map or joined the lost workers since ``before``: the events that make blocks lost."""
+        return (before.mapped - self.mapped) | (self.lost - before.lost)
+
+
+def worker_map(leader: str) -> WorkerMap:
     status, body = http_get(f"{leader}/api/workers")
     if status != 200 or not isinstance(body, dict):
         raise MasterError(f"{leader}/api/workers answered {status}")
-    return frozenset(
-        int(w["address"]["worker_id"]) for w in body.get("live_workers") or [] if w.get("status") == "Live"
-    )
+
+    def ids(key: str) -> frozenset[int]:
+        return frozenset(int(w["address"]["worker_id"]) for w in body.get(key) or [])
+
+    return WorkerMap(mapped=ids("live_workers"), lost=ids("lost_workers"))
 
 
 def is_lost(leader: str, curvine_path: str) -> bool:
@@ -316,10 +333,11 @@ def curvine_root(mount_point: str, fs_path: str, mountinfo: str = "/proc/self/mo
 class LostFiles:
     """What the lost-file check remembers between runs."""
 
-    workers_at_last_pass: frozenset[int] | None = None
-    """The live worker ids when the last full pass started (None: no pass since the janitor started)."""
-    passing: bool = False
-    """A full pass over the files is under way (it may take several runs: :attr:`Janitor.scan_budget`)."""
+    known_workers: WorkerMap | None = None
+    """The leader's worker map at the last run that trusted a leader (None: none since the janitor started)."""
+    passing: bool = True
+    """A full pass over the files is under way (it may take several runs: :attr:`Janitor.scan_budget`). True at
+    start: one full pass after every start, for the losses the janitor did not see."""
     cursor: str = ""
     """The last path the pass checked (files are checked in path order)."""
     excess_armed: bool = True
@@ -406,15 +424,15 @@ class Janitor:
         if live != self.workers:
             note = f"lost-file check skipped: the leader sees {live} live workers, expected {self.workers}"
             return self._distrust("workers_missing", note), files
-        workers = live_worker_ids(leader)
+        workers = worker_map(leader)
         stored = sum(f.size for f in files)
         excess = stored - int(overview.get("fs_used", 0)) > SIZE_MARGIN * self.capacity
-        changed = self.lost.workers_at_last_pass is not None and workers != self.lost.workers_at_last_pass
-        if self.lost.workers_at_last_pass is None and not excess:
-            self.lost.workers_at_last_pass = workers  # the reference for later changes
-        if not self.lost.passing and (changed or (excess and self.lost.excess_armed)):
+        before = self.lost.known_workers
+        lost_workers = workers.losses_since(before) if before is not None else frozenset()
+        self.lost.known_workers = workers
+        if lost_workers or (excess and self.lost.excess_armed):
+            # a pass under way starts again: files it already checked may have lost their blocks since
             self.lost.passing, self.lost.cursor = True, ""
-            self.lost.workers_at_last_pass = workers
             self.lost.excess_armed = False
         if not excess:
             self.lost.excess_armed = True
