@@ -134,10 +134,10 @@ def mount(tmp_path: Path, master: CurvineMaster, holders: dict[str, int | None],
     return root
 
 
-def janitor(tmp_path: Path, root: Path, *masters: CurvineMasterServer, **kwargs) -> Janitor:
+def janitor(tmp_path: Path, root: Path, *masters: CurvineMasterServer, capacity: int = 1_000_000, **kwargs) -> Janitor:
     return Janitor(
         root=str(root),
-        capacity=1_000_000,
+        capacity=capacity,
         high=0.85,
         low=0.70,
         masters=[m.url for m in masters],
@@ -229,6 +229,25 @@ def test_a_janitor_started_after_the_loss_finds_the_unreadable_files(tmp_path, c
     run_once(j)
     assert not (root / "a.data").exists() and (root / "b.data").exists() and (root / "c.data").exists()
     assert j.metrics.deleted_files["lost"] == 1
+
+
+def test_with_a_worker_gone_and_not_replaced_the_watermarks_are_fractions_of_what_the_live_workers_hold(
+    tmp_path, cluster
+):
+    """Three workers of 1,000 bytes (the fake master's report); 20 files of 100 bytes fill 67 % of them. Worker 13
+    goes and is not replaced: 2,000 bytes are left, so the files fill 100 % and eviction must start, down to 70 % of
+    2,000. A leader that reports less only once (a new leader that has not heard every worker yet) is not believed."""
+    master, server = cluster
+    root = mount(tmp_path, master, {f"f{i:02}.data": 11 + i % 2 for i in range(20)})
+    j = janitor(tmp_path, root, server, capacity=3000)
+    run_once(j)
+    assert len(list(root.iterdir())) == 20
+    master.lose(13)
+    run_once(j)
+    assert len(list(root.iterdir())) == 20, "one report of less capacity is not enough"
+    run_once(j)
+    assert sum(f.stat().st_size for f in root.iterdir()) <= 0.70 * 2000
+    assert j.metrics.capacity_bytes == 2000 and j.metrics.deleted_files["watermark"] == 6
 
 
 def test_a_standby_master_is_never_asked_for_block_locations(tmp_path, cluster):

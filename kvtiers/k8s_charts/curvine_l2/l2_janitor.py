@@ -12,7 +12,9 @@ creation and on an explicit ``setattr`` (``inode_file.rs``, ``inode_view.rs``); 
 read (and Linux marks FUSE inodes ``S_NOATIME``). The engines' L2 guard stamps it: after a chunk is read from the L2
 it sets the file's access time, at most once per ``USE_STAMP_SECONDS`` per file (``kvtiers_l2_guard.py``). A file
 never read since it was written keeps its creation time. tools/eviction_sim.py measures the order against the
-oldest-written-first order on a trace of shared system prompts and long tails.
+oldest-written-first order on a trace of shared system prompts and long tails. The watermarks are fractions of the
+configured capacity, or of what the leader says the workers in its map hold when that is less (a worker gone and not
+replaced), so the surviving workers do not fill up.
 
 Unreadable files: a Curvine worker that is lost (a HyperPod node replaced: its NVMe is wiped) leaves the files whose
 blocks lived only there in the namespace; their reads fail, their size still counts. The janitor asks the leader
@@ -361,21 +363,38 @@ class Janitor:
     mountinfo: str = "/proc/self/mountinfo"
     metrics: Metrics = field(default_factory=Metrics)
     lost: LostFiles = field(default_factory=LostFiles)
+    reported_capacity: tuple[int, ...] = ()
+    """The leader's ``capacity`` (what the workers in its map hold) in the last runs that found a leader, at most two."""
 
     def __post_init__(self) -> None:
         self.metrics.capacity_bytes = self.capacity
         self.metrics.high_watermark = self.high
 
+    @property
+    def live_capacity(self) -> int:
+        """The capacity the watermarks are fractions of: the configured one, or less when the leader has reported
+        less in two runs in a row (a worker gone and not replaced: its NVMe no longer holds anything). Two reports,
+        because a new leader counts only the workers it has heard so far."""
+        if len(self.reported_capacity) < 2:
+            return self.capacity
+        return min(self.capacity, max(self.reported_capacity))
+
+    def _leader_reported(self, overview: dict[str, Any] | None) -> None:
+        reported = int(overview.get("capacity", 0)) if overview is not None else 0
+        self.reported_capacity = (*self.reported_capacity, reported)[-2:] if reported > 0 else ()
+
     def run(self) -> str:
         files = stored_files(self.root)
         lost_note, files = self._remove_lost(files)
+        capacity = self.live_capacity
         used = sum(f.size for f in files)
-        removed, freed = self._delete(victims(files, self.capacity, self.high, self.low), "watermark")
+        removed, freed = self._delete(victims(files, capacity, self.high, self.low), "watermark")
         with self.metrics.lock:
             self.metrics.files = len(files) - removed
             self.metrics.stored_bytes = used - freed
+            self.metrics.capacity_bytes = capacity
         return (
-            f"{len(files)} files, {used} of {self.capacity} bytes; evicted {removed} files, {freed} bytes "
+            f"{len(files)} files, {used} of {capacity} bytes; evicted {removed} files, {freed} bytes "
             f"(least recently used first){' (dry run)' if self.dry_run else ''}; {lost_note}"
         )
 
@@ -417,6 +436,7 @@ class Janitor:
         if not self.masters:
             return "no masters configured for the lost-file check", files
         found = leader_overview(self.masters)
+        self._leader_reported(found[1] if found is not None else None)
         if found is None:
             return self._distrust("no_leader", "lost-file check skipped: no master says it is the leader"), files
         leader, overview = found
