@@ -250,6 +250,20 @@ def test_with_a_worker_gone_and_not_replaced_the_watermarks_are_fractions_of_wha
     assert j.metrics.capacity_bytes == 2000 and j.metrics.deleted_files["watermark"] == 6
 
 
+def test_more_live_workers_than_deployed_still_lets_the_check_run(tmp_path, cluster):
+    """A worker group grown outside the config (or a replacement up before the old id leaves the map) counts more
+    live workers than expected: the check runs, since every expected worker has been heard."""
+    master, server = cluster
+    root = mount(tmp_path, master, {"a.data": 11, "b.data": 12, "c.data": 13})
+    master.register(14, "10.1.0.4")
+    j = janitor(tmp_path, root, server)
+    master.register(21, "10.1.0.1")  # worker 11's node replaced: four live workers, three expected
+    run_once(j)
+    run_once(j)
+    assert j.metrics.lost_scans["workers_missing"] == 0
+    assert not (root / "a.data").exists() and (root / "b.data").exists()
+
+
 def test_a_standby_master_is_never_asked_for_block_locations(tmp_path, cluster):
     """A follower's worker map is empty: it would call every file lost."""
     master, leader = cluster

@@ -21,8 +21,8 @@ blocks lived only there in the namespace; their reads fail, their size still cou
 master which files have a block no live worker holds (``/api/block_locations`` answers HTTP 500 with "all replicas
 has been lost" or "Lost (no worker can read)", ``worker_manager.rs``, ``master_filesystem.rs``) and deletes them,
 with care: only the master that says it is the Raft leader (``/api/overview`` ``master_state`` "Active"; a standby
-answers from an empty or stale worker map and would call every file lost), only when that leader counts every
-expected worker as live (a new leader has not yet heard every heartbeat), only files that are complete (not being
+answers from an empty or stale worker map and would call every file lost), only when that leader counts at least
+every expected worker as live (a new leader has not yet heard every heartbeat), only files that are complete (not being
 written), and only when two runs in a row agree. A scan costs one request per file, so a full pass runs once after
 every start (the janitor may have missed a loss: its own node may be the one replaced), then only when a worker the
 leader knew has left its map (a replacement on the same address) or has joined its lost workers (a worker silent
@@ -58,7 +58,7 @@ LEADER_STATE = "Active"
 LOST_MARKERS = ("all replicas has been lost", "Lost (no worker can read)")
 """What the master's error says when a block has no live worker (``worker_manager.rs`` ``create_locate_block``) or no
 location at all (``master_filesystem.rs`` ``get_block_locs``); any other error (a file just deleted) is not a loss."""
-GLOB_CHARACTERS = set("*?[{")
+GLOB_CHARACTERS = set("*?[{\\")
 """The master treats a path with these as a glob pattern (``master_filesystem.rs`` ``parse_glob_pattern``)."""
 SIZE_MARGIN = 0.02
 """A lost-file scan starts when the files hold more than the leader's ``fs_used`` by this fraction of the capacity."""
@@ -441,8 +441,8 @@ class Janitor:
             return self._distrust("no_leader", "lost-file check skipped: no master says it is the leader"), files
         leader, overview = found
         live = int(overview.get("live_workers", 0))
-        if live != self.workers:
-            note = f"lost-file check skipped: the leader sees {live} live workers, expected {self.workers}"
+        if live < self.workers:
+            note = f"lost-file check skipped: the leader sees {live} live workers, expected at least {self.workers}"
             return self._distrust("workers_missing", note), files
         workers = worker_map(leader)
         stored = sum(f.size for f in files)
