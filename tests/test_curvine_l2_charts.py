@@ -265,3 +265,16 @@ def test_persistent_volumes_in_the_template_reference_the_volume_resources(dev_s
     pv = yaml.safe_load(path.read_text())
     handle = pv["spec"]["csi"]["volumeHandle"]
     assert "CurvineJournalMaster0Meta" in handle
+
+
+def test_the_janitor_pod_rolls_when_its_script_changes(rendered):
+    """The script is a ConfigMap volume: a running janitor keeps the code it started with, so without a checksum on
+    its pod template a fix of the janitor would never run until something else restarted the pod."""
+    import hashlib
+
+    _, _, charts = rendered
+    script = next(o for o in objects(charts, "ConfigMap") if o["metadata"]["name"] == "curvine-l2-janitor")
+    janitor = next(o for o in objects(charts, "Deployment") if o["metadata"]["name"] == "curvine-l2-janitor")
+    annotations = janitor["spec"]["template"]["metadata"].get("annotations", {})
+    expected = hashlib.sha256(script["data"]["l2_janitor.py"].encode()).hexdigest()
+    assert annotations.get("kvtiers.io/janitor-script-sha256") == expected

@@ -134,10 +134,10 @@ def mount(tmp_path: Path, master: CurvineMaster, holders: dict[str, int | None],
     return root
 
 
-def janitor(tmp_path: Path, root: Path, *masters: CurvineMasterServer, **kwargs) -> Janitor:
+def janitor(tmp_path: Path, root: Path, *masters: CurvineMasterServer, capacity: int = 1_000_000, **kwargs) -> Janitor:
     return Janitor(
         root=str(root),
-        capacity=1_000_000,
+        capacity=capacity,
         high=0.85,
         low=0.70,
         masters=[m.url for m in masters],
@@ -195,6 +195,73 @@ def test_while_a_worker_is_only_blacklisted_nothing_is_deleted(tmp_path, cluster
     for _ in range(3):
         run_once(j)
     assert (root / "a.data").exists() and j.metrics.deleted_files["lost"] == 0
+
+
+def test_a_replacement_registered_while_the_old_worker_is_only_blacklisted_then_the_loss(tmp_path, cluster):
+    """HyperPod replaces the node within 10 minutes: the new worker (another address) registers while the old one is
+    only blacklisted (still in the map, still named as a location); 10 minutes after it fell silent the old one is
+    lost and its location rows go, while the live workers stay the same."""
+    master, server = cluster
+    root = mount(tmp_path, master, {"a.data": 11, "b.data": 12, "c.data": 13})
+    j = janitor(tmp_path, root, server)
+    run_once(j)
+    master.blacklist(11)
+    master.register(21, "10.1.0.7")
+    run_once(j)
+    run_once(j)
+    assert (root / "a.data").exists(), "blacklisted only: still readable as far as the master says"
+    master.lose(11)
+    run_once(j)
+    run_once(j)
+    assert not (root / "a.data").exists() and (root / "b.data").exists() and (root / "c.data").exists()
+    assert j.metrics.deleted_files["lost"] == 1
+
+
+def test_a_janitor_started_after_the_loss_finds_the_unreadable_files(tmp_path, cluster):
+    """The janitor's own node was the replaced one: it starts after the loss, with no memory of the workers before;
+    one full pass after every start finds what a change it never saw left behind."""
+    master, server = cluster
+    root = mount(tmp_path, master, {"a.data": 11, "b.data": 12, "c.data": 13})
+    master.lose(11)
+    master.register(21, "10.1.0.7")
+    j = janitor(tmp_path, root, server)
+    run_once(j)
+    run_once(j)
+    assert not (root / "a.data").exists() and (root / "b.data").exists() and (root / "c.data").exists()
+    assert j.metrics.deleted_files["lost"] == 1
+
+
+def test_with_a_worker_gone_and_not_replaced_the_watermarks_are_fractions_of_what_the_live_workers_hold(
+    tmp_path, cluster
+):
+    """Three workers of 1,000 bytes (the fake master's report); 20 files of 100 bytes fill 67 % of them. Worker 13
+    goes and is not replaced: 2,000 bytes are left, so the files fill 100 % and eviction must start, down to 70 % of
+    2,000. A leader that reports less only once (a new leader that has not heard every worker yet) is not believed."""
+    master, server = cluster
+    root = mount(tmp_path, master, {f"f{i:02}.data": 11 + i % 2 for i in range(20)})
+    j = janitor(tmp_path, root, server, capacity=3000)
+    run_once(j)
+    assert len(list(root.iterdir())) == 20
+    master.lose(13)
+    run_once(j)
+    assert len(list(root.iterdir())) == 20, "one report of less capacity is not enough"
+    run_once(j)
+    assert sum(f.stat().st_size for f in root.iterdir()) <= 0.70 * 2000
+    assert j.metrics.capacity_bytes == 2000 and j.metrics.deleted_files["watermark"] == 6
+
+
+def test_more_live_workers_than_deployed_still_lets_the_check_run(tmp_path, cluster):
+    """A worker group grown outside the config (or a replacement up before the old id leaves the map) counts more
+    live workers than expected: the check runs, since every expected worker has been heard."""
+    master, server = cluster
+    root = mount(tmp_path, master, {"a.data": 11, "b.data": 12, "c.data": 13})
+    master.register(14, "10.1.0.4")
+    j = janitor(tmp_path, root, server)
+    master.register(21, "10.1.0.1")  # worker 11's node replaced: four live workers, three expected
+    run_once(j)
+    run_once(j)
+    assert j.metrics.lost_scans["workers_missing"] == 0
+    assert not (root / "a.data").exists() and (root / "b.data").exists()
 
 
 def test_a_standby_master_is_never_asked_for_block_locations(tmp_path, cluster):
@@ -266,14 +333,18 @@ def test_a_file_stored_again_between_two_runs_is_kept(tmp_path, cluster):
 
 
 def test_without_a_change_no_file_is_checked_and_a_large_pass_spans_runs(tmp_path, cluster):
-    """One request per file is the cost of a check: none while the workers stay the same and the sizes agree; a
-    pass over more files than a run's budget continues in the next run."""
+    """One request per file is the cost of a check: one pass after the start, then none while the workers stay the
+    same and the sizes agree; a pass over more files than a run's budget continues in the next run."""
     master, server = cluster
     root = mount(tmp_path, master, {f"f{i}.data": 12 for i in range(5)} | {"a.data": 11})
     j = janitor(tmp_path, root, server, scan_budget=2)
     for _ in range(3):
         run_once(j)
-    assert block_requests(master) == 0 and j.metrics.lost_scans["not_needed"] == 3
+    assert block_requests(master) == 6, "the pass after the start: six files, two per run"
+    for _ in range(3):
+        run_once(j)
+    assert block_requests(master) == 6 and j.metrics.lost_scans["not_needed"] == 3
+    master.requests.clear()
     master.register(21, "10.1.0.1")
     for _ in range(6):
         run_once(j)

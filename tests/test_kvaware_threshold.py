@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import json
+import os
+import shutil
+import subprocess
 import sys
 import types
 from dataclasses import dataclass
@@ -22,10 +26,13 @@ import pytest
 from kvtiers.config import load_environment
 from kvtiers.k8s_charts.serving.router import router_args
 from kvtiers.stacks.wiring import serving as wiring
-from tests.conftest import CONFIG_DIR
+from tests import test_router_rollout as rollout
+from tests.conftest import CONFIG_DIR, ROOT
 from tests.test_observability_rules import upstream_text
 
 TAG = "vllm-project/production-stack@vllm-stack-0.1.12"
+router_source = rollout.router_source
+"""The router's ``src/`` at the tag (a fixture)."""
 PROD = load_environment(CONFIG_DIR / "prod.yaml")
 KVAWARE = next(e for e in PROD.serving.endpoints if e.routing == "kvaware")
 
@@ -139,15 +146,31 @@ def test_the_router_parses_the_threshold_flag_kvtiers_renders():
     parser = source("src/vllm_router/parsers/parser.py")
     flag = parser[parser.index('"--kv-aware-threshold"') :]
     assert "type=int" in flag[:200] and "default=2000" in flag[:200]
-    assert rendered_threshold() == KVAWARE.expected_prompt_tokens == 4000
+    # prod: 4,000-token prompts, kvaware_min_cached_tokens at its default (half the prompt)
+    assert KVAWARE.kvaware_min_cached_tokens is None
+    assert rendered_threshold() == KVAWARE.expected_prompt_tokens - KVAWARE.expected_prompt_tokens // 2 == 2000
 
 
-def test_a_long_partly_cached_prompt_goes_to_the_cache_with_the_rendered_threshold_and_by_load_without():
-    """prod's kvaware endpoint: 4,000-token prompts of which a 1,000-token prefix is cached on engine A."""
-    assert route(2000, 4000, 1000) == "http://engine-b:8000", "the router's default ignores the cache"
-    assert route(rendered_threshold(), 4000, 1000) == "http://engine-a:8000"
-    # a prompt far longer than expected with little cached still goes by load: the threshold is a bound, not 'always'
-    assert route(rendered_threshold(), 12000, 1000) == "http://engine-b:8000"
+def test_a_prompt_goes_to_the_cache_when_its_match_reaches_the_minimum_and_by_load_below_it():
+    """prod's kvaware endpoint: 4,000-token prompts; matches of at least half of them go to the engine holding them."""
+    assert route(rendered_threshold(), 4000, 2000) == "http://engine-a:8000"
+    assert route(rendered_threshold(), 4000, 1999) == "http://engine-b:8000", "a short match (a shared prefix)"
+    # a prompt far longer than expected needs a longer match: the threshold counts uncached tokens
+    assert route(rendered_threshold(), 12000, 2500) == "http://engine-b:8000"
+
+
+def test_the_minimum_cached_prefix_is_rendered_and_checked():
+    data = KVAWARE.model_dump(exclude_unset=True)
+    assert type(KVAWARE).model_validate({**data, "kvaware_min_cached_tokens": 1000}).kv_aware_threshold == 3000
+    for value, message in (
+        (4000, "kvaware_min_cached_tokens must be below expected_prompt_tokens \\(4000\\), got 4000"),
+        (0, "greater than or equal to 1"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            type(KVAWARE).model_validate({**data, "kvaware_min_cached_tokens": value})
+    other = next(e for e in PROD.serving.endpoints if e.routing != "kvaware")
+    with pytest.raises(ValueError, match="kvaware_min_cached_tokens applies to routing 'kvaware' only"):
+        type(other).model_validate({**other.model_dump(exclude_unset=True), "kvaware_min_cached_tokens": 100})
 
 
 def test_the_threshold_is_rendered_only_for_kvaware():
@@ -170,3 +193,47 @@ def test_a_threshold_on_another_strategy_is_refused():
         Router(image="r:1", routing="session", replicas=1, session_key="x", kv_aware_threshold=4000)
     with pytest.raises(ValueError, match="kv_aware_threshold"):
         Router(image="r:1", routing="kvaware", replicas=1, kv_aware_threshold=0)
+
+
+def shares(router_source, threshold: int, mix: str) -> dict[str, dict[str, int]]:
+    """Requests per engine and prompt kind: the router and LMCache 0.3.11's lookup in ``.venv-router``, with the
+    fallback module kvtiers ships (``tests/fakes/kvaware_share.py``)."""
+    scripts = router_source.parent / "scripts"
+    scripts.mkdir(exist_ok=True)
+    shutil.copy(ROOT / "kvtiers" / "k8s_charts" / "kvtiers_kvaware_fallback.py", scripts)
+    run = subprocess.run(
+        [
+            str(rollout.ROUTER_VENV / "bin" / "python"),
+            str(ROOT / "tests" / "fakes" / "kvaware_share.py"),
+            str(threshold),
+            "1",
+            mix,
+        ],
+        env={
+            "PATH": os.environ["PATH"],
+            "PYTHONPATH": os.pathsep.join([str(scripts), str(router_source), str(rollout.STUBS)]),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(rollout.skip_reason() is not None, reason=rollout.skip_reason() or "")
+def test_a_shared_system_prompt_spreads_over_the_engines_and_a_document_goes_to_its_longest_holder(router_source):
+    """Two engines hold a 1,024-token system prompt; engine b alone also a 1,536-token document after it. LMCache
+    0.3.11's lookup names the first-registered holder of each chunk, so the router's first answer is engine a for
+    every prompt: with the threshold at the whole prompt, a took all the traffic, the document prompts too."""
+    got = shares(router_source, rendered_threshold(), "shared")
+    total = {engine: got["shared"][engine] + got["document"][engine] for engine in ("a", "b")}
+    assert got["document"]["b"] >= 0.9 * sum(got["document"].values()), got
+    assert max(total.values()) <= 0.65 * sum(total.values()), got
+
+
+@pytest.mark.skipif(rollout.skip_reason() is not None, reason=rollout.skip_reason() or "")
+def test_one_hot_document_does_not_pile_onto_its_holder(router_source):
+    """Every prompt carries the same long document: cached matches win, but the load guard bounds the holder's share."""
+    got = shares(router_source, rendered_threshold(), "document")["document"]
+    assert min(got.values()) >= 0.35 * sum(got.values()), got

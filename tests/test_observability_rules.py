@@ -83,6 +83,13 @@ def test_derived_splits_are_labelled_and_alerts_cover_what_an_operator_acts_on()
         "KvtiersL2HitRateCollapsed",
         "KvtiersL2UnreadableChunks",
         "KvtiersL2Stalled",
+        "KvtiersEngineDegraded",
+        "KvtiersMetricsCollectorDown",
+        "KvtiersWatchdog",
+        "KvtiersCurvineNoLeader",
+        "KvtiersL2JanitorLostCheckSkipped",
+        "KvtiersL2JanitorDeleteFailures",
+        "KvtiersL2UseStampsFailing",
     }
     ttft = {a["labels"]["endpoint"] for a in alerts if a["alert"] == "KvtiersTTFTHigh"}
     assert ttft == {e.name for e in ENVIRONMENTS["prod"].serving.endpoints}
@@ -310,7 +317,10 @@ def test_engine_and_router_down_count_against_what_the_endpoint_deploys(tmp_path
     pods_up(test, "router", endpoint.name, routers)
     test.add("up", gauge(0, SHORT), component="engine", endpoint=endpoint.name, pod="engine-crashing")
     page = {"severity": "page", "endpoint": endpoint.name}
-    test.expect_firing("KvtiersEngineDown", LATER, [page] if engines < 2 else [], endpoint=endpoint.name)
+    # two replicas: one engine missing is what a rollout or drain allows; none at all pages
+    test.expect_firing("KvtiersEngineDown", LATER, [page] if engines == 0 else [], endpoint=endpoint.name)
+    warning = {"severity": "warning", "endpoint": endpoint.name}
+    test.expect_firing("KvtiersEngineDegraded", LATER, [warning] if engines < 2 else [], endpoint=endpoint.name)
     test.expect_firing("KvtiersRouterDown", LATER, [page] if routers < 1 else [], endpoint=endpoint.name)
     test.expect(
         rounded(f'{r.ENGINES_UP}{{endpoint="{endpoint.name}"}}'), LATER, [({"endpoint": endpoint.name}, engines)]
@@ -385,4 +395,123 @@ def test_janitor_alerts_fire_when_it_is_gone_failing_or_the_l2_stays_above_the_h
     test.add(m.CURVINE_CAPACITY.name, gauge(1000, SHORT), **master)
     for alert in ("KvtiersL2JanitorDown", "KvtiersL2JanitorFailing", "KvtiersL2AboveHighWatermark"):
         test.expect_firing(alert, LATER, [{"severity": "warning"}] if alert in fires else [])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+def test_a_rollout_of_a_large_model_neither_pages_nor_warns_but_a_lasting_shortfall_warns(tmp_path):
+    """llama31-70b, two replicas, startup budget 1,800 s: the old pod stops at 40 min, the new one is scraped as down
+    while it loads (vLLM serves /metrics only after loading) for 25 min, then is up. One engine short for as long
+    as the startup budget (and a margin) allows is a rollout, not an outage."""
+    env = ENVIRONMENTS["prod"]
+    name = "llama31-70b"
+    endpoint = next(e for e in env.serving.endpoints if e.name == name)
+    assert endpoint.replicas == 2 and endpoint.startup_timeout_seconds == 1800
+    test = RuleTest()
+    engine = {"component": "engine", "endpoint": name}
+    test.add("up", gauge(1, SHORT), pod="engine-a", **engine)
+    test.add("up", "1x80", pod="engine-b-old", **engine)
+    test.add("up", "_x80 0x50 1x109", pod="engine-b-new", **engine)
+    pods_up(test, "router", name, 1)
+    for at in ("60m", LATER):
+        test.expect_firing("KvtiersEngineDown", at, [], endpoint=name)
+        test.expect_firing("KvtiersEngineDegraded", at, [], endpoint=name)
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+@pytest.mark.parametrize("collector", [False, True])
+def test_a_broken_collector_is_one_alert_and_the_watchdog_always_fires(tmp_path, collector):
+    """No ``up`` series at all: the collector (or its path to the workspace) is broken, not every target; the
+    per-target alerts that fire meanwhile are inhibited by the alert manager (test_alertmanager_inhibits_...)."""
+    env = ENVIRONMENTS["prod"]
+    test = RuleTest()
+    if collector:
+        test.add("up", gauge(0, SHORT), component="engine", endpoint="llama31-70b", pod="engine-a")
+    test.expect_firing("KvtiersMetricsCollectorDown", LATER, [] if collector else [{"severity": "page"}])
+    test.expect_firing("KvtiersWatchdog", LATER, [{"severity": "none"}])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+def test_alertmanager_inhibits_the_per_target_alerts_while_the_collector_is_down_and_routes_the_watchdog():
+    import yaml
+
+    from kvtiers.observability.alertmanager import alertmanager_definition
+
+    outer = yaml.safe_load(alertmanager_definition("arn:aws:sns:us-east-1:111111111111:t", "us-east-1", "prod"))
+    config = yaml.safe_load(outer["alertmanager_config"])
+    (inhibit,) = config["inhibit_rules"]
+    assert inhibit["source_matchers"] == ['alertname="KvtiersMetricsCollectorDown"']
+    (target,) = inhibit["target_matchers"]
+    inhibited = target.split("=~", 1)[1].strip('"')
+    import re
+
+    rules = {rule["alert"] for rule in all_rules(ENVIRONMENTS["prod"]) if "alert" in rule}
+    needs_series = {
+        "KvtiersEngineDown",
+        "KvtiersEngineDegraded",
+        "KvtiersRouterDown",
+        "KvtiersCurvineMasterDown",
+        "KvtiersCurvineWorkerDown",
+        "KvtiersCurvineNoLeader",
+        "KvtiersL2JanitorDown",
+        "KvtiersL2JanitorFailing",
+        "KvtiersKvawareEnginesUnregistered",
+    }
+    assert needs_series <= rules
+    assert {alert for alert in rules if re.fullmatch(inhibited, alert)} == needs_series
+    (watchdog,) = [route for route in config["route"]["routes"] if 'alertname="KvtiersWatchdog"' in route["matchers"]]
+    receiver = next(rc for rc in config["receivers"] if rc["name"] == watchdog["receiver"])
+    assert receiver["sns_configs"][0]["attributes"]["watchdog"] == "true"
+    assert watchdog["repeat_interval"] == "5m"
+
+
+@pytest.mark.parametrize("live, fires", [(None, True), (0, True), (2, True), (3, False)])
+def test_masters_up_without_a_leader_that_sees_every_worker_alert(tmp_path, live, fires):
+    """Every master answers /metrics but none is the leader (a standby reports worker_num{tag="live"} 0), or the
+    leader misses workers: Curvine v0.4.1's master_metrics.rs sets the gauge from its own worker map."""
+    env = ENVIRONMENTS["prod"]
+    assert env.sizing.curvine_workers == 3
+    test = RuleTest()
+    for i in range(env.curvine.master.replicas):
+        master = {"component": "curvine-master", "pod": f"curvine-master-{i}"}
+        test.add("up", gauge(1, SHORT), **master)
+        if live is not None:
+            test.add(m.CURVINE_WORKER_NUM.name, gauge(live if i == 0 else 0, SHORT), tag="live", **master)
+            test.add(m.CURVINE_WORKER_NUM.name, gauge(0, SHORT), tag="lost", **master)
+    test.expect_firing("KvtiersCurvineNoLeader", LATER, [{"severity": "warning"}] if fires else [])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+@pytest.mark.parametrize(
+    "checked, skipped, delete_failures, fires",
+    [
+        ("not_needed", "workers_missing", 0, set()),
+        (None, "workers_missing", 0, {"KvtiersL2JanitorLostCheckSkipped"}),
+        (None, "no_leader", 0, {"KvtiersL2JanitorLostCheckSkipped"}),
+        ("done", None, 2, {"KvtiersL2JanitorDeleteFailures"}),
+    ],
+)
+def test_janitor_alerts_fire_on_skipped_lost_checks_and_failed_deletions(
+    tmp_path, checked, skipped, delete_failures, fires
+):
+    env = ENVIRONMENTS["prod"]
+    test = RuleTest()
+    janitor = {"component": "l2-janitor", "pod": "curvine-l2-janitor-0"}
+    test.add("up", gauge(1, SHORT), **janitor)
+    test.add(m.JANITOR_LAST_SUCCESS.name, gauge(7000, SHORT), **janitor)
+    for outcome in ("done", "no_leader", "workers_missing", "not_needed"):
+        per_run = 1 / 600 if outcome in (checked, skipped) else 0
+        test.add(m.JANITOR_LOST_SCANS.name, counter(per_run, SHORT), outcome=outcome, **janitor)
+    test.add(m.JANITOR_DELETE_FAILURES.name, counter(delete_failures / 600, SHORT), **janitor)
+    for alert in ("KvtiersL2JanitorLostCheckSkipped", "KvtiersL2JanitorDeleteFailures", "KvtiersL2JanitorFailing"):
+        test.expect_firing(alert, LATER, [{"severity": "warning"}] if alert in fires else [])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+def test_refused_use_stamps_warn_per_endpoint(tmp_path):
+    env = ENVIRONMENTS["prod"]
+    test = RuleTest()
+    labels = {"component": "engine", "endpoint": "qwen25-32b", "pod": "a"}
+    test.add(m.L2_USE_STAMP_FAILURES.name, counter(1.0, SHORT), errno="EPERM", **labels)
+    test.add(m.L2_USE_STAMP_FAILURES.name, counter(0.0, SHORT), errno="EPERM", **{**labels, "endpoint": "other"})
+    test.expect_firing("KvtiersL2UseStampsFailing", LATER, [{"severity": "warning", "endpoint": "qwen25-32b"}])
     run_rule_tests(tmp_path, r.rule_groups(env), [test])

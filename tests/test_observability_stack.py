@@ -70,10 +70,13 @@ def test_the_alert_manager_sends_to_the_environments_topic(prod_synth):
     definition = workspace["AlertManagerDefinition"]
     text = "".join(part if isinstance(part, str) else "TOPIC" for part in definition["Fn::Join"][1])
     config = yaml.safe_load(yaml.safe_load(text)["alertmanager_config"])
-    (receiver,) = config["receivers"]
-    assert receiver["sns_configs"] == [
-        {"topic_arn": "TOPIC", "sigv4": {"region": "us-east-1"}, "attributes": {"environment": "kvtiers-prod"}}
-    ]
+    receivers = {receiver["name"]: receiver["sns_configs"] for receiver in config["receivers"]}
+    topic = {"topic_arn": "TOPIC", "sigv4": {"region": "us-east-1"}}
+    # every alert, and the watchdog on its own route with an attribute a dead-man's switch filters on
+    assert receivers == {
+        "sns": [{**topic, "attributes": {"environment": "kvtiers-prod"}}],
+        "sns-watchdog": [{**topic, "attributes": {"environment": "kvtiers-prod", "watchdog": "true"}}],
+    }
 
 
 def test_dev_has_no_collection(dev_synth):

@@ -73,10 +73,15 @@ def test_unknown_endpoint_key(tmp_path):
     assert "serving.endpoints.0.l1_size: unknown key" in message
 
 
-def test_an_l2_endpoint_without_a_pinned_revision_is_reported(dev_env):
+def test_an_l2_endpoint_without_a_pinned_revision_is_reported(tmp_path, dev_env):
     from kvtiers.config.report import l2_revision_report
 
-    (line,) = l2_revision_report(dev_env)
+    assert l2_revision_report(dev_env) == ()
+    raw = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
+    del raw["serving"]["endpoints"][0]["source"]["revision"]
+    unpinned = tmp_path / "unpinned.yaml"
+    unpinned.write_text(yaml.safe_dump(raw))
+    (line,) = l2_revision_report(load_environment(unpinned))
     assert line.startswith("qwen2-7b: L2 on but source.revision is not pinned")
 
 

@@ -626,8 +626,15 @@ class Endpoint(Strict):
     l2: Literal["auto", "on", "off"] = "auto"
     expected_prompt_tokens: int = Field(default=2000, ge=1)
     """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``. With
-    ``routing: kvaware`` also the router's ``--kv-aware-threshold``: it routes by load instead of by cache when more
-    prompt tokens than this are not cached."""
+    ``routing: kvaware`` it sets the router's ``--kv-aware-threshold`` together with ``kvaware_min_cached_tokens``."""
+    kvaware_min_cached_tokens: int | None = Field(default=None, ge=1)
+    """``routing: kvaware`` only: the shortest cached prefix, in tokens, for which a prompt of the expected length is
+    routed to the engine holding it; shorter matches are routed by load. Rendered as ``--kv-aware-threshold =
+    expected_prompt_tokens - kvaware_min_cached_tokens`` (production-stack vllm-stack-0.1.12 falls back to load when
+    ``matched < len(prompt) - threshold``). Why a floor: LMCache 0.3.11's lookup names only the first-registered
+    engine holding each chunk, so a prefix every engine holds (a shared system prompt) would send every request to that
+    one engine. @default half of ``expected_prompt_tokens`` (a match shorter than half the prompt is most often such a
+    shared prefix, which every engine also reads from the L2)"""
     routing: RoutingStrategy = "prefixaware"
     api: Literal["completions", "chat"] = "chat"
     """The OpenAI API the endpoint's clients call: ``chat`` (``/v1/chat/completions``, default) or ``completions``
@@ -712,6 +719,16 @@ class Endpoint(Strict):
                 "routing 'kvaware' needs router_replicas: 1 (each engine reports its cache to one router's controller; "
                 "a second router would see no engine and route blind)"
             )
+        if self.kvaware_min_cached_tokens is not None:
+            if self.routing != "kvaware":
+                raise ValueError(
+                    f"kvaware_min_cached_tokens applies to routing 'kvaware' only, not {self.routing!r}; remove it"
+                )
+            if self.kvaware_min_cached_tokens >= self.expected_prompt_tokens:
+                raise ValueError(
+                    f"kvaware_min_cached_tokens must be below expected_prompt_tokens ({self.expected_prompt_tokens}), "
+                    f"got {self.kvaware_min_cached_tokens} (the router's threshold is their difference, at least 1)"
+                )
         if self.routing == "session" and not self.session_key:
             raise ValueError("routing 'session' needs session_key (the header or body field with the session id)")
         if self.serving == "operator" and self.allowed_clients is not None:
@@ -721,6 +738,14 @@ class Endpoint(Strict):
             )
         assert self.dtype in DTYPE_BYTES
         return self
+
+    @property
+    def kv_aware_threshold(self) -> int | None:
+        """``routing: kvaware``: the router's ``--kv-aware-threshold`` (see ``kvaware_min_cached_tokens``); else None."""
+        if self.routing != "kvaware":
+            return None
+        min_cached = self.kvaware_min_cached_tokens or max(self.expected_prompt_tokens // 2, 1)
+        return max(self.expected_prompt_tokens - min_cached, 1)
 
     @property
     def shape(self) -> ModelShape:

@@ -15,7 +15,19 @@ outside ``route_general_request``'s failover loop, so no retry setting helps.
 
 What this module changes: when the router's own answer is not one of the current endpoints (or it raised
 ``KeyError`` looking the instance up), the request is routed as the same method routes a cache miss: by the session
-hash ring when the request carries a session id, else to the endpoint with the lowest QPS. Nothing else changes.
+hash ring when the request carries a session id, else to the endpoint with the lowest QPS.
+
+Longest match first: ``route_request`` takes the *first* instance of the lookup answer. LMCache 0.3.11's
+``KVController.lookup`` fills that answer chunk by chunk with the first-registered instance holding each chunk
+(``RegistryTree.find_kv``), so the first instance is whoever registered first among the holders of chunk 0: with a
+shared system prompt, always the same engine, even when another holds a far longer prefix. This module hands
+``route_request`` the answer with the instance holding the longest prefix first (same entries, other order), so the
+router compares that match against its threshold and routes to its holder.
+
+Load guard: a request without a session id that the router sends to a cache holder is routed by load instead when
+the holder's QPS exceeds :data:`LOAD_GUARD_RATIO` times the least-loaded endpoint's plus :data:`LOAD_GUARD_QPS`: one
+hot prefix (a popular document) then cannot pile every request onto one engine, and an engine that served it
+becomes a holder too. Nothing else changes.
 
 The module refuses to load unless ``route_request`` is exactly the reviewed 0.1.12 code (its source's SHA-256):
 a router that fails at start is visible, a silently unpatched or wrongly patched one is not.
@@ -36,6 +48,11 @@ SUPPORTED_ROUTER = "vllm-stack-0.1.12"
 REVIEWED_ROUTE_REQUEST_SHA256 = "63c7db384328fd74659ae7c320626ff4797fc9dec851498cb642fea58aea1cc8"
 """SHA-256 of ``inspect.getsource(KvawareRouter.route_request)`` at :data:`SUPPORTED_ROUTER`."""
 LOG_PREFIX = "kvtiers-kvaware-fallback"
+LOAD_GUARD_RATIO = 1.5
+"""A heuristic bound, not a measured optimum: with two engines it caps a hot prefix's holder at about 60 % of the
+traffic (``tests/test_kvaware_threshold.py`` measures it with the router and LMCache's lookup)."""
+LOAD_GUARD_QPS = 1.0
+"""Requests per second of slack, so that at low traffic (QPS near 0 everywhere) cache hits are not overruled."""
 
 logger = logging.getLogger("kvtiers.kvaware_fallback")
 
@@ -55,9 +72,29 @@ def route_without_cache(router: Any, endpoints: list[Any], request_stats: Any, r
     return node
 
 
+def longest_match_first(answer: Any) -> Any:
+    """The lookup answer with its ``layout_info`` (instance -> (location, matched tokens)) longest match first."""
+    layout = getattr(answer, "layout_info", None)
+    if isinstance(layout, dict) and len(layout) > 1:
+        answer.layout_info = dict(sorted(layout.items(), key=lambda item: item[1][1], reverse=True))
+    return answer
+
+
+def overloaded(url: str, endpoints: list[Any], request_stats: Any) -> bool:
+    """Whether ``url`` carries more than the load guard allows against the least-loaded endpoint."""
+
+    def qps(endpoint_url: str) -> float:
+        stats = request_stats.get(endpoint_url)
+        return float(stats.qps) if stats is not None else 0.0
+
+    lowest = min(qps(endpoint.url) for endpoint in endpoints)
+    return qps(url) > LOAD_GUARD_RATIO * lowest + LOAD_GUARD_QPS
+
+
 def install() -> None:
     """Wrap ``KvawareRouter.route_request`` (idempotent). Refuses any other code than the reviewed one."""
     route_request = KvawareRouter.route_request
+    query_manager = KvawareRouter.query_manager
     if getattr(route_request, "_kvtiers_fallback", False):
         return
     found = source_sha256(route_request)
@@ -80,12 +117,20 @@ def install() -> None:
         else:
             departed = url
         if url is not None and any(endpoint.url == url for endpoint in endpoints):
+            if self.extract_session_id(request, request_json) is None and overloaded(url, endpoints, request_stats):
+                logger.info("%s: cache holder %s is over the load guard; routing by load", LOG_PREFIX, url)
+                return route_without_cache(self, endpoints, request_stats, request, request_json)
             return url
         logger.warning("%s: cache match on %s, which is not an endpoint; routing as a miss", LOG_PREFIX, departed)
         return route_without_cache(self, endpoints, request_stats, request, request_json)
 
+    @functools.wraps(query_manager)
+    async def answered_longest_match_first(self: Any, msg: Any) -> Any:
+        return longest_match_first(await query_manager(self, msg))
+
     routed_to_an_endpoint._kvtiers_fallback = True  # type: ignore[attr-defined]
     KvawareRouter.route_request = routed_to_an_endpoint
+    KvawareRouter.query_manager = answered_longest_match_first
 
 
 install()

@@ -123,6 +123,11 @@ class GuardMetrics:
             "kvtiers_l2_guarded_engines", "LMCache engines the guard took over (one per worker process at start)"
         )
         self.use_stamps = Counter("kvtiers_l2_use_stamps", "L2 chunk files whose access time was set after a read")
+        self.use_stamp_failures = Counter(
+            "kvtiers_l2_use_stamp_failures",
+            "Use stamps the file system refused, by errno (EPERM: the pod's user may not set times on Curvine)",
+            ["errno"],
+        )
 
     @classmethod
     def get(cls) -> GuardMetrics:
@@ -201,15 +206,19 @@ def delete_if_unchanged(path: str, identity: tuple[int, int] | None) -> bool:
     return True
 
 
-def stamp_use(path: str, now: float, metrics: GuardMetrics) -> None:
-    """Set the file's access time to ``now`` (keeping its modification time) when the last one is older than
-    :data:`USE_STAMP_SECONDS`. A file that vanished or cannot be stamped is left alone: the stamp is only a hint."""
+def stamp_use(path: str, now_ns: int, metrics: GuardMetrics) -> None:
+    """Set the file's access time to ``now_ns`` (keeping its modification time to the nanosecond: the float
+    interface would move it) when the last one is older than :data:`USE_STAMP_SECONDS`. A file that vanished is left
+    alone; a stamp the file system refuses is counted by errno (the janitor would evict that file by its write time)."""
     try:
         stat = os.stat(path)
-        if now - stat.st_atime < USE_STAMP_SECONDS:
+        if now_ns - stat.st_atime_ns < USE_STAMP_SECONDS * 1e9:
             return
-        os.utime(path, (now, stat.st_mtime))
-    except OSError:
+        os.utime(path, ns=(now_ns, stat.st_mtime_ns))
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        metrics.use_stamp_failures.labels(errno=errno.errorcode.get(error.errno or 0, str(error.errno))).inc()
         return
     metrics.use_stamps.inc()
 
@@ -228,11 +237,11 @@ class UseStamper:
             if self._pending >= MAX_PENDING_STAMPS:
                 return
             self._pending += 1
-        self._executor.submit(self._run, path, time.time())
+        self._executor.submit(self._run, path, time.time_ns())
 
-    def _run(self, path: str, now: float) -> None:
+    def _run(self, path: str, now_ns: int) -> None:
         try:
-            stamp_use(path, now, self._metrics)
+            stamp_use(path, now_ns, self._metrics)
         finally:
             with self._lock:
                 self._pending -= 1

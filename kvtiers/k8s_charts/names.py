@@ -47,6 +47,8 @@ CURVINE_CSI_HEALTH_PORT = 9909
 """``--health-port`` of the CSI liveness-probe sidecars (healthz of the CSI plugin containers)."""
 CURVINE_CONFIG_CHECKSUM_ANNOTATION = "kvtiers.io/config-sha256"
 """On the master and worker pod templates: a change of the cluster config rolls them."""
+CURVINE_JANITOR_SCRIPT_CHECKSUM_ANNOTATION = "kvtiers.io/janitor-script-sha256"
+"""On the L2 janitor's pod template: a change of its script (a ConfigMap volume) restarts it with the new code."""
 CURVINE_MASTER_OVERVIEW_PATH = "api/overview"
 """Curvine master web route (curvine-master/src/master/router_handler.rs); ``master_state`` is ``Active`` on the
 Raft leader, ``Standby`` on followers (master_monitor.rs ``journal_state``)."""

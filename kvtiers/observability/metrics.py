@@ -87,6 +87,8 @@ whole; it stays), ``timeout``."""
 L2_QUARANTINED_FILES = _py_counter("kvtiers_l2_quarantined_files", L2_GUARD_SOURCE)
 L2_CORRECTED_TOKENS = _py_counter("kvtiers_l2_corrected_tokens", L2_GUARD_SOURCE)
 L2_BREAKER_TRIPS = _py_counter("kvtiers_l2_breaker_trips", L2_GUARD_SOURCE)
+L2_USE_STAMP_FAILURES = _py_counter("kvtiers_l2_use_stamp_failures", L2_GUARD_SOURCE)
+"""Label ``errno``: use stamps the mount refused (EPERM: the pod's user may not set times on Curvine's FUSE)."""
 
 # The router
 ROUTER_HEALTHY_PODS = Metric("vllm:healthy_pods_total", "gauge", ROUTER_SOURCE)
@@ -101,11 +103,16 @@ rank (each rank's LMCache engine runs one ``LMCacheWorker``, ``lmcache/v1/cache_
 CURVINE_CAPACITY = Metric("capacity", "gauge", CURVINE_MASTER_SOURCE)
 CURVINE_FS_USED = Metric("fs_used", "gauge", CURVINE_MASTER_SOURCE)
 CURVINE_WORKER_CAPACITY = Metric("capacity", "gauge", CURVINE_WORKER_SOURCE)
+CURVINE_WORKER_NUM = Metric("worker_num", "gauge", CURVINE_MASTER_SOURCE)
+"""Label ``tag``: live, blacklist, decommission, lost; counted from the master's own worker map (a standby: 0)."""
 
 # The L2 janitor
 JANITOR_FREED_BYTES = Metric("kvtiers_l2_janitor_freed_bytes_total", "counter", L2_JANITOR_SOURCE)
 """Label ``reason``: ``watermark`` (eviction) or ``lost`` (no live worker held a block)."""
 JANITOR_LAST_SUCCESS = Metric("kvtiers_l2_janitor_last_success_timestamp_seconds", "gauge", L2_JANITOR_SOURCE)
+JANITOR_LOST_SCANS = Metric("kvtiers_l2_janitor_lost_scans_total", "counter", L2_JANITOR_SOURCE)
+"""Label ``outcome``: done, not_needed (the check ran), no_leader, workers_missing (it was skipped)."""
+JANITOR_DELETE_FAILURES = Metric("kvtiers_l2_janitor_delete_failures_total", "counter", L2_JANITOR_SOURCE)
 
 UP = Metric("up", "gauge", PROMETHEUS_SOURCE)
 
@@ -123,13 +130,17 @@ CATALOGUE: tuple[Metric, ...] = (
     L2_QUARANTINED_FILES,
     L2_CORRECTED_TOKENS,
     L2_BREAKER_TRIPS,
+    L2_USE_STAMP_FAILURES,
     ROUTER_HEALTHY_PODS,
     KVAWARE_REGISTERED_WORKERS,
     CURVINE_CAPACITY,
     CURVINE_FS_USED,
     CURVINE_WORKER_CAPACITY,
+    CURVINE_WORKER_NUM,
     JANITOR_FREED_BYTES,
     JANITOR_LAST_SUCCESS,
+    JANITOR_LOST_SCANS,
+    JANITOR_DELETE_FAILURES,
     UP,
 )
 

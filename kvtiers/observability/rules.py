@@ -151,10 +151,57 @@ def l2_rules() -> list[Rule]:
     ]
 
 
+INHIBITED_WHILE_COLLECTOR_DOWN = (
+    "KvtiersEngineDown",
+    "KvtiersEngineDegraded",
+    "KvtiersRouterDown",
+    "KvtiersCurvineMasterDown",
+    "KvtiersCurvineWorkerDown",
+    "KvtiersCurvineNoLeader",
+    "KvtiersL2JanitorDown",
+    "KvtiersL2JanitorFailing",
+    "KvtiersKvawareEnginesUnregistered",
+)
+"""Alerts that fire on missing series: with no ``up`` series at all the collector is broken, not every target, so the
+alert manager inhibits these while ``KvtiersMetricsCollectorDown`` fires (``alertmanager.py``)."""
+WATCHDOG = "KvtiersWatchdog"
+
+
+def metrics_path_alerts() -> list[Rule]:
+    """The metrics path itself: a collector that sends nothing, and a dead-man's switch for everything after it (the
+    workspace's ruler, its alert manager, SNS): an alert that always fires, which an external check expects to hear
+    every few minutes."""
+    return [
+        Rule(
+            f"absent({m.UP.name})",
+            alert="KvtiersMetricsCollectorDown",
+            for_="5m",
+            labels={"severity": "page"},
+            annotations={
+                "summary": "No target's scrape reaches the workspace (no up series at all)",
+                "description": "The collector or its path to Amazon Managed Service for Prometheus is broken, not the "
+                "targets: the per-target down alerts are inhibited meanwhile. docs/failure-modes.md, the metrics "
+                "path broken.",
+            },
+        ),
+        Rule(
+            "vector(1)",
+            alert=WATCHDOG,
+            labels={"severity": "none"},
+            annotations={
+                "summary": "Always firing: the alerting path works",
+                "description": "Routed on its own (SNS attribute watchdog=true) every 5 minutes to an external "
+                "dead-man's switch, which must alert when it stops arriving.",
+            },
+        ),
+    ]
+
+
 def alert_rules(env: Environment) -> list[Rule]:
     obs = env.observability
     page = {"severity": "page"}
     rules = [
+        *metrics_path_alerts(),
         Rule(
             f"{L2_USED_RATIO} > {obs.l2_nearly_full_ratio}",
             alert="KvtiersL2NearlyFull",
@@ -188,6 +235,19 @@ def alert_rules(env: Environment) -> list[Rule]:
                 "summary": f"{{{{ $value }}}} of {env.sizing.curvine_workers} Curvine worker(s) answer /metrics",
                 "description": "A missing worker's node L2 blocks are unreadable; its writes go remote. "
                 "docs/failure-modes.md, a Curvine worker lost.",
+            },
+        ),
+        Rule(
+            f'(max({m.CURVINE_WORKER_NUM.name}{{{COMPONENT}="{CURVINE_MASTER}",tag="live"}}) or vector(0)) '
+            f"< {env.sizing.curvine_workers}",
+            alert="KvtiersCurvineNoLeader",
+            for_="5m",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": f"No Curvine master counts {env.sizing.curvine_workers} live workers "
+                "(the leader's count: {{ $value }})",
+                "description": "Either no master is the Raft leader (standbys report 0; the L2 is unavailable) or "
+                "the leader misses workers. docs/failure-modes.md, every master lost; README, Raft recovery.",
             },
         ),
         *janitor_alerts(env),
@@ -259,6 +319,16 @@ def l2_guard_alerts() -> list[Rule]:
             },
         ),
         Rule(
+            f"{BY} (increase({m.L2_USE_STAMP_FAILURES.name}{ENGINES}[1h])) > 0",
+            alert="KvtiersL2UseStampsFailing",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": "{{ $labels.endpoint }}: {{ $value }} use stamps refused by the L2 mount in an hour",
+                "description": "The janitor then evicts those chunks by their write time (hot shared prefixes "
+                "first). EPERM: the engine's user may not set times on Curvine's FUSE (root or the owner only).",
+            },
+        ),
+        Rule(
             f"{BY} (increase({trips}[10m])) > 0",
             alert="KvtiersL2Stalled",
             labels={"severity": "warning"},
@@ -276,6 +346,7 @@ def janitor_alerts(env: Environment) -> list[Rule]:
     runs and an L2 that stays above the high watermark each need a person."""
     interval = env.curvine.eviction.janitor_interval_seconds
     high = env.curvine.eviction.high_watermark
+    scans = m.JANITOR_LOST_SCANS.name
     return [
         Rule(
             _fewer_up(JANITOR, 1),
@@ -296,7 +367,29 @@ def janitor_alerts(env: Environment) -> list[Rule]:
             annotations={
                 "summary": f"No successful L2 janitor run for {{{{ $value | humanizeDuration }}}} (interval {interval}s)",
                 "description": "Its log says why (kubectl -n <serving ns> logs deploy/curvine-l2-janitor): an "
-                "unreadable or hung L2 mount (Curvine FUSE restart runbook), or files it cannot delete.",
+                "unreadable or hung L2 mount (Curvine FUSE restart runbook).",
+            },
+        ),
+        Rule(
+            f'sum(increase({scans}{{{COMPONENT}="{L2_JANITOR}",outcome=~"no_leader|workers_missing"}}[1h])) > 0 '
+            f'unless sum(increase({scans}{{{COMPONENT}="{L2_JANITOR}",outcome=~"done|not_needed"}}[1h])) > 0',
+            alert="KvtiersL2JanitorLostCheckSkipped",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": "The L2 janitor has not checked for a lost worker's files for an hour",
+                "description": "No master says it is the leader, or the leader counts fewer live workers than "
+                "deployed (a node not replaced?): unreadable files stay until the check runs again. Its log says "
+                "which; see KvtiersCurvineNoLeader and KvtiersCurvineWorkerDown.",
+            },
+        ),
+        Rule(
+            f"sum(increase({m.JANITOR_DELETE_FAILURES.name}{JANITOR}[30m])) > 0",
+            alert="KvtiersL2JanitorDeleteFailures",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": "The L2 janitor could not delete {{ $value }} chunk file(s) in 30 minutes",
+                "description": "Eviction and lost-file cleanup fall behind: check its log and the L2 mount "
+                "(the janitor runs as root; a permission error means the mount's check_permission settings changed).",
             },
         ),
         Rule(
@@ -320,18 +413,34 @@ def availability_alerts(endpoint: Endpoint) -> list[Rule]:
     name = endpoint.name
     labels = {"severity": "page", ENDPOINT: name}
     engines = f'{{{COMPONENT}="{ENGINE}",{ENDPOINT}="{name}"}}'
+    # A rollout or drain takes one engine at a time, and a loading engine serves no /metrics for up to its startup
+    # budget: one short pages only when the endpoint has no other engine; a shortfall that outlasts the startup
+    # budget (and a margin for scheduling and the old pod's drain) warns.
+    paging_below = max(endpoint.replicas - 1, 1)
     rules = [
         Rule(
-            _fewer_up(engines, endpoint.replicas),
+            _fewer_up(engines, paging_below),
             alert="KvtiersEngineDown",
             for_="5m",
             labels=dict(labels),
             annotations={
                 "summary": f"{name}: {{{{ $value }}}} of {endpoint.replicas} engine(s) answer /metrics",
-                "description": "With none, every request to the endpoint fails. docs/failure-modes.md, an engine "
-                "crash or out-of-memory.",
+                "description": "Fewer than a rollout or drain leaves; with none, every request to the endpoint fails. "
+                "docs/failure-modes.md, an engine crash or out-of-memory.",
             },
-        )
+        ),
+        Rule(
+            _fewer_up(engines, endpoint.replicas),
+            alert="KvtiersEngineDegraded",
+            for_=f"{endpoint.startup_timeout_seconds + STARTUP_MARGIN_SECONDS}s",
+            labels={"severity": "warning", ENDPOINT: name},
+            annotations={
+                "summary": f"{name}: {{{{ $value }}}} of {endpoint.replicas} engine(s) answer /metrics, for longer "
+                "than an engine takes to start",
+                "description": "Capacity is short (higher latency, no failures while one serves): a pod Pending, "
+                "crash-looping or stuck loading. kubectl -n <serving ns> get pods; docs/failure-modes.md.",
+            },
+        ),
     ]
     if endpoint.serving != "self_managed":
         return rules  # the Inference Operator runs its own router, which kvtiers does not scrape
@@ -367,6 +476,10 @@ def availability_alerts(endpoint: Endpoint) -> list[Rule]:
             )
         )
     return rules
+
+
+STARTUP_MARGIN_SECONDS = 300
+"""Added to an endpoint's startup budget before a missing engine warns: scheduling, image start, the old pod's drain."""
 
 
 def rule_groups(env: Environment) -> dict:

@@ -7,6 +7,7 @@ Objects are cdk8s's typed Kubernetes classes, not cdk8s-plus workloads: those ad
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from kvtiers.k8s_charts.names import (
     CURVINE_JANITOR,
     CURVINE_JANITOR_COMPONENT,
     CURVINE_JANITOR_METRICS_PORT,
+    CURVINE_JANITOR_SCRIPT_CHECKSUM_ANNOTATION,
     CURVINE_MASTER,
     CURVINE_STATIC_CLASS,
     CURVINE_STORAGE_CLASS,
@@ -764,11 +766,12 @@ class CurvineStorageChart(cdk8s.Chart):
         it failed would not reach the alerts. On HyperPod nodes: only they run the CSI node plugin that mounts the
         claim, and they already hold the engine image it runs in."""
         labels = component_labels(CURVINE_JANITOR, CURVINE_JANITOR_COMPONENT)
+        source = JANITOR_SCRIPT.read_text()
         script = k8s.KubeConfigMap(
             self,
             "janitor-script",
             metadata=k8s.ObjectMeta(name=CURVINE_JANITOR, namespace=namespace, labels=labels),
-            data={JANITOR_SCRIPT.name: JANITOR_SCRIPT.read_text()},
+            data={JANITOR_SCRIPT.name: source},
         )
         eviction = cluster.eviction
         masters = ",".join(f"http://{host}:{cluster.ports.master_web}" for host in cluster.master_hosts)
@@ -821,7 +824,12 @@ class CurvineStorageChart(cdk8s.Chart):
                 # Never two at once: two janitors would evict twice as much.
                 strategy=k8s.DeploymentStrategy(type="Recreate"),
                 template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=labels),
+                    metadata=k8s.ObjectMeta(
+                        labels=labels,
+                        annotations={
+                            CURVINE_JANITOR_SCRIPT_CHECKSUM_ANNOTATION: hashlib.sha256(source.encode()).hexdigest()
+                        },
+                    ),
                     spec=k8s.PodSpec(
                         automount_service_account_token=False,
                         # Root without capabilities: the engines (root, their image has no user) own the chunk

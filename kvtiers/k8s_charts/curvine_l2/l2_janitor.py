@@ -12,19 +12,23 @@ creation and on an explicit ``setattr`` (``inode_file.rs``, ``inode_view.rs``); 
 read (and Linux marks FUSE inodes ``S_NOATIME``). The engines' L2 guard stamps it: after a chunk is read from the L2
 it sets the file's access time, at most once per ``USE_STAMP_SECONDS`` per file (``kvtiers_l2_guard.py``). A file
 never read since it was written keeps its creation time. tools/eviction_sim.py measures the order against the
-oldest-written-first order on a trace of shared system prompts and long tails.
+oldest-written-first order on a trace of shared system prompts and long tails. The watermarks are fractions of the
+configured capacity, or of what the leader says the workers in its map hold when that is less (a worker gone and not
+replaced), so the surviving workers do not fill up.
 
 Unreadable files: a Curvine worker that is lost (a HyperPod node replaced: its NVMe is wiped) leaves the files whose
 blocks lived only there in the namespace; their reads fail, their size still counts. The janitor asks the leader
 master which files have a block no live worker holds (``/api/block_locations`` answers HTTP 500 with "all replicas
 has been lost" or "Lost (no worker can read)", ``worker_manager.rs``, ``master_filesystem.rs``) and deletes them,
 with care: only the master that says it is the Raft leader (``/api/overview`` ``master_state`` "Active"; a standby
-answers from an empty or stale worker map and would call every file lost), only when that leader counts every
-expected worker as live (a new leader has not yet heard every heartbeat), only files that are complete (not being
-written), and only when two runs in a row agree. A scan costs one request per file, so it runs only when the live
-workers changed since the last scan, when the files below the mount hold more bytes than the leader says the workers
-store (the blocks of lost files are gone from the workers but their sizes still count here), or when the last run
-left suspects.
+answers from an empty or stale worker map and would call every file lost), only when that leader counts at least
+every expected worker as live (a new leader has not yet heard every heartbeat), only files that are complete (not being
+written), and only when two runs in a row agree. A scan costs one request per file, so a full pass runs once after
+every start (the janitor may have missed a loss: its own node may be the one replaced), then only when a worker the
+leader knew has left its map (a replacement on the same address) or has joined its lost workers (a worker silent
+for 10 minutes: only then does the master drop its location rows, even if a replacement registered before), when
+the files below the mount hold more bytes than the leader says the workers store (the blocks of lost files are gone
+from the workers but their sizes still count here), or when the last run left suspects.
 
 Standard library only: it runs in the engine image (Python 3), which the GPU nodes already hold.
 
@@ -54,7 +58,7 @@ LEADER_STATE = "Active"
 LOST_MARKERS = ("all replicas has been lost", "Lost (no worker can read)")
 """What the master's error says when a block has no live worker (``worker_manager.rs`` ``create_locate_block``) or no
 location at all (``master_filesystem.rs`` ``get_block_locs``); any other error (a file just deleted) is not a loss."""
-GLOB_CHARACTERS = set("*?[{")
+GLOB_CHARACTERS = set("*?[{\\")
 """The master treats a path with these as a glob pattern (``master_filesystem.rs`` ``parse_glob_pattern``)."""
 SIZE_MARGIN = 0.02
 """A lost-file scan starts when the files hold more than the leader's ``fs_used`` by this fraction of the capacity."""
@@ -270,13 +274,28 @@ def leader_overview(masters: list[str]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-def live_worker_ids(leader: str) -> frozenset[int]:
+@dataclass(frozen=True)
+class WorkerMap:
+    """The worker ids the leader knows: in its map (``live_workers`` of ``/api/workers``, any status: Live,
+    Blacklist, Decommission) and lost (``lost_workers``)."""
+
+    mapped: frozenset[int]
+    lost: frozenset[int]
+
+    def losses_since(self, before: WorkerMap) -> frozenset[int]:
+        """Ids that left the map or joined the lost workers since ``before``: the events that make blocks lost."""
+        return (before.mapped - self.mapped) | (self.lost - before.lost)
+
+
+def worker_map(leader: str) -> WorkerMap:
     status, body = http_get(f"{leader}/api/workers")
     if status != 200 or not isinstance(body, dict):
         raise MasterError(f"{leader}/api/workers answered {status}")
-    return frozenset(
-        int(w["address"]["worker_id"]) for w in body.get("live_workers") or [] if w.get("status") == "Live"
-    )
+
+    def ids(key: str) -> frozenset[int]:
+        return frozenset(int(w["address"]["worker_id"]) for w in body.get(key) or [])
+
+    return WorkerMap(mapped=ids("live_workers"), lost=ids("lost_workers"))
 
 
 def is_lost(leader: str, curvine_path: str) -> bool:
@@ -316,10 +335,11 @@ def curvine_root(mount_point: str, fs_path: str, mountinfo: str = "/proc/self/mo
 class LostFiles:
     """What the lost-file check remembers between runs."""
 
-    workers_at_last_pass: frozenset[int] | None = None
-    """The live worker ids when the last full pass started (None: no pass since the janitor started)."""
-    passing: bool = False
-    """A full pass over the files is under way (it may take several runs: :attr:`Janitor.scan_budget`)."""
+    known_workers: WorkerMap | None = None
+    """The leader's worker map at the last run that trusted a leader (None: none since the janitor started)."""
+    passing: bool = True
+    """A full pass over the files is under way (it may take several runs: :attr:`Janitor.scan_budget`). True at
+    start: one full pass after every start, for the losses the janitor did not see."""
     cursor: str = ""
     """The last path the pass checked (files are checked in path order)."""
     excess_armed: bool = True
@@ -343,21 +363,38 @@ class Janitor:
     mountinfo: str = "/proc/self/mountinfo"
     metrics: Metrics = field(default_factory=Metrics)
     lost: LostFiles = field(default_factory=LostFiles)
+    reported_capacity: tuple[int, ...] = ()
+    """The leader's ``capacity`` (what the workers in its map hold) in the last runs that found a leader, at most two."""
 
     def __post_init__(self) -> None:
         self.metrics.capacity_bytes = self.capacity
         self.metrics.high_watermark = self.high
 
+    @property
+    def live_capacity(self) -> int:
+        """The capacity the watermarks are fractions of: the configured one, or less when the leader has reported
+        less in two runs in a row (a worker gone and not replaced: its NVMe no longer holds anything). Two reports,
+        because a new leader counts only the workers it has heard so far."""
+        if len(self.reported_capacity) < 2:
+            return self.capacity
+        return min(self.capacity, max(self.reported_capacity))
+
+    def _leader_reported(self, overview: dict[str, Any] | None) -> None:
+        reported = int(overview.get("capacity", 0)) if overview is not None else 0
+        self.reported_capacity = (*self.reported_capacity, reported)[-2:] if reported > 0 else ()
+
     def run(self) -> str:
         files = stored_files(self.root)
         lost_note, files = self._remove_lost(files)
+        capacity = self.live_capacity
         used = sum(f.size for f in files)
-        removed, freed = self._delete(victims(files, self.capacity, self.high, self.low), "watermark")
+        removed, freed = self._delete(victims(files, capacity, self.high, self.low), "watermark")
         with self.metrics.lock:
             self.metrics.files = len(files) - removed
             self.metrics.stored_bytes = used - freed
+            self.metrics.capacity_bytes = capacity
         return (
-            f"{len(files)} files, {used} of {self.capacity} bytes; evicted {removed} files, {freed} bytes "
+            f"{len(files)} files, {used} of {capacity} bytes; evicted {removed} files, {freed} bytes "
             f"(least recently used first){' (dry run)' if self.dry_run else ''}; {lost_note}"
         )
 
@@ -399,22 +436,23 @@ class Janitor:
         if not self.masters:
             return "no masters configured for the lost-file check", files
         found = leader_overview(self.masters)
+        self._leader_reported(found[1] if found is not None else None)
         if found is None:
             return self._distrust("no_leader", "lost-file check skipped: no master says it is the leader"), files
         leader, overview = found
         live = int(overview.get("live_workers", 0))
-        if live != self.workers:
-            note = f"lost-file check skipped: the leader sees {live} live workers, expected {self.workers}"
+        if live < self.workers:
+            note = f"lost-file check skipped: the leader sees {live} live workers, expected at least {self.workers}"
             return self._distrust("workers_missing", note), files
-        workers = live_worker_ids(leader)
+        workers = worker_map(leader)
         stored = sum(f.size for f in files)
         excess = stored - int(overview.get("fs_used", 0)) > SIZE_MARGIN * self.capacity
-        changed = self.lost.workers_at_last_pass is not None and workers != self.lost.workers_at_last_pass
-        if self.lost.workers_at_last_pass is None and not excess:
-            self.lost.workers_at_last_pass = workers  # the reference for later changes
-        if not self.lost.passing and (changed or (excess and self.lost.excess_armed)):
+        before = self.lost.known_workers
+        lost_workers = workers.losses_since(before) if before is not None else frozenset()
+        self.lost.known_workers = workers
+        if lost_workers or (excess and self.lost.excess_armed):
+            # a pass under way starts again: files it already checked may have lost their blocks since
             self.lost.passing, self.lost.cursor = True, ""
-            self.lost.workers_at_last_pass = workers
             self.lost.excess_armed = False
         if not excess:
             self.lost.excess_armed = True

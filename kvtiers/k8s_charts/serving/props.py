@@ -174,8 +174,9 @@ class Router:
     kv_aware_threshold: int | None = None
     """kvaware only: the router routes by load instead of by cache when more than this many of a prompt's tokens are
     not cached (``--kv-aware-threshold``; production-stack vllm-stack-0.1.12 ``routing_logic.py``: it falls back when
-    ``matched < len(prompt) - threshold``). At least the typical prompt length makes every partly cached prompt go to
-    the engine that holds it. @default None (the router's own default, 2,000 tokens)"""
+    ``matched < len(prompt) - threshold``). At the whole prompt length any match wins, and LMCache 0.3.11 names the
+    first-registered holder of a shared prefix, so one engine would take every request: keep it below the typical
+    prompt length by the shortest match worth routing for. @default None (the router's own default, 2,000 tokens)"""
 
     extra_args: tuple[str, ...] = ()
     """More router arguments, appended to kvtiers' own (as production-stack's ``routerSpec.extraArgs``); a flag

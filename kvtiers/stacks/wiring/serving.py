@@ -156,9 +156,7 @@ def router(env: Environment, e: Endpoint) -> Router:
         internal_load_balancer=e.internal_load_balancer,
         client_cidrs=allowed_clients(env, e),
         hf_token_secret=source.token_secret if isinstance(source, HuggingFaceModelSource) else source.hf_token_secret,
-        # kvaware falls back to load routing when more tokens than this are uncached: the typical prompt length keeps
-        # every partly cached prompt on the engine that holds its prefix.
-        kv_aware_threshold=e.expected_prompt_tokens if e.routing == "kvaware" else None,
+        kv_aware_threshold=e.kv_aware_threshold,
     )
 
 
