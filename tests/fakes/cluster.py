@@ -28,6 +28,8 @@ PLURALS = {
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "Service": "services",
     "InferenceEndpointConfig": "inferenceendpointconfigs",
+    "Policy": "policies",
+    "ConfigMap": "configmaps",
 }
 HYPERPOD_NODE_LABELS = {"sagemaker.amazonaws.com/compute-type": "hyperpod"}
 INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"

@@ -57,7 +57,7 @@ def _cel(value: str) -> str:
 
 def guard_config_map_name(endpoint: OperatorEndpoint) -> str:
     """The ConfigMap with the L2 guard the endpoint's engines load (named like the policy: one per endpoint object)."""
-    return f"{endpoint.object_name}-l2-guard"
+    return names.operator_guard_config_map_name(endpoint.object_name)
 
 
 def policy_name(endpoint: OperatorEndpoint) -> str:
