@@ -77,6 +77,12 @@ ADDON_SPEC_FIELDS: dict[str, frozenset[str]] = {
 """Top-level ``InferenceEndpointConfig.spec`` fields each known add-on version's CRD accepts. The CRD's schema has
 no ``x-kubernetes-preserve-unknown-fields``: kubectl's strict field validation refuses any other field."""
 
+ADDONS_STRIPPING_LMCACHE_ENV = frozenset({"v1.3.0-eksbuild.1"})
+"""Add-on versions whose operator is reported to drop the worker's ``LMCACHE_*`` environment and force its own
+``LMCACHE_REMOTE_URL`` (aws/sagemaker-hyperpod-cli#431, operator v3.2.0; closed source, not verifiable offline). Only
+the Curvine L2's Kyverno policy writes those variables back at admission: an endpoint without it would run with the
+operator's L1 and chunk sizes instead of the sizing's, so these versions are refused for it."""
+
 KV_CACHE_SPEC_FIELDS = frozenset({"cacheConfigFile", "enableL1Cache", "enableL2Cache", "l2CacheSpec"})
 """``spec.kvCacheSpec`` in every chart from 2.0.0 to 2.2.2: no L1 size or chunk size field. The LMCache settings the
 sizing assumes travel as ``LMCACHE_*`` worker environment variables instead (LMCache 0.3.7 applies them over its

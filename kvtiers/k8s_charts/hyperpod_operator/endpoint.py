@@ -78,6 +78,7 @@ class OperatorEndpoint:
         checks.hash_seed(where, self.hash_seed)
         checks.one_of(where, "routing", self.routing, ROUTINGS)
         checks.one_of(where, "api", self.api, APIS)
+        checks.one_of(where, "addon_version", self.addon_version, tuple(contract.ADDON_SPEC_FIELDS))
         if self.l2_backend is not None:
             checks.one_of(where, "l2_backend", self.l2_backend, L2_BACKENDS)
         if self.l2_backend == "tieredstorage":
@@ -98,6 +99,12 @@ class OperatorEndpoint:
         if self.lmcache.controller is not None:
             raise ValueError(f"{where}: lmcache.controller must be None (the operator runs kvaware routing itself)")
         curvine = self.l2_backend == "curvine"
+        if not curvine and self.addon_version in contract.ADDONS_STRIPPING_LMCACHE_ENV:
+            raise ValueError(
+                f"{where}: addon_version {self.addon_version} is refused without l2_backend 'curvine': its operator "
+                "drops the worker's LMCACHE_* variables (aws/sagemaker-hyperpod-cli#431), which only the Curvine L2 "
+                f"policy restores; allowed: {sorted(set(contract.ADDON_SPEC_FIELDS) - contract.ADDONS_STRIPPING_LMCACHE_ENV)}"
+            )
         if curvine and (self.l2 is None or self.lmcache.remote_url is None):
             raise ValueError(f"{where}: l2_backend 'curvine' needs l2 and lmcache.remote_url")
         if not curvine and (self.l2 is not None or self.lmcache.remote_url is not None):
@@ -220,9 +227,8 @@ class OperatorEndpoint:
 
 
 def unsupported_spec_fields(spec: dict[str, Any], addon_version: str) -> list[str]:
-    """Top-level spec fields the add-on version's CRD does not have (empty for a version not in the table)."""
-    known = contract.ADDON_SPEC_FIELDS.get(addon_version)
-    return [] if known is None else sorted(set(spec) - known)
+    """Top-level spec fields the add-on version's CRD does not have (``addon_version`` must be in the table)."""
+    return sorted(set(spec) - contract.ADDON_SPEC_FIELDS[addon_version])
 
 
 class InferenceEndpointConfigChart(cdk8s.Chart):
