@@ -21,7 +21,9 @@ from kvtiers.k8s_charts.hyperpod_operator import (
     policy,
     policy_name,
 )
+from kvtiers.k8s_charts.hyperpod_operator.policy import METRICS_VOLUME
 from kvtiers.k8s_charts.l2 import L2Volume
+from kvtiers.k8s_charts.serving.endpoint import PROMETHEUS_MULTIPROC_DIR
 from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
 from tests.fakes import kyverno
@@ -66,7 +68,7 @@ def assert_has_l2(pod: dict, name: str, l2: L2Volume, remote_url: str) -> None:
     assert guard["configMap"]["name"].endswith("-l2-guard")
 
 
-ADDED_VOLUMES = {L2_VOLUME, L2_GUARD_VOLUME}
+ADDED_VOLUMES = {L2_VOLUME, L2_GUARD_VOLUME, METRICS_VOLUME}
 
 
 def test_the_operator_pod_is_admitted_with_the_l2_mounted(kubectl, l2_policy, props):
@@ -236,11 +238,13 @@ def test_the_mutation_has_no_anchors_and_is_keyed_by_container_name(l2_policy):
             "volumeMounts": [
                 {"name": L2_VOLUME, "mountPath": patched_mount_path(l2_policy)},
                 {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
+                {"name": METRICS_VOLUME, "mountPath": PROMETHEUS_MULTIPROC_DIR},
             ],
         }
     ]
     names = {e["name"] for e in containers[0]["env"]}
-    assert all(n.startswith("LMCACHE_") for n in names - {"PYTHONPATH", "POD_NAME"}) and "PYTHONPATH" in names
+    assert all(n.startswith("LMCACHE_") for n in names - {"PYTHONPATH", "POD_NAME", "PROMETHEUS_MULTIPROC_DIR"})
+    assert {"PYTHONPATH", "PROMETHEUS_MULTIPROC_DIR"} <= names
     assert MODEL_MOUNT in each["preconditions"]["all"][0]["key"]
 
 
@@ -373,3 +377,25 @@ def test_each_operator_pod_writes_chunks_through_a_temporary_directory_of_its_ow
     pod_name = next(e for e in env if e["name"] == "POD_NAME")
     assert pod_name["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert order.index("POD_NAME") < order.index("LMCACHE_EXTRA_CONFIG")
+
+
+# ------------------------------------------------------------------------------------- metrics directory
+
+
+def test_each_model_server_gets_a_metrics_directory_of_its_own_at_admission(kubectl, l2_policy, props):
+    # Not /dev/shm: vLLM never wipes a directory the user sets, and /dev/shm (the pod's shm volume) is NCCL's.
+    from kvtiers.k8s_charts.serving.endpoint import PROMETHEUS_MULTIPROC_SIZE
+
+    admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props)).pod
+    model = container(admitted, model_container_name(props))
+    env = {e["name"]: e.get("value") for e in model["env"]}
+    assert env["PROMETHEUS_MULTIPROC_DIR"] == PROMETHEUS_MULTIPROC_DIR != "/dev/shm"
+    (mount,) = [m for m in model["volumeMounts"] if m["mountPath"] == PROMETHEUS_MULTIPROC_DIR]
+    (volume,) = [v for v in admitted["spec"]["volumes"] if v["name"] == mount["name"]]
+    assert volume["emptyDir"] == {"medium": "Memory", "sizeLimit": PROMETHEUS_MULTIPROC_SIZE}
+
+
+def test_a_pod_without_the_metrics_directory_is_denied(kubectl, l2_policy, props):
+    pod = operator_pod(props)
+    errors = kyverno.validate(l2_policy, pod)
+    assert any("PROMETHEUS_MULTIPROC_DIR" in e for e in errors), errors

@@ -95,15 +95,16 @@ existing deployments" (chart 2.0.0 to 2.2.2; enforced by the operator's webhook,
 METRICS_DEFAULT_PORT = 8080
 """CRD default of ``spec.metrics.modelMetrics.port``; AWS: it must be the port the model server listens on."""
 
-PROMETHEUS_MULTIPROC_DIR = "/dev/shm"
-"""prometheus_client's multiprocess directory in the operator's pods. vLLM 0.12.0 reads a multiprocess registry only
-when ``PROMETHEUS_MULTIPROC_DIR`` is set (``v1/metrics/prometheus.py``; ``entrypoints/cli/serve.py`` sets it only
-for several API servers), and LMCache's metrics are written by the worker processes into that directory: without it
-no ``lmcache:*`` series reach ``/metrics``. The directory must exist (``MultiProcessCollector`` refuses another) and
-be writable by every process of the pod; the CRD has no volume field. ``/dev/shm`` is both in every container: the
-operator mounts its ``shm`` emptyDir there (AWS's inference pages), else the container runtime's own tmpfs is there,
-mode 1777. The collector reads only ``*.db`` files, so the shared-memory files of NCCL and torch beside them do not
-count."""
+PROMETHEUS_MULTIPROC_DIR_WITHOUT_POLICY = "/dev/shm"
+"""prometheus_client's multiprocess directory in the pods of an operator endpoint without the Curvine L2, which have
+no admission policy to add a volume (the CRD has none). vLLM 0.12.0 reads a multiprocess registry only when
+``PROMETHEUS_MULTIPROC_DIR`` is set (``v1/metrics/prometheus.py``; ``entrypoints/cli/serve.py`` sets it only for
+several API servers), and LMCache's metrics are written by the worker processes into that directory: without it no
+``lmcache:*`` series reach ``/metrics``. The directory must exist (``MultiProcessCollector`` refuses another):
+``/dev/shm`` is in every container (the operator's ``shm`` emptyDir, else the runtime's tmpfs). Its files outlive a
+container restart (vLLM never wipes a directory the user sets), so such an endpoint's LMCache series can carry a
+dead process's values until the pod is replaced. With the Curvine L2, the policy mounts a directory of its own
+(``serving.endpoint.PROMETHEUS_MULTIPROC_DIR``) and points the variable there."""
 
 MODEL_VOLUME = "model-weights"
 """``spec.worker.modelVolumeMount.name`` as the CRD samples set it; the operator mounts the weights under it."""

@@ -136,12 +136,15 @@ class OperatorEndpoint:
         lmcache = self.lmcache
         env = [
             {"name": "PYTHONHASHSEED", "value": self.hash_seed},
-            # LMCache's metrics on the engine port (contract.PROMETHEUS_MULTIPROC_DIR).
-            {"name": "PROMETHEUS_MULTIPROC_DIR", "value": contract.PROMETHEUS_MULTIPROC_DIR},
             {"name": "LMCACHE_CHUNK_SIZE", "value": str(lmcache.chunk_size)},
             {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
             {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{lmcache.max_local_cpu_size_gib:g}"},
         ]
+        if not self.curvine_l2:
+            # LMCache's metrics on the engine port; with the Curvine L2 the policy mounts a directory of its own.
+            env.insert(
+                1, {"name": "PROMETHEUS_MULTIPROC_DIR", "value": contract.PROMETHEUS_MULTIPROC_DIR_WITHOUT_POLICY}
+            )
         if lmcache.remote_url is not None:
             # (Only here: the worker environment names the endpoint object, and an endpoint with the L2 is renamed by
             # the L2 guard anyway.) LMCache's usage reporting (lmcache/usage_context.py): egress the policies deny.

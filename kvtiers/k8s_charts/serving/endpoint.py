@@ -35,8 +35,11 @@ LMCACHE_CONFIG_DIR = "/etc/lmcache"
 LMCACHE_CONFIG_KEY = "lmcache.yaml"
 PROMETHEUS_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PROMETHEUS_MULTIPROC_DIR = "/var/run/prometheus-multiproc"
-"""prometheus_client's multiprocess directory, shared by every process of an engine pod (a memory-backed emptyDir,
-wiped with the pod, as vLLM asks)."""
+"""prometheus_client's multiprocess directory, shared by every process of an engine pod (a memory-backed emptyDir
+of its own, self-managed and operator pods alike)."""
+PROMETHEUS_MULTIPROC_SIZE = "64Mi"
+"""Its size limit: prometheus_client creates each file at 1 MiB (one per metric kind and process: API server, engine
+core, one per GPU worker), and the directory counts against the pod's memory."""
 CONFIG_CHECKSUM_ANNOTATION = "kvtiers.io/lmcache-config-sha256"
 MODEL_ROLE_ANNOTATION = "kvtiers.io/model-role-arn"
 PROBE_PERIOD_SECONDS = 10
@@ -162,7 +165,8 @@ class EngineDeployment(Construct):
             k8s.Volume(name="models", empty_dir=k8s.EmptyDirVolumeSource(size_limit=models_size)),
             k8s.Volume(name="lmcache-config", config_map=k8s.ConfigMapVolumeSource(name=config_map_name)),
             k8s.Volume(
-                name="prometheus", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=quantity("64Mi"))
+                name="prometheus",
+                empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=quantity(PROMETHEUS_MULTIPROC_SIZE)),
             ),
         ]
         mounts = [
