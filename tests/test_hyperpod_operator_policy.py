@@ -296,6 +296,18 @@ def test_the_readiness_path_is_empty_until_kyverno_reports_ready(kubectl):
     assert _ready_value(kubectl, "False", '.status.conditions[?(@.type=="Ready")].status') == "False"
 
 
+def test_kubectls_jsonpath_cannot_match_the_ready_type_and_its_status_together(kubectl):
+    # The object-value handler waits for any output, so the wait cannot print Ready's status (False while pending);
+    # an exact "type Ready with status True" would need a conjunction or a filter of a filter, and kubectl (the
+    # layer's) refuses both. The wait keeps "any True condition's type"; verify checks Ready exactly.
+    for path in (
+        '.status.conditions[?(@.type=="Ready" && @.status=="True")].type',
+        '.status.conditions[?(@.type=="Ready")][?(@.status=="True")].type',
+    ):
+        with pytest.raises(subprocess.CalledProcessError):
+            _ready_value(kubectl, "True", path)
+
+
 def test_the_endpoint_is_created_after_the_policy_reports_ready(prod_synth, props):
     workloads = prod_synth.template_json(prod_synth.graph.workloads)["Resources"]
     policy_id = next(

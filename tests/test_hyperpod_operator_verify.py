@@ -128,6 +128,7 @@ def test_verify_passes_on_prod_built_from_its_rendered_objects(prod, objects, ku
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "operator endpoint deployed") in checked
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached by policy") in checked
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "no leftovers of earlier versions") in checked
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "L2 policy Ready") in checked
     assert {("endpoint:llama31-70b", "router sees engines"), ("endpoint:qwen25-32b", "router sees engines")} <= checked
     kvaware_checks = {r.area: r for r in results if r.name == "kvaware workers registered"}
     assert set(kvaware_checks) == {"endpoint:llama31-70b"}  # the kvaware endpoint only
@@ -400,3 +401,26 @@ def test_verify_without_a_sagemaker_client_cannot_rule_out_leftover_endpoints(pr
         results = kube_results(prod, kube, deployed=False)
     (check,) = [r for r in results if r.name == "no leftovers of earlier versions"]
     assert not check.ok and "no sagemaker client" in check.detail
+
+
+@pytest.mark.parametrize(
+    "conditions",
+    [
+        [],
+        [{"type": "Ready", "status": "False", "reason": "Failed"}],
+        [{"type": "Other", "status": "True", "reason": "Succeeded"}, {"type": "Ready", "status": "False"}],
+    ],
+)
+def test_verify_requires_the_policys_ready_condition_exactly(prod, objects, kubectl, conditions):
+    # The readiness wait takes any True condition (kubectl's JSONPath has no conjunction): verify checks Ready itself.
+    from kvtiers.k8s_charts.hyperpod_operator import policy_name
+    from tests.fakes.cluster import object_path
+
+    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
+    with FakeKube() as kube:
+        build_healthy(kube, prod, objects, kubectl=kubectl)
+        (stored,) = [o for p, o in kube.objects.items() if p.endswith(f"/policies/{policy_name(props)}")] or [None]
+        assert stored is not None, object_path
+        stored["status"] = {"conditions": conditions}
+        (check,) = [r for r in kube_results(prod, kube) if r.name == "L2 policy Ready"]
+    assert not check.ok and policy_name(props) in check.detail and "kubectl" in check.hint

@@ -86,6 +86,7 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
                 lambda e=endpoint: aws.check_operator_invocation(clients.sagemaker_runtime, env, e),
             )
             if _curvine_l2(env, endpoint):
+                yield area, k8s.POLICY_READY_NAME, lambda e=endpoint: k8s.check_operator_policy_ready(api, env, e)
                 yield area, "Curvine L2 attached", lambda e=endpoint: k8s.check_operator_l2(core, env, e)
             # A rename's cleanup can fail silently: the old endpoint would keep its GPUs and old settings.
             yield (
