@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from kvtiers.config import load_environment
+from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.hyperpod_operator import (
     CurvineL2PolicyChart,
     InferenceEndpointConfigChart,
@@ -107,7 +108,7 @@ def test_the_endpoint_sets_no_service_account_the_pinned_addon_does_not_know(ope
     # kubernetes.serviceAccountName arrived with chart 2.1.1; add-on v1.0.0-eksbuild.1 ships chart 2.0.0's CRD.
     spec = operator_props.spec()
     assert "kubernetes" not in spec
-    assert prod.inference_operator.addons.inference_operator in contract.ADDON_SPEC_FIELDS
+    assert prod.inference_operator.addons.inference_operator in operator_addons.ADDON_SPEC_FIELDS
     assert unsupported_spec_fields(spec, operator_props.addon_version) == []
     objs = InferenceEndpointConfigChart(cdk8s.App(), "i", endpoint=operator_props).to_json()
     assert [o["kind"] for o in objs] == ["InferenceEndpointConfig"]

@@ -43,7 +43,7 @@ from kvtiers.config.versions import (
     engine_release,
     router_release,
 )
-from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
+from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.names import longest_endpoint_name
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
 
@@ -763,7 +763,7 @@ operator drops the worker's ``LMCACHE_*`` variables, which only the L2's policy 
     def _reviewed(cls, value: str) -> str:
         # The endpoint spec is checked against the version's CRD fields and model sources: an unreviewed version's
         # CRD could refuse the object on deploy (kubectl's strict field validation).
-        reviewed = sorted(set(operator_contract.ADDON_SPEC_FIELDS) & set(OPERATOR_ADDON_MODEL_SOURCES))
+        reviewed = sorted(set(operator_addons.ADDON_SPEC_FIELDS) & set(OPERATOR_ADDON_MODEL_SOURCES))
         if value not in reviewed:
             raise ValueError(
                 f"{value!r} is not an add-on version whose CRD kvtiers has read (one of {', '.join(map(repr, reviewed))}; "
@@ -910,8 +910,8 @@ class Environment(Strict):
             for e in self.serving.endpoints
             if e.serving == "operator" and not (e.name in with_l2 and self.inference_operator.l2_backend == "curvine")
         ]
-        if without_policy and addon in operator_contract.ADDONS_STRIPPING_LMCACHE_ENV:
-            kept = sorted(set(operator_contract.ADDON_SPEC_FIELDS) - operator_contract.ADDONS_STRIPPING_LMCACHE_ENV)
+        if without_policy and addon in operator_addons.ADDONS_STRIPPING_LMCACHE_ENV:
+            kept = sorted(set(operator_addons.ADDON_SPEC_FIELDS) - operator_addons.ADDONS_STRIPPING_LMCACHE_ENV)
             raise ValueError(
                 f"inference_operator.addons.inference_operator: {addon} is refused for operator endpoints without the "
                 f"Curvine L2 {without_policy}: that operator drops the worker's LMCACHE_* variables "

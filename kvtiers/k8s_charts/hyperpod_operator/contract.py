@@ -12,76 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 # ----------------------------------------------------------------------------------------------- operator
-
 # The operator's pod label (``app: <object name>``) lives with the labels kvtiers selects by: names.OPERATOR_POD_LABEL.
-
-ADDON_SPEC_FIELDS: dict[str, frozenset[str]] = {
-    # Add-on v1.0.0-eksbuild.1 is the version AWS's migration script pins (charts/inference-operator/migration/
-    # helm_to_addon.sh, added 2026-02-17, unchanged since). It ships operator 3.0, whose CRD is the one of chart
-    # 2.0.0 (appVersion "3.0", commit 51b8dd2, 2026-02-16: "Inference Operator AddOn ... Version Update 3.0").
-    # Top-level fields of spec in that CRD (v1). ``kubernetes`` (and so ``kubernetes.serviceAccountName``) is not
-    # among them: it arrived with chart 2.1.0 / 2.1.1 (commits d5e7256, 4b76719).
-    "v1.0.0-eksbuild.1": frozenset(
-        {
-            "InitialReplicaCount",
-            "autoScalingSpec",
-            "endpointName",
-            "instanceType",
-            "instanceTypes",
-            "intelligentRoutingSpec",
-            "invocationEndpoint",
-            "kvCacheSpec",
-            "loadBalancer",
-            "maxDeployTimeInSeconds",
-            "metrics",
-            "modelName",
-            "modelSourceConfig",
-            "modelVersion",
-            "nodeAffinity",
-            "replicas",
-            "tags",
-            "tlsConfig",
-            "worker",
-        }
-    ),
-    # Add-on v1.3.0-eksbuild.1 runs operator image v3.2.0 (aws/sagemaker-hyperpod-cli#431 names both), the operator
-    # of chart 2.2.2 (appVersion "3.2", commit a00b22d). Its CRD adds kubernetes, dnsConfig, dataCapture, pdSpec.
-    "v1.3.0-eksbuild.1": frozenset(
-        {
-            "InitialReplicaCount",
-            "autoScalingSpec",
-            "dataCapture",
-            "dnsConfig",
-            "endpointName",
-            "instanceType",
-            "instanceTypes",
-            "intelligentRoutingSpec",
-            "invocationEndpoint",
-            "kubernetes",
-            "kvCacheSpec",
-            "loadBalancer",
-            "maxDeployTimeInSeconds",
-            "metrics",
-            "modelName",
-            "modelSourceConfig",
-            "modelVersion",
-            "nodeAffinity",
-            "pdSpec",
-            "replicas",
-            "tags",
-            "tlsConfig",
-            "worker",
-        }
-    ),
-}
-"""Top-level ``InferenceEndpointConfig.spec`` fields each known add-on version's CRD accepts. The CRD's schema has
-no ``x-kubernetes-preserve-unknown-fields``: kubectl's strict field validation refuses any other field."""
-
-ADDONS_STRIPPING_LMCACHE_ENV = frozenset({"v1.3.0-eksbuild.1"})
-"""Add-on versions whose operator is reported to drop the worker's ``LMCACHE_*`` environment and force its own
-``LMCACHE_REMOTE_URL`` (aws/sagemaker-hyperpod-cli#431, operator v3.2.0; closed source, not verifiable offline). Only
-the Curvine L2's Kyverno policy writes those variables back at admission: an endpoint without it would run with the
-operator's L1 and chunk sizes instead of the sizing's, so these versions are refused for it."""
+# Which add-on versions kvtiers has read the CRD of, and which of them drop the LMCACHE_* worker environment: in
+# kvtiers/k8s_charts/operator_addons.py (no cdk8s import, so that the environment schema can check them).
 
 KV_CACHE_SPEC_FIELDS = frozenset({"cacheConfigFile", "enableL1Cache", "enableL2Cache", "l2CacheSpec"})
 """``spec.kvCacheSpec`` in every chart from 2.0.0 to 2.2.2: no L1 size or chunk size field. The LMCache settings the

@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args
 import cdk8s
 from constructs import Construct
 
-from kvtiers.k8s_charts import checks, names
+from kvtiers.k8s_charts import checks, names, operator_addons
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.vllm import ROUTINGS, LMCache, Routing, S3Weights, Weights, vllm_args
@@ -63,7 +63,7 @@ class OperatorEndpoint:
     hash_seed: str
     """``PYTHONHASHSEED`` of the workers (the same on every engine that shares the L2)."""
     addon_version: str
-    """The pinned operator add-on: decides which spec fields its CRD accepts (``contract.ADDON_SPEC_FIELDS``)."""
+    """The pinned operator add-on: decides which spec fields its CRD accepts (``operator_addons.ADDON_SPEC_FIELDS``)."""
     l2_backend: L2Backend | None = None
     """``curvine``: the shared L2 that :class:`CurvineL2PolicyChart` attaches (needs ``l2`` and
     ``lmcache.remote_url``); ``tieredstorage``: the operator's node-local backend. @default None (no L2)"""
@@ -78,7 +78,7 @@ class OperatorEndpoint:
         checks.hash_seed(where, self.hash_seed)
         checks.one_of(where, "routing", self.routing, ROUTINGS)
         checks.one_of(where, "api", self.api, APIS)
-        checks.one_of(where, "addon_version", self.addon_version, tuple(contract.ADDON_SPEC_FIELDS))
+        checks.one_of(where, "addon_version", self.addon_version, tuple(operator_addons.ADDON_SPEC_FIELDS))
         if self.l2_backend is not None:
             checks.one_of(where, "l2_backend", self.l2_backend, L2_BACKENDS)
         if self.l2_backend == "tieredstorage":
@@ -99,11 +99,11 @@ class OperatorEndpoint:
         if self.lmcache.controller is not None:
             raise ValueError(f"{where}: lmcache.controller must be None (the operator runs kvaware routing itself)")
         curvine = self.l2_backend == "curvine"
-        if not curvine and self.addon_version in contract.ADDONS_STRIPPING_LMCACHE_ENV:
+        if not curvine and self.addon_version in operator_addons.ADDONS_STRIPPING_LMCACHE_ENV:
             raise ValueError(
                 f"{where}: addon_version {self.addon_version} is refused without l2_backend 'curvine': its operator "
                 "drops the worker's LMCACHE_* variables (aws/sagemaker-hyperpod-cli#431), which only the Curvine L2 "
-                f"policy restores; allowed: {sorted(set(contract.ADDON_SPEC_FIELDS) - contract.ADDONS_STRIPPING_LMCACHE_ENV)}"
+                f"policy restores; allowed: {sorted(set(operator_addons.ADDON_SPEC_FIELDS) - operator_addons.ADDONS_STRIPPING_LMCACHE_ENV)}"
             )
         if curvine and (self.l2 is None or self.lmcache.remote_url is None):
             raise ValueError(f"{where}: l2_backend 'curvine' needs l2 and lmcache.remote_url")
@@ -231,7 +231,7 @@ class OperatorEndpoint:
 
 def unsupported_spec_fields(spec: dict[str, Any], addon_version: str) -> list[str]:
     """Top-level spec fields the add-on version's CRD does not have (``addon_version`` must be in the table)."""
-    return sorted(set(spec) - contract.ADDON_SPEC_FIELDS[addon_version])
+    return sorted(set(spec) - operator_addons.ADDON_SPEC_FIELDS[addon_version])
 
 
 class InferenceEndpointConfigChart(cdk8s.Chart):
