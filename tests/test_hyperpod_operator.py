@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from kvtiers.config import load_environment
+from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.hyperpod_operator import (
     CurvineL2PolicyChart,
     InferenceEndpointConfigChart,
@@ -107,7 +108,7 @@ def test_the_endpoint_sets_no_service_account_the_pinned_addon_does_not_know(ope
     # kubernetes.serviceAccountName arrived with chart 2.1.1; add-on v1.0.0-eksbuild.1 ships chart 2.0.0's CRD.
     spec = operator_props.spec()
     assert "kubernetes" not in spec
-    assert prod.inference_operator.addons.inference_operator in contract.ADDON_SPEC_FIELDS
+    assert prod.inference_operator.addons.inference_operator in operator_addons.ADDON_SPEC_FIELDS
     assert unsupported_spec_fields(spec, operator_props.addon_version) == []
     objs = InferenceEndpointConfigChart(cdk8s.App(), "i", endpoint=operator_props).to_json()
     assert [o["kind"] for o in objs] == ["InferenceEndpointConfig"]
@@ -420,3 +421,75 @@ def test_the_newer_addon_accepts_its_crd_fields_and_the_pinned_one_refuses_them(
     spec = {**operator_props.spec(), "kubernetes": {}, "pdSpec": {}}
     assert unsupported_spec_fields(spec, "v1.3.0-eksbuild.1") == []
     assert unsupported_spec_fields(spec, "v1.0.0-eksbuild.1") == ["kubernetes", "pdSpec"]
+
+
+# ------------------------------------------------------------------------------------- add-on versions
+
+
+def _prod_variant(tmp_path, change):
+    raw = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
+    change(raw)
+    path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _refused(path) -> str:
+    from kvtiers.config import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        load_environment(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message
+    return message
+
+
+def test_an_addon_version_without_reviewed_crd_fields_is_refused(tmp_path):
+    # An unreviewed CRD could lack a field the spec sets: kubectl's strict validation would refuse the object on
+    # deploy. Refused at load time, naming the file, the field and the versions whose CRDs were read.
+    path = _prod_variant(
+        tmp_path,
+        lambda raw: raw.setdefault("inference_operator", {}).update(addons={"inference_operator": "v1.4.0-eksbuild.1"}),
+    )
+    message = _refused(path)
+    assert "inference_operator.addons.inference_operator" in message
+    assert "v1.4.0-eksbuild.1" in message and "'v1.0.0-eksbuild.1'" in message and "'v1.3.0-eksbuild.1'" in message
+
+
+def test_the_endpoint_construct_refuses_an_addon_version_it_has_no_fields_for(operator_props):
+    import dataclasses
+
+    with pytest.raises(ValueError, match=r"addon_version .*v1\.0\.0-eksbuild\.1.*v9\.9\.9-eksbuild\.1"):
+        dataclasses.replace(operator_props, addon_version="v9.9.9-eksbuild.1")
+
+
+def _operator_l2_off_on_v1_3(raw):
+    raw.setdefault("inference_operator", {})["addons"] = {"inference_operator": "v1.3.0-eksbuild.1"}
+    next(e for e in raw["serving"]["endpoints"] if e.get("serving") == "operator")["l2"] = "off"
+
+
+def test_the_newer_addon_is_refused_for_an_operator_endpoint_with_the_l2_off(tmp_path):
+    # aws/sagemaker-hyperpod-cli#431: operator v3.2.0 strips the worker's LMCACHE_* env. Without the L2 there is no
+    # Kyverno policy to restore it, so the endpoint would run with other L1 and chunk sizes than the sizing's.
+    message = _refused(_prod_variant(tmp_path, _operator_l2_off_on_v1_3))
+    assert "qwen2-7b-chat" in message and "v1.3.0-eksbuild.1" in message and "l2" in message
+    assert "v1.0.0-eksbuild.1" in message
+
+
+def test_the_newer_addon_is_accepted_for_an_operator_endpoint_with_the_curvine_l2(tmp_path):
+    path = _prod_variant(
+        tmp_path,
+        lambda raw: raw.setdefault("inference_operator", {}).update(addons={"inference_operator": "v1.3.0-eksbuild.1"}),
+    )
+    props = wiring.operator_endpoint(load_environment(path), "qwen2-7b-chat")
+    assert props.curvine_l2 and props.addon_version == "v1.3.0-eksbuild.1"
+
+
+def test_the_endpoint_construct_refuses_the_newer_addon_without_the_curvine_l2(operator_props):
+    import dataclasses
+
+    lmcache = dataclasses.replace(operator_props.lmcache, remote_url=None)
+    with pytest.raises(ValueError, match=r"v1\.3\.0-eksbuild\.1.*LMCACHE_"):
+        dataclasses.replace(
+            operator_props, addon_version="v1.3.0-eksbuild.1", l2_backend=None, l2=None, lmcache=lmcache
+        )

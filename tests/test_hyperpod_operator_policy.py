@@ -21,7 +21,9 @@ from kvtiers.k8s_charts.hyperpod_operator import (
     policy,
     policy_name,
 )
+from kvtiers.k8s_charts.hyperpod_operator.policy import METRICS_VOLUME
 from kvtiers.k8s_charts.l2 import L2Mount
+from kvtiers.k8s_charts.serving.endpoint import PROMETHEUS_MULTIPROC_DIR
 from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
 from tests.fakes import kyverno
@@ -68,7 +70,7 @@ def assert_has_l2(pod: dict, name: str, l2: L2Mount, remote_url: str) -> None:
     assert guard["configMap"]["name"].endswith("-l2-guard")
 
 
-ADDED_VOLUMES = {L2_VOLUME, L2_GUARD_VOLUME}
+ADDED_VOLUMES = {L2_VOLUME, L2_GUARD_VOLUME, METRICS_VOLUME}
 
 
 def test_the_operator_pod_is_admitted_with_the_l2_mounted(kubectl, l2_policy, props):
@@ -242,11 +244,13 @@ def test_the_mutation_has_no_anchors_and_is_keyed_by_container_name(l2_policy):
                     "subPath": containers[0]["volumeMounts"][0]["subPath"],
                 },
                 {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
+                {"name": METRICS_VOLUME, "mountPath": PROMETHEUS_MULTIPROC_DIR},
             ],
         }
     ]
     names = {e["name"] for e in containers[0]["env"]}
-    assert all(n.startswith("LMCACHE_") for n in names - {"PYTHONPATH", "POD_NAME"}) and "PYTHONPATH" in names
+    assert all(n.startswith("LMCACHE_") for n in names - {"PYTHONPATH", "POD_NAME", "PROMETHEUS_MULTIPROC_DIR"})
+    assert {"PYTHONPATH", "PROMETHEUS_MULTIPROC_DIR"} <= names
     assert MODEL_MOUNT in each["preconditions"]["all"][0]["key"]
 
 
@@ -321,6 +325,18 @@ def test_the_readiness_path_is_empty_until_kyverno_reports_ready(kubectl):
     assert _ready_value(kubectl, "False", contract.READY_JSONPATH) == ""
     assert _ready_value(kubectl, "True", contract.READY_JSONPATH) == "Ready"
     assert _ready_value(kubectl, "False", '.status.conditions[?(@.type=="Ready")].status') == "False"
+
+
+def test_kubectls_jsonpath_cannot_match_the_ready_type_and_its_status_together(kubectl):
+    # The object-value handler waits for any output, so the wait cannot print Ready's status (False while pending);
+    # an exact "type Ready with status True" would need a conjunction or a filter of a filter, and kubectl (the
+    # layer's) refuses both. The wait keeps "any True condition's type"; verify checks Ready exactly.
+    for path in (
+        '.status.conditions[?(@.type=="Ready" && @.status=="True")].type',
+        '.status.conditions[?(@.type=="Ready")][?(@.status=="True")].type',
+    ):
+        with pytest.raises(subprocess.CalledProcessError):
+            _ready_value(kubectl, "True", path)
 
 
 def test_the_endpoint_is_created_after_the_policy_reports_ready(prod_synth, props):
@@ -404,3 +420,25 @@ def test_each_operator_pod_writes_chunks_through_a_temporary_directory_of_its_ow
     pod_name = next(e for e in env if e["name"] == "POD_NAME")
     assert pod_name["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert order.index("POD_NAME") < order.index("LMCACHE_EXTRA_CONFIG")
+
+
+# ------------------------------------------------------------------------------------- metrics directory
+
+
+def test_each_model_server_gets_a_metrics_directory_of_its_own_at_admission(kubectl, l2_policy, props):
+    # Not /dev/shm: vLLM never wipes a directory the user sets, and /dev/shm (the pod's shm volume) is NCCL's.
+    from kvtiers.k8s_charts.serving.endpoint import PROMETHEUS_MULTIPROC_SIZE
+
+    admitted = kyverno.admit(kubectl, l2_policy, operator_pod(props)).pod
+    model = container(admitted, model_container_name(props))
+    env = {e["name"]: e.get("value") for e in model["env"]}
+    assert env["PROMETHEUS_MULTIPROC_DIR"] == PROMETHEUS_MULTIPROC_DIR != "/dev/shm"
+    (mount,) = [m for m in model["volumeMounts"] if m["mountPath"] == PROMETHEUS_MULTIPROC_DIR]
+    (volume,) = [v for v in admitted["spec"]["volumes"] if v["name"] == mount["name"]]
+    assert volume["emptyDir"] == {"medium": "Memory", "sizeLimit": PROMETHEUS_MULTIPROC_SIZE}
+
+
+def test_a_pod_without_the_metrics_directory_is_denied(kubectl, l2_policy, props):
+    pod = operator_pod(props)
+    errors = kyverno.validate(l2_policy, pod)
+    assert any("PROMETHEUS_MULTIPROC_DIR" in e for e in errors), errors

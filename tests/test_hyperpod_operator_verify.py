@@ -33,6 +33,10 @@ def kubectl(tmp_path_factory):
     return extract_kubectl(tmp_path_factory.mktemp("kubectl") / "kubectl")
 
 
+def operator_endpoints(env):
+    return [e for e in env.serving.endpoints if e.serving == "operator"]
+
+
 def endpoint(env, name=OPERATOR_ENDPOINT):
     return next(e for e in env.serving.endpoints if e.name == name)
 
@@ -106,8 +110,10 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
     assert cel_ok == verify_ok == (variant in ("admitted", "renamed"))
 
 
-def kube_results(env, kube):
-    clients = runner.Clients(sagemaker=None, kube=kube.api_client(), sagemaker_runtime=stubbed_runtime(env))
+def kube_results(env, kube, sagemaker=None, *, deployed=True):
+    if deployed and sagemaker is None:
+        sagemaker = FakeSageMaker([wiring.operator_endpoint(env, e.name).object_name for e in operator_endpoints(env)])
+    clients = runner.Clients(sagemaker=sagemaker, kube=kube.api_client(), sagemaker_runtime=stubbed_runtime(env))
     results = runner.run(env, clients, show_progress=False, metrics_timeout=0.3, poll=0.05)
     return [r for r in results if r.area != "hyperpod"]
 
@@ -121,6 +127,8 @@ def test_verify_passes_on_prod_built_from_its_rendered_objects(prod, objects, ku
     checked = {(r.area, r.name) for r in results}
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "operator endpoint deployed") in checked
     assert (f"endpoint:{OPERATOR_ENDPOINT}", "Curvine L2 attached by policy") in checked
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "no leftovers of earlier versions") in checked
+    assert (f"endpoint:{OPERATOR_ENDPOINT}", "L2 policy Ready") in checked
     assert {("endpoint:llama31-70b", "router sees engines"), ("endpoint:qwen25-32b", "router sees engines")} <= checked
     kvaware_checks = {r.area: r for r in results if r.name == "kvaware workers registered"}
     assert set(kvaware_checks) == {"endpoint:llama31-70b"}  # the kvaware endpoint only
@@ -313,3 +321,106 @@ def test_verify_fails_when_the_router_path_does_not_answer(prod, answer, error):
 def test_the_operator_endpoint_has_a_sagemaker_endpoint_named_after_its_object(prod):
     props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
     assert props.spec()["endpointName"] == props.object_name
+
+
+# ------------------------------------------------------------------------------------- leftovers of a rename
+
+
+class FakeSageMaker:
+    """SageMaker's ListEndpoints as boto3's paginator returns it (one page), over the endpoint names given."""
+
+    def __init__(self, endpoints: list[str]) -> None:
+        self.endpoints = endpoints
+
+    def get_paginator(self, operation: str):
+        assert operation == "list_endpoints"
+        endpoints = self.endpoints
+
+        class Pages:
+            def paginate(self, NameContains: str = "", **_):
+                yield {
+                    "Endpoints": [
+                        {"EndpointName": n, "EndpointStatus": "InService"} for n in endpoints if NameContains in n
+                    ]
+                }
+
+        return Pages()
+
+
+def rendered(*charts) -> list[dict]:
+    import cdk8s
+
+    app = cdk8s.App()
+    for i, (chart, props) in enumerate(charts):
+        chart(app, f"c{i}", endpoint=props)
+    return [obj for chart in app.charts for obj in chart.to_json()]
+
+
+def before_a_rename(props):
+    """The same endpoint as it was deployed before a change of its chunk size (a new fingerprint, a new name)."""
+    import dataclasses
+
+    old = dataclasses.replace(
+        props, lmcache=dataclasses.replace(props.lmcache, chunk_size=props.lmcache.chunk_size * 2)
+    )
+    assert old.object_name != props.object_name
+    return old
+
+
+def test_verify_names_what_a_rename_left_behind_with_the_commands_that_delete_it(prod, objects, kubectl):
+    from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, InferenceEndpointConfigChart, policy_name
+    from tests.fakes.cluster import object_path
+
+    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
+    old = before_a_rename(props)
+    orphan = f"{OPERATOR_ENDPOINT}-0badf00d"  # a SageMaker endpoint whose InferenceEndpointConfig is gone
+    sagemaker = FakeSageMaker([props.object_name, old.object_name, orphan, "someone-elses-endpoint"])
+    with FakeKube() as kube:
+        build_healthy(kube, prod, objects, kubectl=kubectl)
+        for obj in rendered((InferenceEndpointConfigChart, old), (CurvineL2PolicyChart, old)):
+            kube.put(object_path(obj), obj)
+        results = kube_results(prod, kube, sagemaker=sagemaker)
+    (check,) = [r for r in results if r.name == "no leftovers of earlier versions"]
+    assert not check.ok
+    ns = prod.serving.namespace
+    for name in (old.object_name, policy_name(old), f"{old.object_name}-l2-guard", orphan):
+        assert name in check.detail
+    left = check.detail.split("): ", 1)[1]  # after "(current: <name>)"
+    assert props.object_name not in left and "someone-elses-endpoint" not in left
+    assert f"kubectl -n {ns} delete inferenceendpointconfig {old.object_name}" in check.hint
+    assert f"kubectl -n {ns} delete policies.kyverno.io {policy_name(old)}" in check.hint
+    assert f"kubectl -n {ns} delete configmap {old.object_name}-l2-guard" in check.hint
+    assert f"aws sagemaker delete-endpoint --endpoint-name {orphan}" in check.hint
+    # The SageMaker endpoint of a leftover InferenceEndpointConfig goes with it (the operator deletes it).
+    assert f"--endpoint-name {old.object_name}" not in check.hint
+
+
+def test_verify_without_a_sagemaker_client_cannot_rule_out_leftover_endpoints(prod, objects, kubectl):
+    with FakeKube() as kube:
+        build_healthy(kube, prod, objects, kubectl=kubectl)
+        results = kube_results(prod, kube, deployed=False)
+    (check,) = [r for r in results if r.name == "no leftovers of earlier versions"]
+    assert not check.ok and "no sagemaker client" in check.detail
+
+
+@pytest.mark.parametrize(
+    "conditions",
+    [
+        [],
+        [{"type": "Ready", "status": "False", "reason": "Failed"}],
+        [{"type": "Other", "status": "True", "reason": "Succeeded"}, {"type": "Ready", "status": "False"}],
+    ],
+)
+def test_verify_requires_the_policys_ready_condition_exactly(prod, objects, kubectl, conditions):
+    # The readiness wait takes any True condition (kubectl's JSONPath has no conjunction): verify checks Ready itself.
+    from kvtiers.k8s_charts.hyperpod_operator import policy_name
+    from tests.fakes.cluster import object_path
+
+    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
+    with FakeKube() as kube:
+        build_healthy(kube, prod, objects, kubectl=kubectl)
+        (stored,) = [o for p, o in kube.objects.items() if p.endswith(f"/policies/{policy_name(props)}")] or [None]
+        assert stored is not None, object_path
+        stored["status"] = {"conditions": conditions}
+        (check,) = [r for r in kube_results(prod, kube) if r.name == "L2 policy Ready"]
+    assert not check.ok and policy_name(props) in check.detail and "kubectl" in check.hint

@@ -76,11 +76,19 @@ def run(node, **env) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT)], env=environment, capture_output=True, text=True, timeout=60)
 
 
-def nodeadm(node) -> None:
-    """What nodeadm does to containerd: write its configuration file, add its own drop-in, start containerd (with
-    the content of /var/lib/containerd it creates)."""
+BASE_RUNTIME_SPEC = "/etc/containerd/base-runtime-spec.json"
+"""Where nodeadm writes the node's base OCI spec (its default rlimits) before it starts containerd (awslabs/amazon-eks-ami
+nodeadm/internal/containerd ``writeBaseRuntimeSpec``, unconditional); its own containerd configuration points there."""
+
+
+def nodeadm(node, *, base_runtime_spec: bool = True) -> None:
+    """What nodeadm does to containerd: write its configuration file and (unless an image without it is modelled)
+    the base runtime spec, add its own drop-in, start containerd (with the content of /var/lib/containerd it
+    creates)."""
     root, _, _, running = node
     (root / "etc" / "containerd").mkdir(parents=True, exist_ok=True)
+    if base_runtime_spec:
+        (root / BASE_RUNTIME_SPEC.lstrip("/")).write_text('{"ociVersion": "1.1.0", "process": {"rlimits": []}}')
     (root / "etc" / "containerd" / "config.toml").write_text(NODEADM_CONFIG)
     dropins = root / "etc" / "systemd" / "system" / "containerd.service.d"
     dropins.mkdir(parents=True, exist_ok=True)
@@ -206,3 +214,37 @@ def test_amazon_linux_2_moves_the_data_root_in_the_eks_containerd_config(node):
 def test_pause_before_failing_is_a_minute_by_default():
     text = Path(SCRIPT).read_text()
     assert "FAIL_PAUSE_SECONDS=${KVTIERS_FAIL_PAUSE_SECONDS:-60}" in text
+
+
+def runtimes(root: Path) -> dict:
+    return effective_containerd_config(root)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+
+
+def test_after_nodeadm_both_runtimes_start_from_the_nodes_base_runtime_spec(node):
+    # Without base_runtime_spec the containers get containerd's built-in defaults instead of the node's rlimits.
+    root, *_ = node
+    mounted(node)
+    nodeadm(node)
+    assert run(node).returncode == 0
+    assert {name: r.get("base_runtime_spec") for name, r in runtimes(root).items()} == {
+        "runc": BASE_RUNTIME_SPEC,
+        "nvidia": BASE_RUNTIME_SPEC,
+    }
+
+
+def test_before_nodeadm_the_spec_nodeadm_writes_before_starting_containerd_is_used(node):
+    root, *_ = node
+    mounted(node)
+    assert not (root / BASE_RUNTIME_SPEC.lstrip("/")).exists()
+    assert run(node).returncode == 0
+    nodeadm(node)
+    assert all(r.get("base_runtime_spec") == BASE_RUNTIME_SPEC for r in runtimes(root).values())
+
+
+def test_a_running_containerd_without_a_base_runtime_spec_is_not_pointed_at_a_missing_file(node):
+    # containerd's CRI plugin fails to load a base_runtime_spec that does not exist.
+    root, *_ = node
+    mounted(node)
+    nodeadm(node, base_runtime_spec=False)
+    assert run(node).returncode == 0
+    assert all("base_runtime_spec" not in r for r in runtimes(root).values())

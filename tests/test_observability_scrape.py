@@ -119,3 +119,46 @@ def test_engines_share_one_prometheus_multiprocess_directory(prod_env_objects):
             assert {"name": PROMETHEUS_MULTIPROC_ENV, "value": PROMETHEUS_MULTIPROC_DIR} in engine["env"]
             mount = next(m for m in engine["volumeMounts"] if m["mountPath"] == PROMETHEUS_MULTIPROC_DIR)
             assert next(v for v in spec["volumes"] if v["name"] == mount["name"])["emptyDir"]
+
+
+COUNT_ONCE = """
+import sys
+from prometheus_client import CollectorRegistry, Counter, multiprocess
+Counter("kvtiers_probe", "requests").inc(float(sys.argv[1]))
+registry = CollectorRegistry()
+multiprocess.MultiProcessCollector(registry)
+print(registry.get_sample_value("kvtiers_probe_total"))
+"""
+"""One engine run as prometheus_client (the engine image's version, in .venv-engine) sees it: count, then read the
+multiprocess directory as vLLM's /metrics does."""
+
+
+def test_a_restarted_engine_container_starts_from_an_empty_metrics_directory(prod_env_objects, tmp_path):
+    # The emptyDir outlives a container restart and vLLM never wipes a directory the user sets: without a wipe at
+    # start, the counters of the dead run's processes (same PIDs in the new PID namespace) carry on.
+    import os
+    import subprocess
+
+    import pytest
+
+    from tests.test_engine_drain import PYTHON
+
+    if not PYTHON.exists():
+        pytest.skip("no .venv-engine (make test installs it)")
+    _env, objects = prod_env_objects
+    deployment = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-engine"))
+    (engine,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm"]
+    # The image's vllm binary stands in as a script that counts 1 and prints what /metrics would serve.
+    vllm = tmp_path / "vllm"
+    vllm.write_text(f"#!/bin/sh\nexec {PYTHON} -c '{COUNT_ONCE}' 1\n")
+    vllm.chmod(0o755)
+    metrics = tmp_path / "prometheus-multiproc"
+    metrics.mkdir()
+    env = {**os.environ, PROMETHEUS_MULTIPROC_ENV: str(metrics)}
+    # The run before the restart counted 5, as PID 1 of its container.
+    before = subprocess.run([str(PYTHON), "-c", COUNT_ONCE, "5"], env=env, capture_output=True, text=True, check=True)
+    assert float(before.stdout) == 5.0 and list(metrics.glob("*.db"))
+    command = [str(vllm) if part.rsplit("/", 1)[-1] == "vllm" else part for part in engine["command"]]
+    after = subprocess.run([*command, *engine["args"]], env=env, capture_output=True, text=True, timeout=60)
+    assert after.returncode == 0, after.stderr
+    assert float(after.stdout) == 1.0

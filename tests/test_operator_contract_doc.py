@@ -4,7 +4,7 @@ it cites the versions the schema pins."""
 from __future__ import annotations
 
 from kvtiers.config.schema import InferenceOperator
-from kvtiers.k8s_charts.hyperpod_operator import contract
+from kvtiers.k8s_charts import operator_addons
 from tests.conftest import ROOT
 from tests.contract_docs import defined_tests, existing_tests, named_tests
 
@@ -44,5 +44,5 @@ def test_the_contract_cites_the_pinned_versions():
     assert f"`{defaults.addons.inference_operator}`" in text
     assert f"chart `{defaults.kyverno_chart_version}`" in text
     # every add-on version whose CRD fields the code knows is one the contract says it read
-    for version in contract.ADDON_SPEC_FIELDS:
+    for version in operator_addons.ADDON_SPEC_FIELDS:
         assert f"`{version}`" in text

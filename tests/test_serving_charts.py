@@ -470,7 +470,7 @@ def test_engines_drain_before_they_stop(charts):
         )
         assert command[1].rpartition("/")[2] in lmcache_config_map(objs)["data"]
         assert command[0] == "/opt/venv/bin/python3"  # the engine image's venv, beside its vllm
-        assert container["command"][0] == "/opt/venv/bin/vllm"
+        assert container["command"][-1] == "/opt/venv/bin/vllm"  # started by the metrics wipe's shell
         assert flag(command, "--metrics-url") == f"http://127.0.0.1:{container['ports'][0]['containerPort']}/metrics"
         bound = float(flag(command, "--settle-seconds")) + float(flag(command, "--max-seconds"))
         assert pod["terminationGracePeriodSeconds"] >= bound + 30

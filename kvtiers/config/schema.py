@@ -40,6 +40,7 @@ from kvtiers.config.versions import (
     engine_release,
     router_release,
 )
+from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Namespace, l2_namespace
 from kvtiers.k8s_charts.names import longest_endpoint_name
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
@@ -834,8 +835,24 @@ class OperatorAddonVersions(Strict):
 
     inference_operator: str = platform.INFERENCE_OPERATOR_VERSION
     """``amazon-sagemaker-hyperpod-inference``. This version ships the operator CRD of chart 2.0.0 (no
-    ``spec.kubernetes``); the endpoint spec uses only fields of the versions listed in docs/operator-contract.md."""
+    ``spec.kubernetes``); the endpoint spec uses only fields of the versions listed in docs/operator-contract.md, and
+    any other version is refused. ``v1.3.0-eksbuild.1`` is refused while an operator endpoint has no Curvine L2 (its
+    operator drops the worker's ``LMCACHE_*`` variables, which only the L2's policy restores)."""
     cert_manager: str = platform.CERT_MANAGER_VERSION
+
+    @field_validator("inference_operator")
+    @classmethod
+    def _reviewed(cls, value: str) -> str:
+        # The endpoint spec is checked against the version's CRD fields and model sources: an unreviewed version's
+        # CRD could refuse the object on deploy (kubectl's strict field validation).
+        reviewed = sorted(set(operator_addons.ADDON_SPEC_FIELDS) & set(OPERATOR_ADDON_MODEL_SOURCES))
+        if value not in reviewed:
+            raise ValueError(
+                f"{value!r} is not an add-on version whose CRD kvtiers has read (one of {', '.join(map(repr, reviewed))}; "
+                "docs/operator-contract.md)"
+            )
+        return value
+
     s3_csi_driver: str = platform.S3_CSI_DRIVER_VERSION
     fsx_csi_driver: str = platform.FSX_CSI_DRIVER_VERSION
     metrics_server: str = platform.METRICS_SERVER_VERSION
@@ -968,6 +985,20 @@ class Environment(Strict):
                 "that L2 itself, so kvtiers cannot attach the L2 guard, and LMCache 0.3.11 turns a chunk that backend "
                 "fails to return into wrong output (docs/serving-contract.md, L2 read failures); use 'curvine' "
                 "(the default), or l2: off"
+            )
+        addon = self.inference_operator.addons.inference_operator
+        without_policy = [
+            e.name
+            for e in self.serving.endpoints
+            if e.serving == "operator" and not (e.name in with_l2 and self.inference_operator.l2_backend == "curvine")
+        ]
+        if without_policy and addon in operator_addons.ADDONS_STRIPPING_LMCACHE_ENV:
+            kept = sorted(set(operator_addons.ADDON_SPEC_FIELDS) - operator_addons.ADDONS_STRIPPING_LMCACHE_ENV)
+            raise ValueError(
+                f"inference_operator.addons.inference_operator: {addon} is refused for operator endpoints without the "
+                f"Curvine L2 {without_policy}: that operator drops the worker's LMCACHE_* variables "
+                "(aws/sagemaker-hyperpod-cli#431), the L1 and chunk sizes of an endpoint with l2 off live only there, "
+                f"and only the Curvine L2's policy writes them back; use {', '.join(kept)} or turn their l2 on"
             )
         engine_lmcache = self.serving.images.engine.lmcache
         if with_l2 and engine_lmcache != L2_GUARD_LMCACHE:

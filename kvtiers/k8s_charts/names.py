@@ -162,6 +162,8 @@ FINGERPRINT_LENGTH = 8
 """Hex digits of an operator endpoint's fingerprint in its object name."""
 ROUTER_LOAD_BALANCER_SUFFIX = "-router-nlb"
 OPERATOR_POLICY_SUFFIX = "-curvine-l2"
+OPERATOR_GUARD_SUFFIX = "-l2-guard"
+"""The ConfigMap with the L2 guard an operator endpoint object's pods mount: ``<object name>-l2-guard``."""
 
 
 def operator_object_name(endpoint: str, fingerprint: str) -> str:
@@ -172,6 +174,11 @@ def operator_object_name(endpoint: str, fingerprint: str) -> str:
 def operator_policy_name(object_name: str) -> str:
     """The Kyverno Policy that attaches the Curvine L2 to the pods of ``object_name``."""
     return f"{object_name}{OPERATOR_POLICY_SUFFIX}"
+
+
+def operator_guard_config_map_name(object_name: str) -> str:
+    """The ConfigMap with the L2 guard the pods of ``object_name`` load (one per endpoint object, like the policy)."""
+    return f"{object_name}{OPERATOR_GUARD_SUFFIX}"
 
 
 def longest_endpoint_name(serving: str) -> tuple[int, str]:

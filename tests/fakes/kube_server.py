@@ -27,6 +27,7 @@ from tests.fakes.loopback import LoopbackServer
 ProxyHandler = Callable[[str, str, dict | None], tuple[int, str, str]]
 
 PROXY = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services)/([^/:]+):(\d+)/proxy/?(.*)$")
+COLLECTION = re.compile(r"^/apis?/(?:v1|[^/]+/[^/]+)/namespaces/[^/]+/[a-z]+$")
 
 
 def matches(labels: dict, selector: str | None) -> bool:
@@ -190,6 +191,10 @@ class FakeKube(LoopbackServer):
             return 200, "application/json", json.dumps({"kind": "PodList", "apiVersion": "v1", "items": items})
         if path in self.objects:
             return 200, "application/json", json.dumps(self.objects[path])
+        if COLLECTION.match(path):
+            # A namespaced collection: the stored objects one level below it (the API server lists none as empty).
+            items = [o for p, o in self.objects.items() if p.rsplit("/", 1)[0] == path]
+            return 200, "application/json", json.dumps({"kind": "List", "apiVersion": "v1", "items": items})
         return 404, "application/json", json.dumps(status(404, f"{path} not found"))
 
     def _handler(self):

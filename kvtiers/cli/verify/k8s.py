@@ -344,3 +344,33 @@ def check_operator_l2(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> 
             "pods created before the policy was ready escape it: delete them to re-admit",
         )
     return passed(area, name, f"{len(pods)} pod(s) mount the L2 and point LMCache at it")
+
+
+POLICY_READY_NAME = "L2 policy Ready"
+
+
+def check_operator_policy_ready(api: ApiClient, env: Environment, endpoint: Endpoint) -> CheckResult:
+    """The endpoint's Kyverno Policy has the condition type ``Ready`` with status ``True`` (Kyverno v1.15.2
+    ``IsReady``). The deploy's readiness wait accepts any True condition: kubectl's JSONPath cannot match a type
+    and a status together."""
+    from kubernetes.client import CustomObjectsApi
+
+    from kvtiers.k8s_charts.hyperpod_operator import policy_name
+
+    area, ns = f"endpoint:{endpoint.name}", env.serving.namespace
+    name = policy_name(wiring.operator_endpoint(env, endpoint.name))
+    obj = CustomObjectsApi(api).get_namespaced_custom_object("kyverno.io", "v1", ns, "policies", name)
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    ready = [c for c in conditions if c.get("type") == "Ready"]
+    if any(c.get("status") == "True" for c in ready):
+        return passed(area, POLICY_READY_NAME, f"{name} Ready")
+    state = (
+        ", ".join(f"{c.get('status')} ({c.get('reason')}: {c.get('message')})" for c in ready) or "no Ready condition"
+    )
+    return failed(
+        area,
+        POLICY_READY_NAME,
+        f"{name}: {state}",
+        f"kubectl -n {ns} get policies.kyverno.io {name} -o yaml; kyverno admission controller logs "
+        "(kubectl -n kyverno logs deployment/kyverno-admission-controller); pods admitted before it was Ready escape it",
+    )

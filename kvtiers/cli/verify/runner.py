@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtiers.cli import output
-from kvtiers.cli.verify import aws, crosspod, k8s, kvaware, placement, tiers
+from kvtiers.cli.verify import aws, crosspod, k8s, kvaware, leftovers, placement, tiers
 from kvtiers.cli.verify.result import CheckResult, failed
 from kvtiers.config.schema import Endpoint, Environment
 
@@ -86,7 +86,14 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
                 lambda e=endpoint: aws.check_operator_invocation(clients.sagemaker_runtime, env, e),
             )
             if _curvine_l2(env, endpoint):
+                yield area, k8s.POLICY_READY_NAME, lambda e=endpoint: k8s.check_operator_policy_ready(api, env, e)
                 yield area, "Curvine L2 attached", lambda e=endpoint: k8s.check_operator_l2(core, env, e)
+            # A rename's cleanup can fail silently: the old endpoint would keep its GPUs and old settings.
+            yield (
+                area,
+                leftovers.NAME,
+                lambda e=endpoint: leftovers.check_operator_leftovers(api, clients.sagemaker, env, e),
+            )
             continue
         yield area, "router", lambda e=endpoint: k8s.check_router(core, apps, api, env, e)
         if endpoint.routing == "kvaware":

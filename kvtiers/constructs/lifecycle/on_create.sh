@@ -64,6 +64,15 @@ case "${ID:-}:${VERSION_ID:-}" in
     if [[ -x "$ROOT/usr/bin/nvidia-container-runtime" ]]; then
       runtime=nvidia
     fi
+    # The node's base OCI spec (the AMI's default rlimits), as nodeadm's own configuration and AWS's reference use
+    # it. nodeadm writes it before it starts containerd (awslabs/amazon-eks-ami nodeadm/internal/containerd,
+    # writeBaseRuntimeSpec), so it is named when it exists or while containerd has not started (this script before
+    # nodeadm); never as a missing file for a running containerd, whose CRI plugin would fail to load it.
+    base_spec=/etc/containerd/base-runtime-spec.json
+    base_spec_line=
+    if [[ -f "$ROOT$base_spec" || " ${running[*]} " != *" containerd "* ]]; then
+      base_spec_line="base_runtime_spec = \"$base_spec\""
+    fi
     cat > "$ROOT$config" <<EOF
 version = 2
 root = "$data_root"
@@ -86,12 +95,14 @@ discard_unpacked_layers = true
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
 runtime_type = "io.containerd.runc.v2"
+$base_spec_line
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
 SystemdCgroup = true
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
 runtime_type = "io.containerd.runc.v2"
+$base_spec_line
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
 BinaryName = "/usr/bin/nvidia-container-runtime"

@@ -12,70 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 # ----------------------------------------------------------------------------------------------- operator
-
 # The operator's pod label (``app: <object name>``) lives with the labels kvtiers selects by: names.OPERATOR_POD_LABEL.
-
-ADDON_SPEC_FIELDS: dict[str, frozenset[str]] = {
-    # Add-on v1.0.0-eksbuild.1 is the version AWS's migration script pins (charts/inference-operator/migration/
-    # helm_to_addon.sh, added 2026-02-17, unchanged since). It ships operator 3.0, whose CRD is the one of chart
-    # 2.0.0 (appVersion "3.0", commit 51b8dd2, 2026-02-16: "Inference Operator AddOn ... Version Update 3.0").
-    # Top-level fields of spec in that CRD (v1). ``kubernetes`` (and so ``kubernetes.serviceAccountName``) is not
-    # among them: it arrived with chart 2.1.0 / 2.1.1 (commits d5e7256, 4b76719).
-    "v1.0.0-eksbuild.1": frozenset(
-        {
-            "InitialReplicaCount",
-            "autoScalingSpec",
-            "endpointName",
-            "instanceType",
-            "instanceTypes",
-            "intelligentRoutingSpec",
-            "invocationEndpoint",
-            "kvCacheSpec",
-            "loadBalancer",
-            "maxDeployTimeInSeconds",
-            "metrics",
-            "modelName",
-            "modelSourceConfig",
-            "modelVersion",
-            "nodeAffinity",
-            "replicas",
-            "tags",
-            "tlsConfig",
-            "worker",
-        }
-    ),
-    # Add-on v1.3.0-eksbuild.1 runs operator image v3.2.0 (aws/sagemaker-hyperpod-cli#431 names both), the operator
-    # of chart 2.2.2 (appVersion "3.2", commit a00b22d). Its CRD adds kubernetes, dnsConfig, dataCapture, pdSpec.
-    "v1.3.0-eksbuild.1": frozenset(
-        {
-            "InitialReplicaCount",
-            "autoScalingSpec",
-            "dataCapture",
-            "dnsConfig",
-            "endpointName",
-            "instanceType",
-            "instanceTypes",
-            "intelligentRoutingSpec",
-            "invocationEndpoint",
-            "kubernetes",
-            "kvCacheSpec",
-            "loadBalancer",
-            "maxDeployTimeInSeconds",
-            "metrics",
-            "modelName",
-            "modelSourceConfig",
-            "modelVersion",
-            "nodeAffinity",
-            "pdSpec",
-            "replicas",
-            "tags",
-            "tlsConfig",
-            "worker",
-        }
-    ),
-}
-"""Top-level ``InferenceEndpointConfig.spec`` fields each known add-on version's CRD accepts. The CRD's schema has
-no ``x-kubernetes-preserve-unknown-fields``: kubectl's strict field validation refuses any other field."""
+# Which add-on versions kvtiers has read the CRD of, and which of them drop the LMCACHE_* worker environment: in
+# kvtiers/k8s_charts/operator_addons.py (no cdk8s import, so that the environment schema can check them).
 
 KV_CACHE_SPEC_FIELDS = frozenset({"cacheConfigFile", "enableL1Cache", "enableL2Cache", "l2CacheSpec"})
 """``spec.kvCacheSpec`` in every chart from 2.0.0 to 2.2.2: no L1 size or chunk size field. The LMCache settings the
@@ -89,15 +28,16 @@ existing deployments" (chart 2.0.0 to 2.2.2; enforced by the operator's webhook,
 METRICS_DEFAULT_PORT = 8080
 """CRD default of ``spec.metrics.modelMetrics.port``; AWS: it must be the port the model server listens on."""
 
-PROMETHEUS_MULTIPROC_DIR = "/dev/shm"
-"""prometheus_client's multiprocess directory in the operator's pods. vLLM 0.12.0 reads a multiprocess registry only
-when ``PROMETHEUS_MULTIPROC_DIR`` is set (``v1/metrics/prometheus.py``; ``entrypoints/cli/serve.py`` sets it only
-for several API servers), and LMCache's metrics are written by the worker processes into that directory: without it
-no ``lmcache:*`` series reach ``/metrics``. The directory must exist (``MultiProcessCollector`` refuses another) and
-be writable by every process of the pod; the CRD has no volume field. ``/dev/shm`` is both in every container: the
-operator mounts its ``shm`` emptyDir there (AWS's inference pages), else the container runtime's own tmpfs is there,
-mode 1777. The collector reads only ``*.db`` files, so the shared-memory files of NCCL and torch beside them do not
-count."""
+PROMETHEUS_MULTIPROC_DIR_WITHOUT_POLICY = "/dev/shm"
+"""prometheus_client's multiprocess directory in the pods of an operator endpoint without the Curvine L2, which have
+no admission policy to add a volume (the CRD has none). vLLM 0.12.0 reads a multiprocess registry only when
+``PROMETHEUS_MULTIPROC_DIR`` is set (``v1/metrics/prometheus.py``; ``entrypoints/cli/serve.py`` sets it only for
+several API servers), and LMCache's metrics are written by the worker processes into that directory: without it no
+``lmcache:*`` series reach ``/metrics``. The directory must exist (``MultiProcessCollector`` refuses another):
+``/dev/shm`` is in every container (the operator's ``shm`` emptyDir, else the runtime's tmpfs). Its files outlive a
+container restart (vLLM never wipes a directory the user sets), so such an endpoint's LMCache series can carry a
+dead process's values until the pod is replaced. With the Curvine L2, the policy mounts a directory of its own
+(``serving.endpoint.PROMETHEUS_MULTIPROC_DIR``) and points the variable there."""
 
 MODEL_VOLUME = "model-weights"
 """``spec.worker.modelVolumeMount.name`` as the CRD samples set it; the operator mounts the weights under it."""

@@ -11,7 +11,7 @@ import cdk8s
 from constructs import Construct
 
 from kvtiers import checks
-from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts import names, operator_addons
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.k8s_charts.vllm import ROUTINGS, LMCache, Routing, S3Weights, Weights, vllm_args
@@ -64,7 +64,7 @@ class OperatorEndpoint:
     hash_seed: str
     """``PYTHONHASHSEED`` of the workers (the same on every engine that shares the L2)."""
     addon_version: str
-    """The pinned operator add-on: decides which spec fields its CRD accepts (``contract.ADDON_SPEC_FIELDS``)."""
+    """The pinned operator add-on: decides which spec fields its CRD accepts (``operator_addons.ADDON_SPEC_FIELDS``)."""
     l2_backend: L2Backend | None = None
     """``curvine``: the shared L2 that :class:`CurvineL2PolicyChart` attaches (needs ``l2`` and
     ``lmcache.remote_url``); ``tieredstorage``: the operator's node-local backend. @default None (no L2)"""
@@ -80,6 +80,7 @@ class OperatorEndpoint:
         checks.hash_seed(where, self.hash_seed)
         checks.one_of(where, "routing", self.routing, ROUTINGS)
         checks.one_of(where, "api", self.api, APIS)
+        checks.one_of(where, "addon_version", self.addon_version, tuple(operator_addons.ADDON_SPEC_FIELDS))
         if self.l2_backend is not None:
             checks.one_of(where, "l2_backend", self.l2_backend, L2_BACKENDS)
         if self.l2_backend == "tieredstorage":
@@ -100,6 +101,12 @@ class OperatorEndpoint:
         if self.lmcache.controller is not None:
             raise ValueError(f"{where}: lmcache.controller must be None (the operator runs kvaware routing itself)")
         curvine = self.l2_backend == "curvine"
+        if not curvine and self.addon_version in operator_addons.ADDONS_STRIPPING_LMCACHE_ENV:
+            raise ValueError(
+                f"{where}: addon_version {self.addon_version} is refused without l2_backend 'curvine': its operator "
+                "drops the worker's LMCACHE_* variables (aws/sagemaker-hyperpod-cli#431), which only the Curvine L2 "
+                f"policy restores; allowed: {sorted(set(operator_addons.ADDON_SPEC_FIELDS) - operator_addons.ADDONS_STRIPPING_LMCACHE_ENV)}"
+            )
         if curvine and (self.l2 is None or self.lmcache.remote_url is None):
             raise ValueError(f"{where}: l2_backend 'curvine' needs l2 and lmcache.remote_url")
         if not curvine and (self.l2 is not None or self.lmcache.remote_url is not None):
@@ -135,12 +142,15 @@ class OperatorEndpoint:
         lmcache = self.lmcache
         env = [
             {"name": "PYTHONHASHSEED", "value": self.hash_seed},
-            # LMCache's metrics on the engine port (contract.PROMETHEUS_MULTIPROC_DIR).
-            {"name": "PROMETHEUS_MULTIPROC_DIR", "value": contract.PROMETHEUS_MULTIPROC_DIR},
             {"name": "LMCACHE_CHUNK_SIZE", "value": str(lmcache.chunk_size)},
             {"name": "LMCACHE_LOCAL_CPU", "value": "True"},
             {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "value": f"{lmcache.max_local_cpu_size_gib:g}"},
         ]
+        if not self.curvine_l2:
+            # LMCache's metrics on the engine port; with the Curvine L2 the policy mounts a directory of its own.
+            env.insert(
+                1, {"name": "PROMETHEUS_MULTIPROC_DIR", "value": contract.PROMETHEUS_MULTIPROC_DIR_WITHOUT_POLICY}
+            )
         if lmcache.remote_url is not None:
             # (Only here: the worker environment names the endpoint object, and an endpoint with the L2 is renamed by
             # the L2 guard anyway.) LMCache's usage reporting (lmcache/usage_context.py): egress the policies deny.
@@ -226,9 +236,8 @@ class OperatorEndpoint:
 
 
 def unsupported_spec_fields(spec: dict[str, Any], addon_version: str) -> list[str]:
-    """Top-level spec fields the add-on version's CRD does not have (empty for a version not in the table)."""
-    known = contract.ADDON_SPEC_FIELDS.get(addon_version)
-    return [] if known is None else sorted(set(spec) - known)
+    """Top-level spec fields the add-on version's CRD does not have (``addon_version`` must be in the table)."""
+    return sorted(set(spec) - operator_addons.ADDON_SPEC_FIELDS[addon_version])
 
 
 class InferenceEndpointConfigChart(cdk8s.Chart):

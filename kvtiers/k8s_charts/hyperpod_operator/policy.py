@@ -43,10 +43,19 @@ from kvtiers.k8s_charts.hyperpod_operator.endpoint import (
     OperatorEndpoint,
 )
 from kvtiers.k8s_charts.l2 import L2Mount
+from kvtiers.k8s_charts.serving.endpoint import (
+    PROMETHEUS_MULTIPROC_DIR,
+    PROMETHEUS_MULTIPROC_ENV,
+    PROMETHEUS_MULTIPROC_SIZE,
+)
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, per_pod_env
 from kvtiers.k8s_charts.vllm import L2_GUARD_MODULE, l2_guard_source
 
 CONTAINERS = "request.object.spec.containers"
+METRICS_VOLUME = "kvtiers-prometheus-multiproc"
+"""The model servers' prometheus multiprocess directory (a memory-backed emptyDir the policy adds, as the
+self-managed pods have): not ``/dev/shm``, which is NCCL's and torch's, and whose ``.db`` files the operator's pod-scoped
+``shm`` volume would keep across container restarts beside theirs."""
 IS_MODEL_SERVER = "{{ contains(element.volumeMounts[].mountPath || `[]`, '" + MODEL_MOUNT + "') }}"
 """Kyverno foreach precondition (JMESPath): the container mounts the model weights."""
 
@@ -58,7 +67,7 @@ def _cel(value: str) -> str:
 
 def guard_config_map_name(endpoint: OperatorEndpoint) -> str:
     """The ConfigMap with the L2 guard the endpoint's engines load (named like the policy: one per endpoint object)."""
-    return f"{endpoint.object_name}-l2-guard"
+    return names.operator_guard_config_map_name(endpoint.object_name)
 
 
 def policy_name(endpoint: OperatorEndpoint) -> str:
@@ -97,6 +106,12 @@ def cel_variables() -> list[dict[str, Any]]:
 
 def cel_expressions(l2: L2Mount, lmcache_env: dict[str, str]) -> list[dict[str, Any]]:
     return [
+        {
+            "expression": "variables.modelServers.all(c, c.volumeMounts.exists(m, "
+            f"m.name == {_cel(METRICS_VOLUME)} && m.mountPath == {_cel(PROMETHEUS_MULTIPROC_DIR)}))",
+            "message": f"a model-server container does not mount {METRICS_VOLUME} at {PROMETHEUS_MULTIPROC_DIR}: "
+            "LMCache's metrics would not reach /metrics",
+        },
         {
             "expression": "variables.modelServers.all(c, c.volumeMounts.exists(m, "
             f"m.name == {_cel(L2_GUARD_VOLUME)} && m.mountPath == {_cel(L2_GUARD_DIR)}))",
@@ -147,9 +162,13 @@ def lmcache_env(endpoint: OperatorEndpoint) -> dict[str, str]:
     v3.2.0, aws/sagemaker-hyperpod-cli#431) cannot leave the pods without the L2, without the guard, or with another
     L1 size, chunk size or URL."""
     return {
-        e["name"]: e["value"]
-        for e in endpoint.worker_env
-        if e["name"].startswith("LMCACHE_") or e["name"] == "PYTHONPATH"
+        **{
+            e["name"]: e["value"]
+            for e in endpoint.worker_env
+            if e["name"].startswith("LMCACHE_") or e["name"] == "PYTHONPATH"
+        },
+        # The metrics directory the policy mounts (METRICS_VOLUME).
+        PROMETHEUS_MULTIPROC_ENV: PROMETHEUS_MULTIPROC_DIR,
     }
 
 
@@ -178,6 +197,10 @@ def mutation(endpoint: OperatorEndpoint, l2: L2Mount, env: dict[str, str]) -> di
                         "volumes": [
                             {"name": L2_VOLUME, "persistentVolumeClaim": {"claimName": l2.claim_name}},
                             {"name": L2_GUARD_VOLUME, "configMap": {"name": guard_config_map_name(endpoint)}},
+                            {
+                                "name": METRICS_VOLUME,
+                                "emptyDir": {"medium": "Memory", "sizeLimit": PROMETHEUS_MULTIPROC_SIZE},
+                            },
                         ],
                         "containers": [
                             {
@@ -187,6 +210,7 @@ def mutation(endpoint: OperatorEndpoint, l2: L2Mount, env: dict[str, str]) -> di
                                 "volumeMounts": [
                                     {"name": L2_VOLUME, "mountPath": l2.mount_path, "subPath": l2.sub_path},
                                     {"name": L2_GUARD_VOLUME, "mountPath": L2_GUARD_DIR, "readOnly": True},
+                                    {"name": METRICS_VOLUME, "mountPath": PROMETHEUS_MULTIPROC_DIR},
                                 ],
                             }
                         ],

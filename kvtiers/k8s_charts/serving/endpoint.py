@@ -36,8 +36,23 @@ LMCACHE_CONFIG_DIR = "/etc/lmcache"
 LMCACHE_CONFIG_KEY = "lmcache.yaml"
 PROMETHEUS_MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PROMETHEUS_MULTIPROC_DIR = "/var/run/prometheus-multiproc"
-"""prometheus_client's multiprocess directory, shared by every process of an engine pod (a memory-backed emptyDir,
-wiped with the pod, as vLLM asks)."""
+"""prometheus_client's multiprocess directory, shared by every process of an engine pod (a memory-backed emptyDir
+of its own, self-managed and operator pods alike)."""
+PROMETHEUS_MULTIPROC_SIZE = "64Mi"
+"""Its size limit: prometheus_client creates each file at 1 MiB (one per metric kind and process: API server, engine
+core, one per GPU worker), and the directory counts against the pod's memory."""
+WIPE_AND_SERVE = f'rm -f "${PROMETHEUS_MULTIPROC_ENV}"/*.db && exec "$0" serve "$@"'
+"""The engine container's shell: the multiprocess directory (an emptyDir, kept across container restarts) emptied
+before vLLM starts, then vLLM with the container's arguments. vLLM 0.12.0 never wipes a directory the user sets
+(``v1/metrics/prometheus.py``), and prometheus_client reopens a file of the same PID (PIDs restart in the new
+container) and counts on from the dead run's values."""
+
+
+def start_command(vllm_binary: str) -> list[str]:
+    """``vllm serve`` after the metrics wipe; the container's ``args`` follow as ``$@``."""
+    return ["/bin/sh", "-c", WIPE_AND_SERVE, vllm_binary]
+
+
 CONFIG_CHECKSUM_ANNOTATION = "kvtiers.io/lmcache-config-sha256"
 MODEL_ROLE_ANNOTATION = "kvtiers.io/model-role-arn"
 PROBE_PERIOD_SECONDS = 10
@@ -164,7 +179,8 @@ class EngineDeployment(Construct):
             k8s.Volume(name="models", empty_dir=k8s.EmptyDirVolumeSource(size_limit=models_size)),
             k8s.Volume(name="lmcache-config", config_map=k8s.ConfigMapVolumeSource(name=config_map_name)),
             k8s.Volume(
-                name="prometheus", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=quantity("64Mi"))
+                name="prometheus",
+                empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=quantity(PROMETHEUS_MULTIPROC_SIZE)),
             ),
         ]
         mounts = [
@@ -256,7 +272,7 @@ class EngineDeployment(Construct):
             name="vllm",
             image=engine.image,
             # A command (without --enable-sleep-mode) also tells the router's discovery not to probe sleep mode.
-            command=[engine.vllm_binary, "serve"],
+            command=start_command(engine.vllm_binary),
             args=args,
             env=env,
             ports=ports,
