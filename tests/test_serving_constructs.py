@@ -423,6 +423,32 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config_but_
             lambda: serving(router=dataclasses.replace(ROUTER, extra_env={"HOME": "/root"})),
             "Router: extra_env HOME='/root' sets HOME, which kvtiers already sets",
         ),
+        # Other spellings of what kvtiers sets (vLLM's parser turns '_' into '-' and reads dotted JSON keys), short
+        # aliases, abbreviations, and what changes the KV bytes without changing the L2 namespace (review finding).
+        (
+            lambda: serving(engine=dataclasses.replace(ENGINE, extra_args=("--max_model_len", "8192"))),
+            "Engine: extra_args '--max_model_len' sets --max-model-len, which kvtiers already sets",
+        ),
+        (
+            lambda: serving(engine=dataclasses.replace(ENGINE, extra_args=("--kv-transfer-config.kv_connector=X",))),
+            "Engine: extra_args '--kv-transfer-config.kv_connector=X' sets --kv-transfer-config, which kvtiers",
+        ),
+        (
+            lambda: serving(engine=dataclasses.replace(ENGINE, extra_args=("-tp", "2"))),
+            "Engine: extra_args '-tp' is a short option: use its long form",
+        ),
+        (
+            lambda: serving(router=dataclasses.replace(ROUTER, extra_args=("--routing", "roundrobin"))),
+            "Router: extra_args '--routing' abbreviates --routing-logic, which kvtiers already sets",
+        ),
+        (
+            lambda: serving(engine=dataclasses.replace(ENGINE, extra_args=("--quantization", "fp8"))),
+            "Engine: extra_args '--quantization' changes the bytes of the KV cache, which the L2 namespace does not",
+        ),
+        (
+            lambda: serving(engine=dataclasses.replace(ENGINE, extra_env={"LMCACHE_CHUNK_SIZE": "128"})),
+            "Engine: extra_env LMCACHE_CHUNK_SIZE='128': LMCache reads LMCACHE_\\* over the configuration kvtiers",
+        ),
         (lambda: serving(name="Ep"), "ServingChart: name 'Ep' is not a DNS-1123 label"),
         (lambda: serving(name="e" * 53), "ServingChart: name 'e+' is not a DNS-1123 label of at most 52"),
         (lambda: serving(namespace="serving_ns"), "ServingChart: namespace 'serving_ns' is not a DNS-1123 label"),

@@ -20,7 +20,12 @@ from kvtiers.k8s_charts.serving.drain import (
     drain_source,
     node_loss_tolerations,
 )
-from kvtiers.k8s_charts.serving.extras import with_extra_args, with_extra_env
+from kvtiers.k8s_charts.serving.extras import (
+    ENGINE_ENV_PREFIXES,
+    ENGINE_KV_FLAGS,
+    with_extra_args,
+    with_extra_env,
+)
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import MODELS_DIR, Engine
 from kvtiers.k8s_charts.vllm import (
@@ -253,7 +258,7 @@ class EngineDeployment(Construct):
             port=names.ENGINE_PORT,
             revision=revision,
         )
-        args = with_extra_args("Engine", args, engine.extra_args)
+        args = with_extra_args("Engine", args, engine.extra_args, kv_flags=ENGINE_KV_FLAGS)
 
         ports = [k8s.ContainerPort(name="http", container_port=names.ENGINE_PORT)]
         if lmcache.controller is not None:
@@ -267,7 +272,7 @@ class EngineDeployment(Construct):
             "memory": quantity(f"{sizing.memory_gib}Gi"),
             names.GPU_RESOURCE: quantity(engine.tensor_parallel_size),
         }
-        env = with_extra_env("Engine", env, engine.extra_env)
+        env = with_extra_env("Engine", env, engine.extra_env, reserved_prefixes=ENGINE_ENV_PREFIXES)
         container = k8s.Container(
             name="vllm",
             image=engine.image,
