@@ -411,3 +411,22 @@ def test_the_service_cidr_is_explicit_so_policies_can_name_the_api_service(dev_s
     )
     assert cluster["Properties"]["KubernetesNetworkConfig"]["ServiceIpv4Cidr"] == dev_env.eks.service_ipv4_cidr
     assert dev_env.eks.api_service_ip == "172.20.0.1"
+
+
+def test_the_ebs_csi_add_on_waits_for_every_policy_of_its_role(dev_synth):
+    """A new role (its logical ID moved with the Curvine construct) must carry its rights before the add-on's pods
+    switch to it, or a master rescheduled meanwhile cannot attach its journal volume (review 24 M1)."""
+    resources = dev_synth.template_json(dev_synth.graph.platform)["Resources"]
+    addon_id, addon = next(
+        (k, r)
+        for k, r in resources.items()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "aws-ebs-csi-driver"
+    )
+    role_id = next(k for k, r in resources.items() if r["Type"] == "AWS::IAM::Role" and "EbsCsi" in k)
+    policies = {
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"].get("Roles", [])
+    }
+    assert policies, f"no inline policy of {role_id}"
+    assert policies <= set(addon.get("DependsOn", [])), (addon_id, policies, addon.get("DependsOn"))

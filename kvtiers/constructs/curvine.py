@@ -163,6 +163,8 @@ class CurvineL2(Construct):
         )
         # The driver's node pods run on HyperPod nodes, and it attaches through the HyperPod cluster's API.
         self.ebs_csi.node.add_dependency(hyperpod.cluster)
+        # Its pods switch to the role only once every policy of it exists (the role is new on a deploy over 0.1.x).
+        self.ebs_csi.node.add_dependency(self.ebs_csi_role)
 
         _warn_about_open_groups(self, hyperpod)
         self.cluster = CurvineCluster(
