@@ -1,0 +1,73 @@
+"""The endpoint record a synth writes into its cloud assembly (``kvtiers-endpoints.json``): per endpoint, its L2
+namespace as the synth computed it (``kvtiers.stacks.wiring.serving.l2_namespace``, the one computation) and the
+engine image. ``kvtiers diff`` compares two records: a new L2 directory is a cold L2 for the whole endpoint, and the
+fields that differ say why. The templates cannot say it: they carry only the directory's hash.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kvtiers.k8s_charts.l2 import L2Namespace
+
+RECORD_FILE = "kvtiers-endpoints.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndpointRecord:
+    serving: str
+    """``self_managed`` or ``operator``."""
+    engine_image: str
+    l2: bool
+    """Whether the endpoint reads and writes the L2."""
+    l2_namespace: L2Namespace
+
+    def l2_reasons(self, before: EndpointRecord) -> tuple[str, ...]:
+        """Why the L2 namespace moved from ``before``'s: each field that differs (and the engine image)."""
+        old, new = asdict(before.l2_namespace), asdict(self.l2_namespace)
+        reasons = [f"{key.replace('_', ' ')} {old[key]} -> {new[key]}" for key in sorted(new) if old[key] != new[key]]
+        if before.engine_image != self.engine_image:
+            reasons.insert(0, f"engine image {before.engine_image} -> {self.engine_image}")
+        return tuple(reasons)
+
+
+@dataclass(frozen=True)
+class Record:
+    environment: str
+    stack: str | None
+    """The workloads stack (``None`` when the synth has none)."""
+    endpoints: dict[str, EndpointRecord]
+
+
+def write_endpoint_record(
+    outdir: Path, *, environment: str, stack: str | None, endpoints: dict[str, EndpointRecord]
+) -> Path:
+    path = Path(outdir) / RECORD_FILE
+    data = {
+        "environment": environment,
+        "stack": stack,
+        "endpoints": {name: asdict(record) for name, record in endpoints.items()},
+    }
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_endpoint_record(outdir: Path) -> Record | None:
+    """The record of a cloud assembly, or None for one synthesized without it (another app, an older kvtiers)."""
+    path = Path(outdir) / RECORD_FILE
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    endpoints = {
+        name: EndpointRecord(
+            serving=e["serving"],
+            engine_image=e["engine_image"],
+            l2=e["l2"],
+            l2_namespace=L2Namespace(**e["l2_namespace"]),
+        )
+        for name, e in data["endpoints"].items()
+    }
+    return Record(environment=data["environment"], stack=data["stack"], endpoints=endpoints)
