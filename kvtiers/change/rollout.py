@@ -239,9 +239,9 @@ def endpoint_effects(
             elif n.l2 and o.l2_namespace.directory != n.l2_namespace.directory:
                 l2 = f"new L2 namespace {n.l2_namespace.directory} (cold for the whole endpoint)"
                 reasons = n.l2_reasons(o)
-        if o is None and n is not None:
+        if o is None and n is not None and before is not None:
             status = "added"
-        elif n is None and o is not None:
+        elif n is None and o is not None and after is not None:
             status = "removed"
         else:
             status = "changed" if mine or l2 else "unchanged"
