@@ -10,9 +10,9 @@ logical IDs) left the old endpoint and its policy running.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
