@@ -168,7 +168,11 @@ def _classify(
 ) -> CfnChange | None:
     kind = str(new["Type"])
     if old["Type"] != kind:
-        return CfnChange(stack, logical_id, kind, CfnAction.REPLACE, because=(f"type {old['Type']} -> {kind}",))
+        lost = DATA_TYPES.get(str(old["Type"]))
+        error = None if lost is None else f"replacement loses the {lost}"
+        return CfnChange(
+            stack, logical_id, kind, CfnAction.REPLACE, because=(f"type {old['Type']} -> {kind}",), error=error
+        )
     props = new.get("Properties") or {}
     paths = set(changed_paths(old.get("Properties") or {}, props))
     cascaded = {path: target for path, target in _references(props) if target in replaced}
