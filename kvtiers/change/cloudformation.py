@@ -198,7 +198,7 @@ def _classify(
         # The new resource is created before the old one is deleted: with the same name it cannot be.
         named = [n for n in rules.names if n in props]
         renamed = any(_matches(f"/properties/{n}", p) for n in named for p in ordered)
-        error: str | None = None
+        error = None
         if named and not renamed and not rules.delete_first:
             error = f"replacing a custom-named resource ({', '.join(named)} unchanged) fails: the name is taken"
         if kind in DATA_TYPES:
