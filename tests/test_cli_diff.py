@@ -37,7 +37,7 @@ def assembly(folder, objects, record: EndpointRecord | None = None):
         o.setdefault("metadata", {}).setdefault("labels", {})["p"] = ""
     (folder / "env-workloads.template.json").write_text(json.dumps({"Resources": {"Endpoint": manifest}}))
     if record is not None:
-        write_endpoint_record(folder, environment="env", stack="env-workloads", endpoints={"chat": record})
+        write_endpoint_record(folder, environment="env", endpoints={"chat": record})
     return folder
 
 

@@ -37,18 +37,13 @@ class EndpointRecord:
 @dataclass(frozen=True)
 class Record:
     environment: str
-    stack: str | None
-    """The workloads stack (``None`` when the synth has none)."""
     endpoints: dict[str, EndpointRecord]
 
 
-def write_endpoint_record(
-    outdir: Path, *, environment: str, stack: str | None, endpoints: dict[str, EndpointRecord]
-) -> Path:
+def write_endpoint_record(outdir: Path, *, environment: str, endpoints: dict[str, EndpointRecord]) -> Path:
     path = Path(outdir) / RECORD_FILE
     data = {
         "environment": environment,
-        "stack": stack,
         "endpoints": {name: asdict(record) for name, record in endpoints.items()},
     }
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -70,4 +65,4 @@ def read_endpoint_record(outdir: Path) -> Record | None:
         )
         for name, e in data["endpoints"].items()
     }
-    return Record(environment=data["environment"], stack=data["stack"], endpoints=endpoints)
+    return Record(environment=data["environment"], endpoints=endpoints)

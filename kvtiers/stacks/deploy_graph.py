@@ -117,7 +117,6 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
     write_endpoint_record(
         outdir,
         environment=env.name,
-        stack=graph.workloads.stack_name if graph.workloads is not None else None,
         endpoints={
             e.name: EndpointRecord(
                 serving=e.serving,
