@@ -5,7 +5,7 @@ job; the model itself in tests/test_change_model.py and tests/test_change_matrix
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from typer.testing import CliRunner
 
@@ -53,8 +53,15 @@ def engine(image: str, replicas: int = 2) -> dict:
 
 
 def test_a_new_engine_image_restarts_the_engines_and_moves_the_l2_and_says_why(tmp_path):
-    old = EndpointRecord(serving="self_managed", engine_image="img:1", l2=True, l2_namespace=NAMESPACE)
-    new = replace(old, engine_image="img:2", l2_namespace=replace(NAMESPACE, lmcache_version="0.3.12"))
+    newer = replace(NAMESPACE, lmcache_version="0.3.12")
+    old = EndpointRecord(
+        serving="self_managed",
+        engine_image="img:1",
+        l2=True,
+        l2_directory=NAMESPACE.directory,
+        l2_namespace=asdict(NAMESPACE),
+    )
+    new = replace(old, engine_image="img:2", l2_directory=newer.directory, l2_namespace=asdict(newer))
     before = assembly(tmp_path / "a", [engine("img:1")], old)
     after = assembly(tmp_path / "b", [engine("img:2")], new)
     assert read_endpoint_record(after).endpoints["chat"] == new

@@ -11,8 +11,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kvtiers.k8s_charts.l2 import L2Namespace
-
 RECORD_FILE = "kvtiers-endpoints.json"
 
 
@@ -23,12 +21,17 @@ class EndpointRecord:
     engine_image: str
     l2: bool
     """Whether the endpoint reads and writes the L2."""
-    l2_namespace: L2Namespace
+    l2_directory: str
+    """The endpoint's L2 directory (``L2Namespace.directory``)."""
+    l2_namespace: dict[str, Any]
+    """The fields of its ``L2Namespace``, as the synth computed them."""
 
     def l2_reasons(self, before: EndpointRecord) -> tuple[str, ...]:
         """Why the L2 namespace moved from ``before``'s: each field that differs (and the engine image)."""
-        old, new = asdict(before.l2_namespace), asdict(self.l2_namespace)
-        reasons = [f"{key.replace('_', ' ')} {old[key]} -> {new[key]}" for key in sorted(new) if old[key] != new[key]]
+        old, new = before.l2_namespace, self.l2_namespace
+        reasons = [
+            f"{key.replace('_', ' ')} {old.get(key)} -> {new[key]}" for key in sorted(new) if old.get(key) != new[key]
+        ]
         if before.engine_image != self.engine_image:
             reasons.insert(0, f"engine image {before.engine_image} -> {self.engine_image}")
         return tuple(reasons)
@@ -56,13 +59,5 @@ def read_endpoint_record(outdir: Path) -> Record | None:
     if not path.is_file():
         return None
     data: dict[str, Any] = json.loads(path.read_text())
-    endpoints = {
-        name: EndpointRecord(
-            serving=e["serving"],
-            engine_image=e["engine_image"],
-            l2=e["l2"],
-            l2_namespace=L2Namespace(**e["l2_namespace"]),
-        )
-        for name, e in data["endpoints"].items()
-    }
+    endpoints = {name: EndpointRecord(**e) for name, e in data["endpoints"].items()}
     return Record(environment=data["environment"], endpoints=endpoints)

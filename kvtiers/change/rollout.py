@@ -233,11 +233,11 @@ def endpoint_effects(
         o, n = old.get(name), new.get(name)
         if o is not None and n is not None:
             if n.l2 and not o.l2:
-                l2 = f"L2 switched on: {n.l2_namespace.directory} (empty)"
+                l2 = f"L2 switched on: {n.l2_directory} (empty)"
             elif o.l2 and not n.l2:
                 l2 = "L2 switched off"
-            elif n.l2 and o.l2_namespace.directory != n.l2_namespace.directory:
-                l2 = f"new L2 namespace {n.l2_namespace.directory} (cold for the whole endpoint)"
+            elif n.l2 and o.l2_directory != n.l2_directory:
+                l2 = f"new L2 namespace {n.l2_directory} (cold for the whole endpoint)"
                 reasons = n.l2_reasons(o)
         if o is None and n is not None and before is not None:
             status = "added"

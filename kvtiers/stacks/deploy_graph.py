@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
 
@@ -114,6 +114,7 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
     write_k8s_yaml([s for s in (graph.workloads,) if s is not None], outdir)
     env = graph.environment
     l2 = {s.name: s.l2_enabled for s in env.sizing.endpoints}
+    namespaces = {e.name: l2_namespace(env, e) for e in env.serving.endpoints}
     write_endpoint_record(
         outdir,
         environment=env.name,
@@ -122,7 +123,8 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
                 serving=e.serving,
                 engine_image=env.serving.images.vllm_image,
                 l2=l2[e.name],
-                l2_namespace=l2_namespace(env, e),
+                l2_directory=namespaces[e.name].directory,
+                l2_namespace=asdict(namespaces[e.name]),
             )
             for e in env.serving.endpoints
         },
