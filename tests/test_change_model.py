@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -191,3 +192,245 @@ def test_a_change_that_keeps_the_name_updates_the_endpoint_in_place(prod_templat
 
 def test_deploying_the_same_synth_again_changes_nothing(prod_templates):
     assert deploy(prod_templates["shipped"], prod_templates["shipped"]).changes == ()
+
+
+# ------------------------------------------------------------------------------------ CloudFormation, from the schemas
+
+
+def cfn(logical_id: str, kind: str, **properties) -> tuple[str, dict]:
+    return logical_id, {"Type": kind, "Properties": properties}
+
+
+def one_change(before: dict, after: dict, logical_id: str):
+    from kvtiers.change.cloudformation import resource_changes
+
+    return next(c for c in resource_changes(before, after) if c.logical_id == logical_id)
+
+
+def test_the_schemas_are_cfn_lints_bundled_data_not_the_user_cache():
+    import cfnlint
+
+    from kvtiers.change.cloudformation import schema_dirs
+
+    bundled = Path(cfnlint.__file__).parent / "data" / "schemas"
+    assert schema_dirs() == (bundled / "providers", bundled / "resources")
+
+
+def test_an_eks_service_cidr_change_replaces_the_named_cluster_and_fails():
+    from kvtiers.change.cloudformation import CfnAction
+
+    old = {"Name": "c", "Version": "1.33", "KubernetesNetworkConfig": {"ServiceIpv4Cidr": "10.100.0.0/16"}}
+    new = copy.deepcopy(old)
+    new["KubernetesNetworkConfig"]["ServiceIpv4Cidr"] = "10.101.0.0/16"
+    change = one_change(stack(cfn("C", "AWS::EKS::Cluster", **old)), stack(cfn("C", "AWS::EKS::Cluster", **new)), "C")
+    assert change.action is CfnAction.REPLACE and "custom-named" in change.error
+    upgraded = {**old, "Version": "1.34"}
+    change = one_change(
+        stack(cfn("C", "AWS::EKS::Cluster", **old)), stack(cfn("C", "AWS::EKS::Cluster", **upgraded)), "C"
+    )
+    assert change.action is CfnAction.UPDATE and change.error is None
+
+
+def test_a_hyperpod_instance_count_is_updated_in_place_and_its_subnets_replace_it():
+    from kvtiers.change.cloudformation import CfnAction
+
+    old = {"ClusterName": "h", "InstanceGroups": [{"InstanceCount": 2}], "VpcConfig": {"Subnets": ["a"]}}
+    more = {**old, "InstanceGroups": [{"InstanceCount": 3}]}
+    moved = {**old, "VpcConfig": {"Subnets": ["b"]}}
+    before = stack(cfn("H", "AWS::SageMaker::Cluster", **old))
+    assert one_change(before, stack(cfn("H", "AWS::SageMaker::Cluster", **more)), "H").action is CfnAction.UPDATE
+    replaced = one_change(before, stack(cfn("H", "AWS::SageMaker::Cluster", **moved)), "H")
+    assert replaced.action is CfnAction.REPLACE and "ClusterName" in replaced.error
+
+
+def test_a_service_token_change_fails_and_other_custom_resource_changes_update():
+    from kvtiers.change.cloudformation import CfnAction
+
+    kind = "Custom::AWSCDK-EKS-KubernetesResource"
+    before = stack(cfn("M", kind, ServiceToken="a", Manifest="[]"))
+    assert one_change(before, stack(cfn("M", kind, ServiceToken="b", Manifest="[]")), "M").action is CfnAction.FAIL
+    assert one_change(before, stack(cfn("M", kind, ServiceToken="a", Manifest="[1]")), "M").action is CfnAction.UPDATE
+
+
+def test_a_replacement_cascades_through_ref_into_a_create_only_property_and_a_replaced_bucket_loses_data():
+    from kvtiers.change.cloudformation import CfnAction, resource_changes
+
+    key = {"Type": "AWS::KMS::Key", "Properties": {}}
+    before = stack(
+        cfn("Vpc", "AWS::EC2::VPC", CidrBlock="10.0.0.0/16"),
+        cfn("Sub", "AWS::EC2::Subnet", VpcId={"Ref": "Vpc"}, CidrBlock="10.0.0.0/24"),
+        cfn("Bucket", "AWS::S3::Bucket", BucketName="b"),
+        ("Key", key),
+    )
+    after = copy.deepcopy(before)
+    after["s"]["Resources"]["Vpc"]["Properties"]["CidrBlock"] = "10.1.0.0/16"
+    after["s"]["Resources"]["Bucket"]["Properties"]["BucketName"] = "c"
+    del after["s"]["Resources"]["Key"]
+    changes = {c.logical_id: c for c in resource_changes(before, after)}
+    assert changes["Vpc"].action is CfnAction.REPLACE
+    assert changes["Sub"].action is CfnAction.REPLACE and "Vpc" in changes["Sub"].because[0]
+    assert changes["Bucket"].action is CfnAction.REPLACE and "bucket" in changes["Bucket"].error
+    assert changes["Key"].action is CfnAction.DELETE and "KMS key" in changes["Key"].error
+
+
+def test_a_conditionally_create_only_property_may_replace():
+    from kvtiers.change.cloudformation import CfnAction
+
+    before = stack(cfn("Vpc", "AWS::EC2::VPC", CidrBlock="10.0.0.0/16", InstanceTenancy="default"))
+    after = stack(cfn("Vpc", "AWS::EC2::VPC", CidrBlock="10.0.0.0/16", InstanceTenancy="dedicated"))
+    assert one_change(before, after, "Vpc").action is CfnAction.MAY_REPLACE
+
+
+# ------------------------------------------------------------------------------------------- immutable Kubernetes fields
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        (
+            obj("apps/v1", "StatefulSet", "m", volumeClaimTemplates=[{"a": 1}]),
+            obj("apps/v1", "StatefulSet", "m", volumeClaimTemplates=[{"a": 2}]),
+            "spec.volumeClaimTemplates",
+        ),
+        (
+            obj("apps/v1", "StatefulSet", "m", serviceName="a"),
+            obj("apps/v1", "StatefulSet", "m", serviceName="b"),
+            "spec.serviceName",
+        ),
+        (
+            obj("apps/v1", "StatefulSet", "m", podManagementPolicy="Parallel"),
+            obj("apps/v1", "StatefulSet", "m"),
+            "spec.podManagementPolicy",
+        ),
+        (
+            obj("apps/v1", "Deployment", "d", selector={"a": "1"}),
+            obj("apps/v1", "Deployment", "d", selector={"a": "2"}),
+            "spec.selector",
+        ),
+        (
+            obj("batch/v1", "Job", "j", template={"a": 1}),
+            obj("batch/v1", "Job", "j", template={"a": 2}),
+            "spec.template",
+        ),
+        (
+            obj("v1", "PersistentVolumeClaim", "c", storageClassName="a"),
+            obj("v1", "PersistentVolumeClaim", "c", storageClassName="b"),
+            "spec.storageClassName",
+        ),
+        (
+            obj("v1", "PersistentVolumeClaim", "c", resources={"requests": {"storage": "10Gi"}}),
+            obj("v1", "PersistentVolumeClaim", "c", resources={"requests": {"storage": "5Gi"}}),
+            "spec.resources.requests.storage",
+        ),
+        (
+            obj("v1", "PersistentVolume", "v", None, csi={"volumeHandle": "a"}),
+            obj("v1", "PersistentVolume", "v", None, csi={"volumeHandle": "b"}),
+            "spec.csi",
+        ),
+        (
+            {**obj("storage.k8s.io/v1", "StorageClass", "s", None), "parameters": {"a": "1"}},
+            {**obj("storage.k8s.io/v1", "StorageClass", "s", None), "parameters": {"a": "2"}},
+            "parameters",
+        ),
+        (
+            obj("storage.k8s.io/v1", "CSIDriver", "c", None, attachRequired=False),
+            obj("storage.k8s.io/v1", "CSIDriver", "c", None, attachRequired=True),
+            "spec.attachRequired",
+        ),
+        (
+            obj("v1", "Service", "s", clusterIP="None"),
+            obj("v1", "Service", "s", clusterIP="10.0.0.1"),
+            "spec.clusterIP",
+        ),
+    ],
+)
+def test_an_immutable_field_changed_in_place_is_reported(old, new, field):
+    before = stack(manifest("App", [old]))
+    after = stack(manifest("App", [new]))
+    assert [c.field for c in deploy(before, after).immutable] == [field]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (
+            obj("apps/v1", "StatefulSet", "m", replicas=1, template={"a": 1}),
+            obj("apps/v1", "StatefulSet", "m", replicas=3, template={"a": 2}),
+        ),
+        (
+            obj("v1", "PersistentVolumeClaim", "c", resources={"requests": {"storage": "5Gi"}}),
+            obj("v1", "PersistentVolumeClaim", "c", resources={"requests": {"storage": "10Gi"}}),
+        ),
+        (
+            obj("storage.k8s.io/v1", "CSIDriver", "c", None, podInfoOnMount=False),
+            obj("storage.k8s.io/v1", "CSIDriver", "c", None, podInfoOnMount=True),
+        ),
+        (
+            obj("v1", "Service", "s", clusterIP="None", ports=[1]),
+            obj("v1", "Service", "s", clusterIP="None", ports=[2]),
+        ),
+        (
+            obj("policy/v1", "PodDisruptionBudget", "p", maxUnavailable=1),
+            obj("policy/v1", "PodDisruptionBudget", "p", maxUnavailable=2),
+        ),
+    ],
+)
+def test_a_mutable_change_is_not_reported(old, new):
+    assert deploy(stack(manifest("App", [old])), stack(manifest("App", [new]))).immutable == ()
+
+
+# ------------------------------------------------------------------------------------------------------ cleanup deletes
+
+
+def test_a_deleted_custom_resource_may_remain_and_deletes_run_dependents_first():
+    iec = obj("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig", "e")
+    policy_id, policy = manifest("Policy", [obj("kyverno.io/v1", "Policy", "p")])
+    endpoint_id, endpoint = manifest("Endpoint", [iec])
+    endpoint["DependsOn"] = ["Policy"]
+    keep = manifest("Keep", [obj("v1", "Service", "keep")])
+    outcome = deploy(stack(keep, (policy_id, policy), (endpoint_id, endpoint)), stack(keep))
+    assert [(c.logical_id, c.action) for c in outcome.changes] == [
+        ("Endpoint", Action.DELETE),
+        ("Policy", Action.DELETE),
+    ]
+    assert {r.kind for r in outcome.may_remain} == {"InferenceEndpointConfig", "Policy"}
+    plain = deploy(stack(keep, manifest("Web", [obj("apps/v1", "Deployment", "w")])), stack(keep))
+    assert plain.may_remain == ()
+
+
+# ------------------------------------------------------------------------------------------------------- rollout pace
+
+
+def test_rollout_pace_follows_the_strategy_and_kubernetes_defaults():
+    from kvtiers.change.rollout import workloads
+
+    def engine(name, strategy=None, replicas=4, image="a"):
+        template = {"spec": {"containers": [{"image": image, "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
+        spec = {"replicas": replicas, "template": template, **({"strategy": strategy} if strategy else {})}
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "s"},
+            "spec": spec,
+        }
+
+    before = {ObjectRef.of(o): o for o in (engine("default"), engine("recreate", {"type": "Recreate"}))}
+    after = {
+        ObjectRef.of(o): o for o in (engine("default", image="b"), engine("recreate", {"type": "Recreate"}, image="b"))
+    }
+    rolled = {w.ref.name: w for w in workloads(before, after)}
+    # 25 % of 4: one pod down (rounded down) and one extra (rounded up) at a time.
+    assert (rolled["default"].at_once, rolled["default"].surge, rolled["default"].gpus_idle) == (1, 1, 2)
+    assert (rolled["recreate"].at_once, rolled["recreate"].gpus_idle) == (4, 8)
+
+
+def test_every_immutable_rule_is_in_the_change_contract():
+    from kvtiers.change.immutable import RULES
+    from tests.conftest import ROOT
+
+    rows = [line for line in (ROOT / "docs" / "change-contract.md").read_text().splitlines() if line.startswith("| ")]
+    for rule in RULES:
+        row = next((r for r in rows if r.split("|")[1].strip().startswith(rule.kind)), None)
+        assert row is not None, f"docs/change-contract.md: no row for {rule.kind}"
+        for field in (*rule.fields, *([rule.all_of] if rule.all_of else [])):
+            assert f"`{field}" in row or f"`spec.{field}" in row, f"{rule.kind} row does not name {field}"

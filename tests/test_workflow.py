@@ -49,3 +49,13 @@ def test_the_test_job_sets_up_every_supported_python():
     steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["test"]["steps"]
     (setup,) = [s for s in steps if s.get("uses", "").startswith("actions/setup-python@")]
     assert sorted(str(setup["with"]["python-version"]).split()) == supported_versions()
+
+
+def test_the_pull_request_runs_kvtiers_diff_against_the_base_and_posts_it_with_cdk_diff():
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    change = " ".join(s.get("run", "") for s in workflow["jobs"]["change"]["steps"])
+    assert "kvtiers diff --base" in change and "|| true" not in change  # its exit code fails the check
+    checkout = next(s for s in workflow["jobs"]["change"]["steps"] if "checkout" in s.get("uses", ""))
+    assert checkout["with"]["fetch-depth"] == 0
+    posted = " ".join(s.get("run", "") for s in workflow["jobs"]["diff"]["steps"])
+    assert posted.index("kvtiers-diff.md") < posted.index("cdk diff --all")

@@ -1,9 +1,15 @@
-"""A change model: what deploying one synthesized cloud assembly after another does to the Kubernetes objects that
-CDK's manifest resources put on the cluster (CloudFormation's create, update and cleanup delete of each resource,
-the kubectl handler's apply, prune and delete, kubectl's default prune list).
+"""A change model: what deploying one synthesized cloud assembly after another does.
 
-Input: two assemblies' templates (:func:`load_templates` reads a ``cdk.out``). Output: a :class:`DeployOutcome`
-with each resource's change, the objects on the cluster afterwards, and the orphans and lost objects.
+- :mod:`kvtiers.change.cloudformation`: each CloudFormation resource created, updated, replaced or deleted (from
+  cfn-lint's bundled provider schemas);
+- :mod:`kvtiers.change.deploy`: the Kubernetes objects CDK's manifest resources leave on the cluster (the kubectl
+  handler's apply, prune and delete, kubectl's default prune list), orphans, lost objects, objects that may remain,
+  and immutable fields changed in place (:mod:`kvtiers.change.immutable`);
+- :mod:`kvtiers.change.rollout`: restarts, their pace and idle GPUs per workload, cache effects per endpoint;
+- :mod:`kvtiers.change.report`: all of it for one environment, its errors, and the Markdown of ``kvtiers diff``.
+
+Input: two assemblies (``cdk.out``): their templates (:func:`load_templates`) and the synth's endpoint record
+(:mod:`kvtiers.change.record`).
 """
 
 from kvtiers.change.deploy import Action, DeployOutcome, ResourceChange, deploy, first_deploy

@@ -4,14 +4,19 @@ CloudFormation (per stack) creates resources whose logical ID is new, updates th
 leaves the others alone; after the update it deletes the resources whose logical ID disappeared (the cleanup
 phase). For each manifest resource the kubectl handler then runs what :mod:`kvtiers.change.kubectl` models. The
 outcome names every object left on the cluster that synth B does not declare: an orphan keeps running (and keeps
-its GPUs) while CloudFormation reports success.
+its GPUs) while CloudFormation reports success. Cleanup deletes go in reverse dependency order, and the handler
+swallows ``kubectl delete`` errors (``apply/__init__.py``: ``logger.info("delete error: ...")``, then success), so
+an object whose deletion waits for a controller is reported as one that may remain, not as gone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
+from kvtiers.change.immutable import ImmutableChange, immutable_changes
 from kvtiers.change.kubectl import Cluster
 from kvtiers.change.manifests import ManifestResource, ObjectRef, Templates, manifest_resources
 
@@ -32,6 +37,9 @@ class ResourceChange:
     applied: tuple[ObjectRef, ...]
     deleted: tuple[ObjectRef, ...]
     """Pruned (update) or deleted with the old manifest (delete)."""
+    may_remain: tuple[ObjectRef, ...] = ()
+    """Deleted by a cleanup delete whose success nothing checks: the handler logs ``kubectl delete`` errors and
+    reports success, so an object whose deletion waits for a controller (a finalizer) can stay behind."""
 
 
 @dataclass(frozen=True)
@@ -44,12 +52,18 @@ class DeployOutcome:
     :param orphans: objects on the cluster that the new synth does not declare.
     :param lost: objects the new synth declares that are not on the cluster afterwards (deleted by a cleanup
         delete of an old manifest that named them too).
+    :param immutable: fields an apply would change that the API server refuses to change.
+    :param may_remain: objects a cleanup delete removes only if their finalizers complete; CloudFormation reports
+        success either way (they are not in ``cluster``).
     """
 
     changes: tuple[ResourceChange, ...]
     cluster: Cluster
     orphans: tuple[ObjectRef, ...]
     lost: tuple[ObjectRef, ...]
+    may_remain: tuple[ObjectRef, ...] = ()
+    immutable: tuple[ImmutableChange, ...] = ()
+    """In-place updates the API server rejects: the handler's apply fails and the stack rolls back."""
 
     def change(self, logical_id: str) -> ResourceChange:
         return next(c for c in self.changes if c.logical_id == logical_id)
@@ -66,30 +80,107 @@ def deploy(before: Templates, after: Templates, cluster: Cluster | None = None) 
     live = (first_deploy(before).cluster if cluster is None else cluster).copy()
     old = manifest_resources(before)
     new = manifest_resources(after)
+    declared_before = {ObjectRef.of(o): o for resource in old.values() for o in resource.objects}
     changes: list[ResourceChange] = []
+    rejected: list[ImmutableChange] = []
     for key, resource in new.items():
         previous = old.get(key)
+        if previous is not None and previous.properties == resource.properties:
+            continue
+        # An apply (an update, or a create with Overwrite) changes any object of the same name in place.
+        rejected += [
+            change
+            for o in resource.objects
+            if (previous is not None or resource.overwrite)
+            and ObjectRef.of(o) in declared_before
+            and ObjectRef.of(o) in live.objects
+            for change in immutable_changes(declared_before[ObjectRef.of(o)], o)
+        ]
+        live.apply(resource)
         if previous is None:
-            live.apply(resource)
             changes.append(_change(resource, Action.CREATE, ()))
-        elif previous.properties != resource.properties:
-            live.apply(resource)
+        else:
             changes.append(_change(resource, Action.UPDATE, live.prune(resource)))
-    for key in reversed(list(old)):
-        if key not in new:
-            gone = old[key]
-            changes.append(_change(gone, Action.DELETE, live.delete(gone.refs), applied=False))
+    for key in cleanup_order(before, [k for k in old if k not in new]):
+        gone = old[key]
+        deleted = live.delete(gone.refs)
+        uncertain = tuple(ref for ref in deleted if waits_for_a_controller(ref, gone.objects))
+        changes.append(_change(gone, Action.DELETE, deleted, applied=False, may_remain=uncertain))
     declared = {ref for resource in new.values() for ref in resource.refs}
     return DeployOutcome(
         changes=tuple(changes),
         cluster=live,
         orphans=tuple(sorted(set(live.objects) - declared)),
         lost=tuple(sorted(declared - set(live.objects))),
+        may_remain=tuple(sorted({ref for c in changes for ref in c.may_remain} - declared)),
+        immutable=tuple(rejected),
     )
 
 
+BUILT_IN_GROUPS = frozenset(
+    {
+        "",
+        "apps",
+        "batch",
+        "policy",
+        "autoscaling",
+        "networking.k8s.io",
+        "rbac.authorization.k8s.io",
+        "storage.k8s.io",
+        "scheduling.k8s.io",
+        "admissionregistration.k8s.io",
+        "apiextensions.k8s.io",
+        "coordination.k8s.io",
+        "discovery.k8s.io",
+        "node.k8s.io",
+    }
+)
+"""API groups the API server serves itself; any other group is a custom resource whose deletion its operator
+finishes (through a finalizer), or never does when the operator is gone or fails."""
+FINALIZED_KINDS = frozenset({("", "Namespace"), ("", "PersistentVolumeClaim"), ("", "PersistentVolume")})
+"""Built-in kinds with a finalizer the server always adds: a namespace waits until everything in it is gone, a
+claim (``kubernetes.io/pvc-protection``) while a pod uses it, a volume (``kubernetes.io/pv-protection``) while it is
+bound."""
+
+
+def waits_for_a_controller(ref: ObjectRef, objects: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether ``kubectl delete`` of this object can end with the object still there (a finalizer)."""
+    if ref.group not in BUILT_IN_GROUPS or (ref.group, ref.kind) in FINALIZED_KINDS:
+        return True
+    declared = next((o for o in objects if ObjectRef.of(o) == ref), {})
+    return bool((declared.get("metadata") or {}).get("finalizers"))
+
+
+def cleanup_order(templates: Templates, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The cleanup deletes in CloudFormation's order: a resource after every resource that depends on it
+    (``DependsOn``), template order otherwise."""
+    depends = {
+        (stack, logical_id): {(stack, d) for d in _depends_on(resource)}
+        for stack, template in templates.items()
+        for logical_id, resource in (template.get("Resources") or {}).items()
+    }
+    remaining, ordered = list(keys), []
+    while remaining:
+        # Delete first what nothing still to be deleted depends on.
+        free = [k for k in remaining if not any(k in depends.get(other, set()) for other in remaining)]
+        step = free[-1] if free else remaining[-1]
+        ordered.append(step)
+        remaining.remove(step)
+    return ordered
+
+
+def _depends_on(resource: Mapping[str, Any]) -> list[str]:
+    value = resource.get("DependsOn") or []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
 def _change(
-    resource: ManifestResource, action: Action, deleted: tuple[ObjectRef, ...], *, applied: bool = True
+    resource: ManifestResource,
+    action: Action,
+    deleted: tuple[ObjectRef, ...],
+    *,
+    applied: bool = True,
+    may_remain: tuple[ObjectRef, ...] = (),
 ) -> ResourceChange:
     return ResourceChange(
         stack=resource.stack,
@@ -97,4 +188,5 @@ def _change(
         action=action,
         applied=resource.refs if applied else (),
         deleted=deleted,
+        may_remain=may_remain,
     )

@@ -235,5 +235,44 @@ def bench(
             raise typer.Exit(1)
 
 
+@app.command()
+def diff(
+    base: str = typer.Option("main", "--base", help="Git revision to compare the working tree against."),
+    config: list[Path] = typer.Option(
+        [], "--config", "-c", help="Environment file (repeatable). Default: every config/*.yaml of the working tree."
+    ),
+    before: Path | None = typer.Option(None, "--before", help="A cdk.out folder: compare it with --after instead."),
+    after: Path | None = typer.Option(None, "--after", help="The cdk.out folder deployed after --before."),
+    output_file: Path | None = typer.Option(None, "--output", "-o", help="Also write the Markdown to this file."),
+) -> None:
+    """What deploying the change does: CloudFormation replacements, orphaned or lost Kubernetes objects, immutable
+    fields, restarts and cache effects per endpoint, as Markdown. Exit 1 on an error (orphan, lost object, immutable
+    field, failing update, data-losing replacement)."""
+    from kvtiers.change.report import assembly_change, markdown
+    from kvtiers.cli import diff as differ
+
+    try:
+        if (before is None) != (after is None):
+            raise differ.DiffError("give both --before and --after, or neither")
+        if before is not None and after is not None:
+            for folder in (before, after):
+                if not folder.is_dir():
+                    raise differ.DiffError(f"{folder}: no such cdk.out folder")
+            changes = [assembly_change(after.name, before, after)]
+        else:
+            repo = Path.cwd()
+            configs = config or sorted(Path("config").glob("*.yaml"))
+            if not configs:
+                raise differ.DiffError("no environment files: give --config or run from the repository root")
+            changes = differ.diff_revision(repo, base, configs)
+    except differ.DiffError as exc:
+        output.fail(str(exc))
+    text = markdown(changes)
+    if output_file is not None:
+        output_file.write_text(text)
+    output.console.print(text, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(1 if any(c.errors for c in changes) else 0)
+
+
 if __name__ == "__main__":
     app()

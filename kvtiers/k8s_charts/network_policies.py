@@ -206,6 +206,11 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         @default None (no in-cluster scraper)
     :param operator_namespace: the Inference Operator add-on's namespace. @default ``OPERATOR_NAMESPACE``
     :param janitor: the Curvine L2 janitor's traffic. @default None (no janitor in this namespace)
+    :param namespace_wide: the namespace's own policies (default deny, DNS, the janitor, the operator's shared
+        pods). @default True
+    :param per_endpoint: each endpoint's policies. @default True. A deploy keeps them in a manifest per endpoint,
+        apart from the namespace-wide ones: removing an endpoint then deletes its manifest (and its policies), where
+        an update of a shared manifest would leave them behind (``kubectl apply --prune`` skips NetworkPolicies).
     """
 
     def __init__(
@@ -219,6 +224,8 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         metrics_scraper: k8s.NetworkPolicyPeer | None = None,
         operator_namespace: str = OPERATOR_NAMESPACE,
         janitor: JanitorTraffic | None = None,
+        namespace_wide: bool = True,
+        per_endpoint: bool = True,
     ) -> None:
         checks.dns_label("ServingNetworkPolicyChart", "namespace", namespace)
         checks.dns_label("ServingNetworkPolicyChart", "operator_namespace", operator_namespace)
@@ -228,10 +235,11 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
             raise ValueError(f"ServingNetworkPolicyChart: endpoints has duplicate names {duplicates}")
         super().__init__(scope, id, disable_resource_name_hashes=True)
         ns = namespace
-        _baseline(self, ns)
+        if namespace_wide:
+            _baseline(self, ns)
         scraper = [metrics_scraper] if metrics_scraper else []
         for e in endpoints:
-            if not isinstance(e, SelfManagedTraffic):
+            if not isinstance(e, SelfManagedTraffic) or not per_endpoint:
                 continue
             router_labels = names.router_pod_labels(e.name)
             engine_labels = names.engine_pod_labels(e.name)
@@ -284,8 +292,8 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
             )
         operator = [e for e in endpoints if isinstance(e, OperatorTraffic)]
         if operator:
-            self._operator(ns, operator_namespace, operator)
-        if janitor is not None:
+            self._operator(ns, operator_namespace, operator, shared=namespace_wide, own=per_endpoint)
+        if janitor is not None and namespace_wide:
             masters = k8s.NetworkPolicyPeer(
                 namespace_selector=in_namespace(janitor.curvine_namespace),
                 pod_selector=k8s.LabelSelector(match_labels={names.NAME: MASTER}),
@@ -303,27 +311,30 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
                 egress=[k8s.NetworkPolicyEgressRule(to=[masters], ports=tcp(janitor.master_web_port))],
             )
 
-    def _operator(self, namespace: str, operator_namespace: str, endpoints: list[OperatorTraffic]) -> None:
+    def _operator(
+        self, namespace: str, operator_namespace: str, endpoints: list[OperatorTraffic], *, shared: bool, own: bool
+    ) -> None:
         """Pods the operator creates. Its documentation names no ports beyond the invocation port, so its own pods
         (router, sidecars) may talk to each other and to the operator's namespace on any port; clients reach the
         invocation port; egress is HTTPS (S3, Hugging Face, AWS APIs) and the operator's namespace."""
         operator_ns = k8s.NetworkPolicyPeer(namespace_selector=in_namespace(operator_namespace))
         operator_pods = k8s.NetworkPolicyPeer(pod_selector=NOT_KVTIERS)
-        _policy(
-            self,
-            "operator-managed",
-            namespace,
-            NOT_KVTIERS,
-            ingress=[
-                k8s.NetworkPolicyIngressRule(from_=[operator_ns, operator_pods]),
-                k8s.NetworkPolicyIngressRule(ports=tcp(names.OPERATOR_PORT)),
-            ],
-            egress=[
-                k8s.NetworkPolicyEgressRule(to=[operator_ns, operator_pods]),
-                k8s.NetworkPolicyEgressRule(to=[ip_peer(ANYWHERE)], ports=tcp(HTTPS_PORT)),
-            ],
-        )
-        for e in endpoints:
+        if shared:
+            _policy(
+                self,
+                "operator-managed",
+                namespace,
+                NOT_KVTIERS,
+                ingress=[
+                    k8s.NetworkPolicyIngressRule(from_=[operator_ns, operator_pods]),
+                    k8s.NetworkPolicyIngressRule(ports=tcp(names.OPERATOR_PORT)),
+                ],
+                egress=[
+                    k8s.NetworkPolicyEgressRule(to=[operator_ns, operator_pods]),
+                    k8s.NetworkPolicyEgressRule(to=[ip_peer(ANYWHERE)], ports=tcp(HTTPS_PORT)),
+                ],
+            )
+        for e in endpoints if own else ():
             # The endpoint's own pods, keyed by the (assumed) app label: the same, stated for each endpoint so
             # that a wrong assumption shows as one missing match in `kubectl describe networkpolicy`.
             _policy(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
+from kvtiers.change.record import EndpointRecord
 from kvtiers.config.schema import Environment
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.kubernetes_versions import Support, support, support_note
@@ -25,6 +26,7 @@ class DeployGraph:
     platform: PlatformStack
     workloads: WorkloadsStack | None
     """``None`` in the first stage of an external-chart deploy."""
+    environment: Environment
 
     @property
     def stacks(self) -> tuple[cdk.Stack, ...]:
@@ -76,7 +78,7 @@ def build_deploy_graph(
         workloads = WorkloadsStack(
             app, f"{env.name}-workloads", environment=env, platform=platform, env=aws_env, tags=tags
         )
-    graph = DeployGraph(network=network, platform=platform, workloads=workloads)
+    graph = DeployGraph(network=network, platform=platform, workloads=workloads, environment=environment)
     acknowledge_findings(graph)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
@@ -102,9 +104,29 @@ def acknowledge_findings(graph: DeployGraph) -> None:
 
 
 def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
-    """Synthesize the cloud assembly and the per-object Kubernetes YAML beside it; returns the assembly folder."""
+    """Synthesize the cloud assembly, the per-object Kubernetes YAML and the endpoint record (what ``kvtiers diff``
+    reads) beside it; returns the assembly folder."""
+    from kvtiers.change.record import write_endpoint_record
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
+    from kvtiers.stacks.wiring.serving import l2_namespace
 
     outdir = Path(app.synth().directory)
     write_k8s_yaml([s for s in (graph.workloads,) if s is not None], outdir)
+    env = graph.environment
+    l2 = {s.name: s.l2_enabled for s in env.sizing.endpoints}
+    namespaces = {e.name: l2_namespace(env, e) for e in env.serving.endpoints}
+    write_endpoint_record(
+        outdir,
+        environment=env.name,
+        endpoints={
+            e.name: EndpointRecord(
+                serving=e.serving,
+                engine_image=env.serving.images.vllm_image,
+                l2=l2[e.name],
+                l2_directory=namespaces[e.name].directory,
+                l2_namespace=asdict(namespaces[e.name]),
+            )
+            for e in env.serving.endpoints
+        },
+    )
     return outdir

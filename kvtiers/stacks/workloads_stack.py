@@ -49,6 +49,7 @@ class WorkloadsStack(cdk.Stack):
         control_plane_cidrs = (
             tuple(s.ipv4_cidr_block for s in platform.network.eks_subnets) if isinstance(env.network, NewVpc) else ()
         )
+        self.control_plane_cidrs = control_plane_cidrs
         # Before any serving pod exists: default deny from the first pod on.
         serving_policies = self.add_chart(
             "ServingNetworkPolicies",
@@ -104,7 +105,7 @@ class WorkloadsStack(cdk.Stack):
             # Applying the new names in place would leave the old ones running: kubectl's default prune list has
             # no custom resources (kvtiers.change.kubectl). A change that keeps the name updates in place.
             pascal = f"{_pascal(endpoint.name)}{operator_endpoint.fingerprint}"
-            after: list[Construct] = [operator.kyverno, *self.l2_ready]
+            after: list[Construct] = [operator.kyverno, *self.l2_ready, self._endpoint_policies(env, endpoint)]
             if operator_endpoint.curvine_l2:
                 policy = self.add_chart(
                     f"L2Policy{pascal}",
@@ -162,13 +163,25 @@ class WorkloadsStack(cdk.Stack):
             endpoint.name,
             eks=self.platform.eks,
             l2=l2,
-            after=self.l2_ready,
+            after=[*self.l2_ready, self._endpoint_policies(env, endpoint)],
             model_role_arn=role_arn,
         )
         manifest = self.register(f"Endpoint{_pascal(endpoint.name)}", served.manifest, served.chart, served.objects)
         if access is not None:
             manifest.node.add_dependency(access)
         self.endpoints[endpoint.name] = manifest
+
+    def _endpoint_policies(self, env: Environment, endpoint: Endpoint) -> eks.KubernetesManifest:
+        """The endpoint's NetworkPolicies, in a manifest of their own (before its pods): removing or renaming the
+        endpoint deletes this manifest and so its policies; kubectl's prune would leave them (kvtiers.change)."""
+        chart = wiring.serving_network_policy_chart(
+            self.k8s_app,
+            f"network-policies-{endpoint.name}",
+            env,
+            control_plane_cidrs=self.control_plane_cidrs,
+            endpoint_name=endpoint.name,
+        )
+        return self.add_chart(f"NetworkPolicies{_pascal(endpoint.name)}", chart, after=self.l2_ready)
 
     def add_chart(self, name: str, chart: cdk8s.Chart, *, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
         """Deploy ``chart`` as one manifest that CloudFormation applies after everything in ``after``."""

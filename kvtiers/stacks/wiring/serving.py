@@ -298,21 +298,30 @@ def endpoint_traffic(env: Environment) -> tuple[EndpointTraffic, ...]:
 
 
 def serving_network_policy_chart(
-    scope: Construct, id: str, env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()
+    scope: Construct,
+    id: str,
+    env: Environment,
+    *,
+    control_plane_cidrs: tuple[str, ...] = (),
+    endpoint_name: str | None = None,
 ) -> ServingNetworkPolicyChart:
+    """The serving namespace's own policies, or (``endpoint_name``) that endpoint's."""
     from kvtiers.k8s_charts.network_policies import JanitorTraffic, ServingNetworkPolicyChart
 
+    traffic = endpoint_traffic(env)
     return ServingNetworkPolicyChart(
         scope,
         id,
         namespace=env.serving.namespace,
         network=cluster_network(env, control_plane_cidrs=control_plane_cidrs),
-        endpoints=endpoint_traffic(env),
+        endpoints=traffic if endpoint_name is None else [t for t in traffic if t.name == endpoint_name],
         janitor=JanitorTraffic(
             curvine_namespace=env.curvine.namespace,
             master_web_port=env.curvine.ports.master_web,
             metrics_port=names.CURVINE_JANITOR_METRICS_PORT,
         ),
+        namespace_wide=endpoint_name is None,
+        per_endpoint=endpoint_name is not None,
     )
 
 

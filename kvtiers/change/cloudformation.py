@@ -1,0 +1,239 @@
+"""What CloudFormation does to each resource when synth B is deployed over synth A.
+
+Each resource is created (new logical ID), deleted (logical ID gone, in the cleanup phase), left alone, updated in
+place or replaced, from the resource provider schemas cfn-lint ships: a change under a ``createOnlyProperties``
+pointer replaces the resource, one under ``conditionalCreateOnlyProperties`` may replace it, any other change is an
+update (the meta-schema, ``provider.definition.schema.v1.json``: "any property *not* in this list can be applied to
+an Update request"). The schemas are read from cfn-lint's bundled data directory, never from the user's
+``cfn-lint --update-specs`` cache, so the same cfn-lint gives the same answer on every machine.
+
+Rules beyond the schemas (docs/change-contract.md has their sources):
+
+- ``Custom::*``: a ``ServiceToken`` change fails the update ("Modifying service token is not allowed."); any
+  other change is an update (the CDK provider framework keeps the physical ID).
+- A replacement of a resource with a custom name (a create-only ``...Name`` property set in the template) fails:
+  CloudFormation creates the new resource before it deletes the old one, and the name is taken.
+- A replacement cascades: a property that holds ``Ref``, ``Fn::GetAtt`` or ``Fn::Sub`` of a replaced resource gets
+  a new value at deploy time, which replaces the referencing resource too when that property is create-only.
+- Replacing or deleting a resource that holds data (:data:`DATA_TYPES`) loses it: an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from kvtiers.change.manifests import Templates
+
+REGION = "us-east-1"
+"""The schema region. Update behaviour does not differ by region for the types kvtiers uses; cfn-lint falls back to
+this region's file for any other."""
+
+DATA_TYPES: Mapping[str, str] = {
+    "AWS::EC2::Volume": "EBS volume (the Curvine journal and metadata)",
+    "AWS::S3::Bucket": "bucket",
+    "AWS::APS::Workspace": "metrics workspace",
+    "AWS::KMS::Key": "KMS key (what it encrypted cannot be read without it)",
+}
+"""Resource types whose replacement or deletion loses data the running system needs."""
+
+CUSTOM_PREFIX = "Custom::"
+SERVICE_TOKEN = "ServiceToken"
+
+
+class CfnAction(Enum):
+    CREATE = "created"
+    UPDATE = "updated in place"
+    MAY_REPLACE = "may be replaced"
+    REPLACE = "replaced"
+    DELETE = "deleted"
+    FAIL = "update fails"
+
+
+@dataclass(frozen=True)
+class CfnChange:
+    """One resource CloudFormation touches.
+
+    :param paths: the changed properties (JSON pointers below ``/properties``), deploy-time changes included.
+    :param because: why it is replaced (the create-only pointers hit, a cascade) or why the update fails.
+    :param error: set when the change must not be deployed (a failing update, a custom-named replacement, lost data).
+    """
+
+    stack: str
+    logical_id: str
+    type: str
+    action: CfnAction
+    paths: tuple[str, ...] = ()
+    because: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class UpdateRules:
+    """The update behaviour of one resource type, from its provider schema."""
+
+    create_only: tuple[str, ...]
+    conditional: tuple[str, ...]
+    names: tuple[str, ...]
+    """Create-only top-level properties that name the resource: those in the schema's ``primaryIdentifier``, and
+    ``Name`` or ``<Type>Name`` (``ClusterName`` of ``AWS::SageMaker::Cluster``)."""
+    delete_first: bool
+    """``replacementStrategy: delete_then_create``: a custom name does not block the replacement."""
+
+
+def schema_dirs() -> tuple[Path, Path]:
+    """cfn-lint's bundled providers and resources directories (the data of the installed cfn-lint)."""
+    import cfnlint
+
+    data = Path(cfnlint.__file__).parent / "data" / "schemas"
+    return data / "providers", data / "resources"
+
+
+@cache
+def _manager() -> Any:
+    from cfnlint.schema.manager import ProviderSchemaManager
+
+    providers, resources = schema_dirs()
+    return ProviderSchemaManager(providers_dir=providers, resources_dir=resources)
+
+
+@cache
+def update_rules(resource_type: str) -> UpdateRules | None:
+    """The type's update rules, or None when cfn-lint has no schema for it."""
+    from cfnlint.schema import ResourceNotFoundError
+
+    try:
+        schema = _manager().get_resource_schema(REGION, resource_type).schema
+    except ResourceNotFoundError:
+        return None
+    create_only = tuple(schema.get("createOnlyProperties", ()))
+    own_names = {"/properties/Name", f"/properties/{resource_type.rpartition('::')[2]}Name"}
+    identifier = set(schema.get("primaryIdentifier", ())) | own_names
+    names = tuple(p.removeprefix("/properties/") for p in create_only if p in identifier)
+    return UpdateRules(
+        create_only=create_only,
+        conditional=tuple(schema.get("conditionalCreateOnlyProperties", ())),
+        names=names,
+        delete_first=schema.get("replacementStrategy") == "delete_then_create",
+    )
+
+
+def changed_paths(before: Any, after: Any, path: str = "/properties") -> Iterator[str]:
+    """JSON pointers of every leaf that differs (a list of another length differs as a whole)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after)):
+            yield from changed_paths(before.get(key), after.get(key), f"{path}/{key}")
+    elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        for index, (b, a) in enumerate(zip(before, after, strict=True)):
+            yield from changed_paths(b, a, f"{path}/{index}")
+    elif before != after:
+        yield path
+
+
+def _matches(pointer: str, path: str) -> bool:
+    """The schema pointer covers the changed path, or lies inside it (``*`` matches any list index)."""
+    p, c = pointer.split("/"), path.split("/")
+    return all(a == b or a == "*" for a, b in zip(p, c, strict=False))
+
+
+_SUB_REF = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[^}]*)?\}")
+
+
+def _references(value: Any, path: str = "/properties") -> Iterator[tuple[str, str]]:
+    """(path, logical ID) of every Ref, Fn::GetAtt and Fn::Sub variable in a property value."""
+    if isinstance(value, dict):
+        if isinstance(value.get("Ref"), str):
+            yield path, value["Ref"]
+        attr = value.get("Fn::GetAtt")
+        if isinstance(attr, list) and attr and isinstance(attr[0], str):
+            yield path, attr[0]
+        sub = value.get("Fn::Sub")
+        text = sub if isinstance(sub, str) else sub[0] if isinstance(sub, list) and sub else None
+        if isinstance(text, str):
+            yield from ((path, name) for name in _SUB_REF.findall(text))
+        for key, item in value.items():
+            yield from _references(item, f"{path}/{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _references(item, f"{path}/{index}")
+
+
+def _classify(
+    stack: str, logical_id: str, old: Mapping[str, Any], new: Mapping[str, Any], replaced: set[str]
+) -> CfnChange | None:
+    kind = str(new["Type"])
+    if old["Type"] != kind:
+        lost = DATA_TYPES.get(str(old["Type"]))
+        error = None if lost is None else f"replacement loses the {lost}"
+        return CfnChange(
+            stack, logical_id, kind, CfnAction.REPLACE, because=(f"type {old['Type']} -> {kind}",), error=error
+        )
+    props = new.get("Properties") or {}
+    paths = set(changed_paths(old.get("Properties") or {}, props))
+    cascaded = {path: target for path, target in _references(props) if target in replaced}
+    paths |= set(cascaded)
+    if not paths:
+        return None
+    ordered = tuple(sorted(paths))
+    if kind.startswith(CUSTOM_PREFIX):
+        token = f"/properties/{SERVICE_TOKEN}"
+        if any(_matches(token, p) for p in ordered):
+            failure = "Modifying service token is not allowed: CloudFormation fails the update"
+            return CfnChange(stack, logical_id, kind, CfnAction.FAIL, ordered, (f"{SERVICE_TOKEN} changes",), failure)
+        return CfnChange(stack, logical_id, kind, CfnAction.UPDATE, ordered)
+    rules = update_rules(kind)
+    if rules is None:
+        return CfnChange(stack, logical_id, kind, CfnAction.MAY_REPLACE, ordered, ("no provider schema",))
+
+    def reason(path: str) -> str:
+        return f"{path} (new value of {cascaded[path]}, replaced)" if path in cascaded else path
+
+    hits = tuple(reason(p) for p in ordered if any(_matches(c, p) for c in rules.create_only))
+    if hits:
+        # The new resource is created before the old one is deleted: with the same name it cannot be.
+        named = [n for n in rules.names if n in props]
+        renamed = any(_matches(f"/properties/{n}", p) for n in named for p in ordered)
+        error = None
+        if named and not renamed and not rules.delete_first:
+            error = f"replacing a custom-named resource ({', '.join(named)} unchanged) fails: the name is taken"
+        if kind in DATA_TYPES:
+            error = f"replacement loses the {DATA_TYPES[kind]}"
+        return CfnChange(stack, logical_id, kind, CfnAction.REPLACE, ordered, hits, error)
+    maybe = tuple(reason(p) for p in ordered if any(_matches(c, p) for c in rules.conditional))
+    if maybe:
+        return CfnChange(stack, logical_id, kind, CfnAction.MAY_REPLACE, ordered, maybe)
+    return CfnChange(stack, logical_id, kind, CfnAction.UPDATE, ordered)
+
+
+def resource_changes(before: Templates, after: Templates) -> tuple[CfnChange, ...]:
+    """Every resource CloudFormation creates, updates, replaces or deletes, stack by stack (stacks that appear or
+    disappear whole are all creates or all deletes)."""
+    found: list[CfnChange] = []
+    for stack in sorted(set(before) | set(after)):
+        old: Mapping[str, Any] = (before.get(stack) or {}).get("Resources") or {}
+        new: Mapping[str, Any] = (after.get(stack) or {}).get("Resources") or {}
+        replaced: set[str] = set()
+        changes: dict[str, CfnChange] = {}
+        while True:  # until no replacement cascades further
+            for logical_id in sorted(set(old) & set(new)):
+                change = _classify(stack, logical_id, old[logical_id], new[logical_id], replaced)
+                if change is not None:
+                    changes[logical_id] = change
+            now = {i for i, c in changes.items() if c.action is CfnAction.REPLACE}
+            if now == replaced:
+                break
+            replaced = now
+        found.extend(CfnChange(stack, i, str(new[i]["Type"]), CfnAction.CREATE) for i in sorted(set(new) - set(old)))
+        found.extend(changes[i] for i in sorted(changes))
+        for logical_id in sorted(set(old) - set(new)):
+            kind = str(old[logical_id]["Type"])
+            policy = old[logical_id].get("DeletionPolicy", "Delete")
+            error = f"deletion loses the {DATA_TYPES[kind]}" if kind in DATA_TYPES and policy == "Delete" else None
+            because = (f"DeletionPolicy {policy}",) if policy != "Delete" else ()
+            found.append(CfnChange(stack, logical_id, kind, CfnAction.DELETE, because=because, error=error))
+    return tuple(found)

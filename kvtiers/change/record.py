@@ -1,0 +1,63 @@
+"""The endpoint record a synth writes into its cloud assembly (``kvtiers-endpoints.json``): per endpoint, its L2
+namespace as the synth computed it (``kvtiers.stacks.wiring.serving.l2_namespace``, the one computation) and the
+engine image. ``kvtiers diff`` compares two records: a new L2 directory is a cold L2 for the whole endpoint, and the
+fields that differ say why. The templates cannot say it: they carry only the directory's hash.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+RECORD_FILE = "kvtiers-endpoints.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndpointRecord:
+    serving: str
+    """``self_managed`` or ``operator``."""
+    engine_image: str
+    l2: bool
+    """Whether the endpoint reads and writes the L2."""
+    l2_directory: str
+    """The endpoint's L2 directory (``L2Namespace.directory``)."""
+    l2_namespace: dict[str, Any]
+    """The fields of its ``L2Namespace``, as the synth computed them."""
+
+    def l2_reasons(self, before: EndpointRecord) -> tuple[str, ...]:
+        """Why the L2 namespace moved from ``before``'s: each field that differs (and the engine image)."""
+        old, new = before.l2_namespace, self.l2_namespace
+        reasons = [
+            f"{key.replace('_', ' ')} {old.get(key)} -> {new[key]}" for key in sorted(new) if old.get(key) != new[key]
+        ]
+        if before.engine_image != self.engine_image:
+            reasons.insert(0, f"engine image {before.engine_image} -> {self.engine_image}")
+        return tuple(reasons)
+
+
+@dataclass(frozen=True)
+class Record:
+    environment: str
+    endpoints: dict[str, EndpointRecord]
+
+
+def write_endpoint_record(outdir: Path, *, environment: str, endpoints: dict[str, EndpointRecord]) -> Path:
+    path = Path(outdir) / RECORD_FILE
+    data = {
+        "environment": environment,
+        "endpoints": {name: asdict(record) for name, record in endpoints.items()},
+    }
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_endpoint_record(outdir: Path) -> Record | None:
+    """The record of a cloud assembly, or None for one synthesized without it (another app, an older kvtiers)."""
+    path = Path(outdir) / RECORD_FILE
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    endpoints = {name: EndpointRecord(**e) for name, e in data["endpoints"].items()}
+    return Record(environment=data["environment"], endpoints=endpoints)

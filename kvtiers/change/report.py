@@ -1,0 +1,156 @@
+"""One environment's change, from two cloud assemblies: CloudFormation's resource changes, the Kubernetes objects
+afterwards, immutable fields, restarts and cache effects; the errors that must block a merge; and the Markdown that
+``kvtiers diff`` prints for a pull request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvtiers.change.cloudformation import CfnAction, CfnChange, resource_changes
+from kvtiers.change.deploy import DeployOutcome, deploy
+from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
+from kvtiers.change.record import Record, read_endpoint_record
+from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
+
+
+@dataclass(frozen=True)
+class EnvironmentChange:
+    name: str
+    resources: tuple[CfnChange, ...]
+    outcome: DeployOutcome
+    workloads: tuple[Workload, ...]
+    endpoints: tuple[EndpointEffect, ...]
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """What makes the deploy fail half way, or leaves the cluster or the data other than synth B says."""
+        found = [f"{c.stack} {c.logical_id} ({c.type}): {c.error}" for c in self.resources if c.error]
+        found += [
+            f"orphan: {ref} stays on the cluster (kubectl's default prune list skips it)"
+            for ref in self.outcome.orphans
+        ]
+        found += [f"lost: {ref} is deleted by the cleanup delete of an old manifest" for ref in self.outcome.lost]
+        found += [f"immutable: {change}" for change in self.outcome.immutable]
+        return tuple(found)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        found = [
+            f"may remain: {ref} (its deletion waits for a finalizer; the handler ignores kubectl delete errors)"
+            for ref in self.outcome.may_remain
+        ]
+        found += [
+            f"{c.logical_id} ({c.type}) may be replaced: {', '.join(c.because)}"
+            for c in self.resources
+            if c.action is CfnAction.MAY_REPLACE
+        ]
+        return tuple(found)
+
+    def summary(self) -> str:
+        counts = {a: sum(1 for c in self.resources if c.action is a) for a in CfnAction}
+        restarts = sum(1 for w in self.workloads if w.change == "restart")
+        cold = sum(1 for e in self.endpoints if e.l2 and e.l2.startswith("new L2"))
+        lost = sum(e.l0_l1_lost for e in self.endpoints)
+        verdict = f"**{len(self.errors)} error(s)**" if self.errors else "no errors"
+        parts = [f"{n} {a.value}" for a, n in counts.items() if n]
+        return (
+            f"{self.name}: {verdict}; {', '.join(parts) or 'no resource changes'}; {restarts} workload(s) restart; "
+            f"L0/L1 lost on {lost} engine pod(s); {cold} endpoint(s) with a cold L2"
+        )
+
+
+def environment_change(
+    name: str, before: Templates, after: Templates, before_record: Record | None, after_record: Record | None
+) -> EnvironmentChange:
+    outcome = deploy(before, after)
+    old = {ObjectRef.of(o): o for r in manifest_resources(before).values() for o in r.objects}
+    new = {ObjectRef.of(o): o for r in manifest_resources(after).values() for o in r.objects}
+    rolled = workloads(old, new)
+    return EnvironmentChange(
+        name=name,
+        resources=resource_changes(before, after),
+        outcome=outcome,
+        workloads=rolled,
+        endpoints=endpoint_effects(rolled, before_record, after_record),
+    )
+
+
+def assembly_change(name: str, before_dir: Path, after_dir: Path) -> EnvironmentChange:
+    """The change between two cloud assemblies (``cdk.out`` folders)."""
+    return environment_change(
+        name,
+        load_templates(before_dir),
+        load_templates(after_dir),
+        read_endpoint_record(before_dir),
+        read_endpoint_record(after_dir),
+    )
+
+
+def _table(header: Iterable[str], rows: list[list[str]]) -> list[str]:
+    head = list(header)
+    return [
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+        *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows),
+    ]
+
+
+def _replicas(workload: Workload) -> str:
+    def text(count: int | None) -> str:
+        return "-" if count is None else str(count)
+
+    return f"{text(workload.replicas_before)} -> {text(workload.replicas_after)}"
+
+
+def markdown(changes: Iterable[EnvironmentChange]) -> str:
+    """The pull-request comment: one summary line per environment first, then each environment's details."""
+    changes = list(changes)
+    total = sum(len(c.errors) for c in changes)
+    lines = [
+        f"**kvtiers diff**: {'no errors' if not total else f'{total} error(s)'} in {len(changes)} environment(s)",
+        "",
+        *(f"- {c.summary()}" for c in changes),
+    ]
+    for change in changes:
+        lines += ["", f"### {change.name}", ""]
+        if change.errors:
+            lines += ["**Errors**", "", *(f"- {e}" for e in change.errors), ""]
+        if change.warnings:
+            lines += ["Warnings", "", *(f"- {w}" for w in change.warnings), ""]
+        endpoints = [e for e in change.endpoints if e.status != "unchanged"]
+        if endpoints:
+            lines += _table(
+                ["endpoint", "status", "L0/L1 lost on", "L2", "why"],
+                [
+                    [e.name, e.status, f"{e.l0_l1_lost} pod(s)", e.l2 or "kept", "; ".join(e.l2_reasons) or "-"]
+                    for e in endpoints
+                ],
+            ) + [""]
+        if change.workloads:
+            lines += _table(
+                ["workload", "change", "replicas", "pace", "GPUs idle at a time", "node drains"],
+                [
+                    [
+                        str(w.ref),
+                        w.change,
+                        _replicas(w),
+                        w.pace if w.change == "restart" else "-",
+                        f"{w.gpus_idle}"
+                        + (f" (+{w.surge * w.gpus_per_pod} surge GPUs)" if w.surge and w.gpus_per_pod else ""),
+                        w.drain or "no PodDisruptionBudget",
+                    ]
+                    for w in change.workloads
+                ],
+            ) + [""]
+        touched = [c for c in change.resources if c.action is not CfnAction.UPDATE or c.error]
+        updated = [c for c in change.resources if c.action is CfnAction.UPDATE and not c.error]
+        if touched:
+            lines += _table(
+                ["stack", "resource", "type", "CloudFormation", "because"],
+                [[c.stack, c.logical_id, c.type, c.action.value, "; ".join(c.because) or "-"] for c in touched],
+            ) + [""]
+        if updated:
+            lines.append(f"Updated in place: {', '.join(c.logical_id for c in updated)}")
+    return "\n".join(lines).rstrip() + "\n"
