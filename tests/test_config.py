@@ -45,9 +45,7 @@ def test_dev_is_the_source_design(dev_env):
     groups = dev_env.hyperpod.instance_groups
     assert sum(g.count for g in groups) == 2
     assert all(g.instance_type.startswith("ml.g6e.") for g in groups)
-    # The source design reserved 20 % of each node for HyperPod tiered storage, which only operator endpoints with
-    # the tieredstorage backend read: dev leaves it off and gives that memory to the engines (config/dev.yaml).
-    assert not dev_env.hyperpod.tiered_storage.enabled
+    assert dev_env.hyperpod.tiered_storage.enabled and dev_env.hyperpod.tiered_storage.memory_percentage == 20
     assert [e.model for e in dev_env.serving.endpoints] == ["Qwen/Qwen2-7B-Instruct"]
     assert dev_env.account == "111111111111"
 

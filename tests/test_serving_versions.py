@@ -178,14 +178,20 @@ def namespace(env: Environment, name: str) -> L2Namespace:
     return wiring.l2_namespace(env, wiring.endpoint(env, name))
 
 
-def test_endpoints_with_the_same_fingerprint_share_one_namespace():
-    env = env_with(endpoint={"name": "qwen-b", "routing": "roundrobin"})
-    assert namespace(env, "qwen2-7b") == namespace(env, "qwen-b")
-    urls = {
-        yaml.safe_load(kinds(render(env, n), "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY])["remote_url"]
-        for n in ("qwen2-7b", "qwen-b")
-    }
-    assert len(urls) == 1
+def test_endpoints_with_the_same_fingerprint_share_one_directory_only_when_asked():
+    def urls(env: Environment) -> set[str]:
+        return {
+            yaml.safe_load(kinds(render(env, n), "ConfigMap")[0]["data"][LMCACHE_CONFIG_KEY])["remote_url"]
+            for n in ("qwen2-7b", "qwen-b")
+        }
+
+    apart = env_with(endpoint={"name": "qwen-b", "routing": "roundrobin"})
+    assert namespace(apart, "qwen2-7b") == namespace(apart, "qwen-b")
+    assert len(urls(apart)) == 2, "each endpoint reads and writes only its own directory unless it asks to share"
+    shared = env_with(
+        endpoint={"name": "qwen-b", "routing": "roundrobin", "l2_share_group": "qwen"}, l2_share_group="qwen"
+    )
+    assert len(urls(shared)) == 1
 
 
 @pytest.mark.parametrize(
