@@ -4,64 +4,40 @@ checks them at load time (``kvtiers plan`` never starts the cdk8s runtime), the 
 
 from __future__ import annotations
 
+# Add-on v1.0.0-eksbuild.1 is the version AWS's migration script pins (charts/inference-operator/migration/
+# helm_to_addon.sh, added 2026-02-17, unchanged since). It ships operator 3.0, whose CRD is the one of chart 2.0.0
+# (appVersion "3.0", commit 51b8dd2, 2026-02-16: "Inference Operator AddOn ... Version Update 3.0"). Top-level fields
+# of spec in that CRD (v1). ``kubernetes`` (and so ``kubernetes.serviceAccountName``) is not among them: it arrived
+# with chart 2.1.0 / 2.1.1 (commits d5e7256, 4b76719).
+_OPERATOR_3_0_SPEC_FIELDS = frozenset(
+    {
+        "InitialReplicaCount",
+        "autoScalingSpec",
+        "endpointName",
+        "instanceType",
+        "instanceTypes",
+        "intelligentRoutingSpec",
+        "invocationEndpoint",
+        "kvCacheSpec",
+        "loadBalancer",
+        "maxDeployTimeInSeconds",
+        "metrics",
+        "modelName",
+        "modelSourceConfig",
+        "modelVersion",
+        "nodeAffinity",
+        "replicas",
+        "tags",
+        "tlsConfig",
+        "worker",
+    }
+)
+
 ADDON_SPEC_FIELDS: dict[str, frozenset[str]] = {
-    # Add-on v1.0.0-eksbuild.1 is the version AWS's migration script pins (charts/inference-operator/migration/
-    # helm_to_addon.sh, added 2026-02-17, unchanged since). It ships operator 3.0, whose CRD is the one of chart
-    # 2.0.0 (appVersion "3.0", commit 51b8dd2, 2026-02-16: "Inference Operator AddOn ... Version Update 3.0").
-    # Top-level fields of spec in that CRD (v1). ``kubernetes`` (and so ``kubernetes.serviceAccountName``) is not
-    # among them: it arrived with chart 2.1.0 / 2.1.1 (commits d5e7256, 4b76719).
-    "v1.0.0-eksbuild.1": frozenset(
-        {
-            "InitialReplicaCount",
-            "autoScalingSpec",
-            "endpointName",
-            "instanceType",
-            "instanceTypes",
-            "intelligentRoutingSpec",
-            "invocationEndpoint",
-            "kvCacheSpec",
-            "loadBalancer",
-            "maxDeployTimeInSeconds",
-            "metrics",
-            "modelName",
-            "modelSourceConfig",
-            "modelVersion",
-            "nodeAffinity",
-            "replicas",
-            "tags",
-            "tlsConfig",
-            "worker",
-        }
-    ),
+    "v1.0.0-eksbuild.1": _OPERATOR_3_0_SPEC_FIELDS,
     # Add-on v1.3.0-eksbuild.1 runs operator image v3.2.0 (aws/sagemaker-hyperpod-cli#431 names both), the operator
     # of chart 2.2.2 (appVersion "3.2", commit a00b22d). Its CRD adds kubernetes, dnsConfig, dataCapture, pdSpec.
-    "v1.3.0-eksbuild.1": frozenset(
-        {
-            "InitialReplicaCount",
-            "autoScalingSpec",
-            "dataCapture",
-            "dnsConfig",
-            "endpointName",
-            "instanceType",
-            "instanceTypes",
-            "intelligentRoutingSpec",
-            "invocationEndpoint",
-            "kubernetes",
-            "kvCacheSpec",
-            "loadBalancer",
-            "maxDeployTimeInSeconds",
-            "metrics",
-            "modelName",
-            "modelSourceConfig",
-            "modelVersion",
-            "nodeAffinity",
-            "pdSpec",
-            "replicas",
-            "tags",
-            "tlsConfig",
-            "worker",
-        }
-    ),
+    "v1.3.0-eksbuild.1": _OPERATOR_3_0_SPEC_FIELDS | {"kubernetes", "dnsConfig", "dataCapture", "pdSpec"},
 }
 """Top-level ``InferenceEndpointConfig.spec`` fields each known add-on version's CRD accepts. The CRD's schema has
 no ``x-kubernetes-preserve-unknown-fields``: kubectl's strict field validation refuses any other field."""
