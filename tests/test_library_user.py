@@ -307,3 +307,18 @@ def test_an_engine_its_hyperpod_group_cannot_run_is_refused(chart_dir, engine, m
             ),
             router=Router(routing="prefixaware"),
         )
+
+
+def test_an_endpoint_given_no_hyperpod_cluster_warns_that_nothing_about_its_group_is_checked(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    ServingEndpoint(
+        stack,
+        "Unplaced",
+        eks_cluster=eks,
+        name="unplaced",
+        engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="anywhere"),
+        router=Router(routing="prefixaware"),
+    )
+    warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.string_like_regexp(".*"))
+    assert [w.entry.data for w in warnings if "serving-without-hyperpod" in str(w.entry.data)]
