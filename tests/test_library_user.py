@@ -16,6 +16,7 @@ from aws_cdk import assertions
 
 from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodDependencies, HyperPodNetwork, InstanceGroup
 from kvtiers.constructs.curvine import CurvineL2
+from kvtiers.constructs.hyperpod_cluster import Taint
 from kvtiers.constructs.network import NewVpcOptions
 from kvtiers.constructs.serving import ServingEndpoint
 from kvtiers.k8s_charts.serving import Engine, Router
@@ -41,7 +42,9 @@ def app_result(chart_dir, tmp_path_factory):
     return synth("config/dev.yaml", tmp_path_factory.mktemp("app") / "cdk.out", chart_dir=chart_dir)
 
 
-def library_stack(chart_dir: Path, *, dependencies: bool = True) -> tuple[cdk.Stack, ServingEndpoint]:
+def library_stack(
+    chart_dir: Path, *, dependencies: bool = True, taints: tuple[Taint, ...] = ()
+) -> tuple[cdk.Stack, ServingEndpoint]:
     """What a platform team writes from the README's construct section: the dev environment's choices only."""
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team-platform", env=cdk.Environment(account=ACCOUNT, region=REGION))
@@ -59,7 +62,12 @@ def library_stack(chart_dir: Path, *, dependencies: bool = True) -> tuple[cdk.St
         security_group=network.security_group,
         instance_groups=[
             InstanceGroup(
-                name="g6e-serving", instance_type="ml.g6e.12xlarge", count=2, labels={"kvtiers.io/role": "serving"}
+                name="g6e-serving",
+                instance_type="ml.g6e.12xlarge",
+                count=2,
+                labels={"kvtiers.io/role": "serving"},
+                taints=taints,
+                **({"deep_health_checks": ()} if taints else {}),
             )
         ],
     )
@@ -249,3 +257,68 @@ def test_a_kvaware_endpoint_opens_its_lmcache_ports_for_its_tensor_parallel_size
     rules = node_rules([assertions.Template.from_stack(stack).to_json()])
     assert {("hyperpod", "system", "tcp", 8001, 8002), ("system", "hyperpod", "tcp", 9000, 9001)} <= rules
     assert ("hyperpod", "system", "tcp", 8001, 8001) not in rules
+
+
+# ------------------------------------------------------------------------------------------------- HyperPod groups
+
+
+def engine_tolerations(endpoint: ServingEndpoint) -> list[dict]:
+    (engines,) = [o for o in endpoint.objects if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("engine")]
+    return engines["spec"]["template"]["spec"]["tolerations"]
+
+
+def test_the_engines_tolerate_the_groups_custom_taints_as_curvine_does(chart_dir):
+    _, endpoint = library_stack(chart_dir, taints=(Taint(key="team", value="ml"),))
+    assert {"key": "team", "operator": "Equal", "value": "ml", "effect": "NoSchedule"} in engine_tolerations(endpoint)
+
+
+def test_the_dependency_chart_that_does_not_tolerate_a_groups_taint_is_a_warning(chart_dir):
+    stack, _ = library_stack(chart_dir, taints=(Taint(key="team"),))
+    warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.string_like_regexp(".*"))
+    assert any("'team'" in str(w.entry.data) and "tolerat" in str(w.entry.data) for w in warnings), [
+        w.entry.data for w in warnings
+    ]
+
+
+@pytest.mark.parametrize(
+    ("engine", "message"),
+    [
+        ({"instance_group": "gpu-typo"}, r"instance_group 'gpu-typo' is not a HyperPod instance group"),
+        ({"tensor_parallel_size": 8}, r"tensor_parallel_size 8 is larger than the 4 GPU\(s\) of ml.g6e.12xlarge"),
+        ({"l1_gib": 300}, r"does not fit the 384 GiB of ml.g6e.12xlarge"),
+    ],
+    ids=["instance-group", "gpus", "memory"],
+)
+def test_an_engine_its_hyperpod_group_cannot_run_is_refused(chart_dir, engine, message):
+    stack, _ = library_stack(chart_dir)
+    hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    with pytest.raises(ValueError, match=message):
+        ServingEndpoint(
+            stack,
+            "Bad",
+            eks_cluster=eks,
+            hyperpod=hyperpod,
+            name="bad",
+            engine=Engine(
+                model="Qwen/Qwen2-7B-Instruct",
+                weights=HuggingFaceWeights(),
+                **{"instance_group": "g6e-serving", "replicas": 1, **engine},
+            ),
+            router=Router(routing="prefixaware"),
+        )
+
+
+def test_an_endpoint_given_no_hyperpod_cluster_warns_that_nothing_about_its_group_is_checked(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    ServingEndpoint(
+        stack,
+        "Unplaced",
+        eks_cluster=eks,
+        name="unplaced",
+        engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="anywhere"),
+        router=Router(routing="prefixaware"),
+    )
+    warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.string_like_regexp(".*"))
+    assert [w.entry.data for w in warnings if "serving-without-hyperpod" in str(w.entry.data)]

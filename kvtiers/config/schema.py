@@ -19,7 +19,6 @@ from kvtiers import curvine_defaults as curvine
 from kvtiers import platform_defaults as platform
 from kvtiers import serving_defaults
 from kvtiers.aws_limits import GP3_MAX_GIB, GP3_MAX_IOPS, GP3_MAX_MIBPS, GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
-from kvtiers.config.instance_types import G6E_INSTANCE_TYPES, GPU_MEMORY_GIB, InstanceType
 from kvtiers.config.sizing import (
     ACTIVATION_RESERVE_GIB,
     GB,
@@ -39,6 +38,14 @@ from kvtiers.config.versions import (
     RouterRelease,
     engine_release,
     router_release,
+)
+from kvtiers.instance_types import (
+    G6E_INSTANCE_TYPES,
+    GPU_MEMORY_GIB,
+    InstanceType,
+    check_instance_group,
+    check_tensor_parallel_size,
+    tiered_storage_gib,
 )
 from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Namespace, l2_namespace
@@ -949,17 +956,8 @@ class Environment(Strict):
             raise ValueError("curvine.namespace and serving.namespace must differ")
         for i, endpoint in enumerate(self.serving.endpoints):
             where = f"serving.endpoints.{i} ({endpoint.name})"
-            if endpoint.instance_group not in groups:
-                raise ValueError(
-                    f"{where}: instance_group {endpoint.instance_group!r} is not a HyperPod instance group "
-                    f"(one of {sorted(groups)})"
-                )
-            shape = groups[endpoint.instance_group].shape
-            if endpoint.tensor_parallel_size > shape.gpus:
-                raise ValueError(
-                    f"{where}: tensor_parallel_size {endpoint.tensor_parallel_size} is larger than the "
-                    f"{shape.gpus} GPU(s) of {shape.name}"
-                )
+            check_instance_group(where, endpoint.instance_group, groups)
+            check_tensor_parallel_size(where, endpoint.tensor_parallel_size, groups[endpoint.instance_group].shape)
             if (
                 endpoint.serving == "operator"
                 and self.inference_operator.l2_backend == "tieredstorage"
@@ -1116,7 +1114,6 @@ def _size_environment(env: Environment) -> EnvironmentSizing:
     for group in env.hyperpod.instance_groups:
         shape = group.shape
         on_group = [(e, s) for e, s in zip(env.serving.endpoints, sized) if e.instance_group == group.name]
-        tiered = shape.memory_gib * env.hyperpod.tiered_storage.memory_percentage / 100
         # The scheduler packs pods by GPU. A node is fullest when its GPUs go to the pods that need the most host
         # memory per GPU, so that is the node the budget checks: if it fits, every GPU-feasible placement fits.
         gpus_demanded = sum(e.replicas * s.gpus_per_replica for e, s in on_group)
@@ -1126,7 +1123,11 @@ def _size_environment(env: Environment) -> EnvironmentSizing:
             group=group.name,
             instance_type=group.instance_type,
             memory_gib=shape.memory_gib,
-            tiered_storage_gib=tiered if env.hyperpod.tiered_storage.enabled else 0.0,
+            tiered_storage_gib=tiered_storage_gib(
+                shape,
+                enabled=env.hyperpod.tiered_storage.enabled,
+                memory_percentage=env.hyperpod.tiered_storage.memory_percentage,
+            ),
             reserved_gib=env.serving.node_reserved_gib,
             # Every HyperPod node runs the CSI node pod and its FUSE clients.
             curvine_gib=res.fuse.memory_gib

@@ -64,8 +64,9 @@ class CurvineL2(Construct):
 
     Attributes: ``journal`` (the :class:`CurvineJournalVolumes`), ``ebs_csi_role``, ``ebs_csi`` (the add-on),
     ``cluster`` (the :class:`CurvineCluster` every chart reads), ``charts``, ``objects`` (each chart's, rendered once)
-    and ``manifests`` (by name, in deploy order), ``claim`` (the :class:`L2Volume` serving pods mount), ``serving_namespace`` (where the claim is) and
-    ``ready`` (the claim's manifest: serving pods that mount the claim come after it).
+    and ``manifests`` (by name, in deploy order), ``claim`` (the :class:`L2Volume` serving pods mount),
+    ``serving_namespace`` (where the claim is), ``hyperpod`` (the :class:`HyperPodCluster` it runs on) and ``ready``
+    (the claim's manifest: serving pods that mount the claim come after it).
 
     :param scope: the parent construct; the journal volumes and the EBS CSI role live here.
     :param id: the construct id.
@@ -136,6 +137,7 @@ class CurvineL2(Construct):
             )
         self.claim = L2Volume(claim_name=claim_name, mount_path=mount_path)
         self.serving_namespace = serving_namespace
+        self.hyperpod = hyperpod
         # The volumes' id hides behind "Default": their logical IDs are this construct's, so that deployed volumes
         # keep them (a new logical ID would replace a volume, and the Raft journal on it).
         self.journal = CurvineJournalVolumes(

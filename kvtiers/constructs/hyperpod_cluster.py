@@ -22,6 +22,7 @@ from constructs import Construct, IConstruct
 import kvtiers.checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
+from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.platform_defaults import (
     DEEP_HEALTH_CHECKS,
     EBS_VOLUME_GB,
@@ -117,7 +118,8 @@ class HyperPodCluster(Construct):
 
     Attributes: ``cluster`` (the ``CfnCluster``), ``execution_role``, ``lifecycle_bucket``, ``lifecycle_deployment``,
     ``key`` (node volumes and lifecycle scripts), ``eks`` (the :class:`EksCluster`, or ``None`` for an imported
-    cluster), ``subnet``, ``security_group`` and ``instance_groups``.
+    cluster), ``subnet``, ``security_group``, ``instance_groups``, ``tiered_storage_enabled`` and
+    ``tiered_storage_memory_percentage``.
 
     HyperPod joins its nodes to the EKS cluster when it creates them: the networking add-ons and the dependency chart
     (health-monitoring agent, device plugins) must be there first. Given the :class:`EksCluster` and the
@@ -191,6 +193,8 @@ class HyperPodCluster(Construct):
         self.subnet = subnet
         self.security_group = security_group
         self.instance_groups = tuple(instance_groups)
+        self.tiered_storage_enabled = tiered_storage_enabled
+        self.tiered_storage_memory_percentage = tiered_storage_memory_percentage
 
         self.key = kms.Key(
             self, "Key", enable_key_rotation=True, description="HyperPod node volumes and lifecycle scripts"
@@ -273,6 +277,7 @@ class HyperPodCluster(Construct):
                 self.cluster.node.add_dependency(self.eks.addons[name])
         if dependencies is not None:
             self.cluster.node.add_dependency(dependencies.chart)
+            self._warn_about_untolerated_taints(dependencies)
         elif not external_dependency_chart:
             cdk.Annotations.of(self).add_warning_v2(
                 "kvtiers:no-dependency-chart",
@@ -282,6 +287,18 @@ class HyperPodCluster(Construct):
                 "this app",
             )
         cdk.Aspects.of(cdk.Stack.of(self)).add(_AfterRolePolicies(self.cluster, self.execution_role))
+
+    def _warn_about_untolerated_taints(self, dependencies: HyperPodDependencies) -> None:
+        for group in self.instance_groups:
+            for taint in group.taints:
+                if not any(_tolerates(t, taint) for t in dependencies.tolerations):
+                    cdk.Annotations.of(self).add_warning_v2(
+                        "kvtiers:dependency-chart-untolerated-taint",
+                        f"HyperPodCluster: the dependency chart does not tolerate the taint {taint.key!r} "
+                        f"({taint.key}{'=' + taint.value if taint.value else ''}:{taint.effect}) of instance group {group.name!r}: its device "
+                        "plugins do not run there and no node of the group offers nvidia.com/gpu; give "
+                        "HyperPodDependencies(tolerations=...) a toleration of it",
+                    )
 
     def _group(self, group: InstanceGroup) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
@@ -433,3 +450,12 @@ def _check_bucket_name(name: str) -> None:
         )
     if not re.match(BUCKET_NAME_PATTERN, name) or ".." in name:
         raise ValueError(f"HyperPodCluster: lifecycle_bucket_name {name!r} is not a valid S3 bucket name")
+
+
+def _tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes' rule: same key and effect, and any value (``Exists``) or the same one."""
+    return (
+        toleration.key == taint.key
+        and toleration.effect == taint.effect
+        and (toleration.value is None or toleration.value == taint.value)
+    )

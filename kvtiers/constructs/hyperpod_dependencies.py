@@ -61,7 +61,8 @@ def chart_values(region: str, tolerations: Sequence[Toleration]) -> dict[str, An
 class HyperPodDependencies(Construct):
     """Deploys the vendored chart as a chart asset.
 
-    Attributes: ``chart`` (the ``HelmChart`` the HyperPod cluster must depend on) and ``chart_asset``.
+    Attributes: ``chart`` (the ``HelmChart`` the HyperPod cluster must depend on), ``chart_asset`` and
+    ``tolerations``.
 
     :param scope: the parent construct.
     :param id: the construct id.
@@ -94,6 +95,7 @@ class HyperPodDependencies(Construct):
         super().__init__(scope, id)
         if not (chart_dir / "Chart.yaml").is_file():
             raise ValueError(f"HyperPodDependencies: chart_dir {chart_dir} has no Chart.yaml")
+        self.tolerations = tuple(tolerations)
         eks_cluster = cluster if isinstance(cluster, EksCluster) else None
         kubernetes = cluster.cluster if isinstance(cluster, EksCluster) else cluster
         if wait is None:

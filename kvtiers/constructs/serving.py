@@ -1,18 +1,29 @@
 """One self-managed endpoint (vLLM + LMCache engines and the production-stack router) as a CDK construct: its chart
-as one EKS manifest, after the L2 claim it mounts, with the node traffic its router and engines need."""
+as one EKS manifest, after the L2 claim it mounts, with the node traffic its router and engines need, checked against
+the HyperPod group it runs on and tolerating that group's taints."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+import aws_cdk as cdk
 import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
+from kvtiers.instance_types import (
+    G6E_INSTANCE_TYPES,
+    check_instance_group,
+    check_pod_memory,
+    check_tensor_parallel_size,
+    tiered_storage_gib,
+)
 from kvtiers.k8s_charts.names import (
     ENGINE_PORT,
     LMCACHE_CONTROLLER_PULL_PORT,
@@ -20,6 +31,8 @@ from kvtiers.k8s_charts.names import (
     LMCACHE_WORKER_PORT_BASE,
 )
 from kvtiers.k8s_charts.serving import Engine, Router, ServingChart
+from kvtiers.k8s_charts.tolerations import Toleration
+from kvtiers.platform_defaults import TaintEffect
 from kvtiers.serving_defaults import HASH_SEED, NAMESPACE
 
 
@@ -35,18 +48,23 @@ class ServingEndpoint(Construct):
         port, and for ``kvaware`` the LMCache worker and controller ports. An imported cluster's rules are its
         owner's.
     :param name: the endpoint's name (prefixes every object).
-    :param engine: the vLLM pods.
+    :param engine: the vLLM pods. They also tolerate the custom taints of their HyperPod group.
     :param router: the router in front of them.
     :param l2: the Curvine L2 to mount: the endpoint runs in its serving namespace, after its claim. @default None
         (no L2)
-    :param namespace: the namespace of the engines and the router; with ``l2``, its serving namespace. @default the
+    :param hyperpod: the HyperPod cluster the engines run on: ``engine.instance_group`` must be one of its groups,
+        ``engine.tensor_parallel_size`` at most the group's GPUs and the engine pod at most the instance's memory less
+        the tiered-storage share (for the ``ml.g6e`` types kvtiers knows), and the engines tolerate the group's taints.
+        @default the L2's HyperPod cluster; without ``l2`` nor ``hyperpod``, none of this is checked (a synth warning)
+    :param namespace: the namespace of the engines and the router; with ``l2``, its serving namespace (which the L2
+        creates). Without ``l2`` the chart does not create it: give the manifest that does in ``after``. @default the
         L2's serving namespace, else ``serving``
     :param hash_seed: ``PYTHONHASHSEED`` of every pod, and part of the L2 namespace: every endpoint sharing an L2 needs
         the same. @default ``"0"``
     :param l2_share_group: the L2 directory shared with the other endpoints of this group (same model and L2
         namespace). @default None: a directory of the endpoint's own
-    :param after: what the manifest waits for besides the L2 claim (the namespace's NetworkPolicies, for example).
-        @default none
+    :param after: what the manifest waits for besides the L2 claim: the namespace's manifest when there is no
+        ``l2``, the namespace's NetworkPolicies. @default none
     """
 
     def __init__(
@@ -59,6 +77,7 @@ class ServingEndpoint(Construct):
         engine: Engine,
         router: Router,
         l2: CurvineL2 | None = None,
+        hyperpod: HyperPodCluster | None = None,
         namespace: str | None = None,
         hash_seed: str = HASH_SEED,
         l2_share_group: str | None = None,
@@ -72,6 +91,17 @@ class ServingEndpoint(Construct):
             )
         if namespace is None:
             namespace = l2.serving_namespace if l2 is not None else NAMESPACE
+        if hyperpod is None and l2 is not None:
+            hyperpod = l2.hyperpod
+        if hyperpod is not None:
+            engine = _on_group(f"ServingEndpoint {name!r}", engine, hyperpod)
+        else:
+            cdk.Annotations.of(self).add_warning_v2(
+                "kvtiers:serving-without-hyperpod",
+                f"ServingEndpoint {name!r}: no hyperpod (nor l2): engine.instance_group {engine.instance_group!r}, its "
+                "GPUs and memory are not checked against the HyperPod groups and the engines tolerate none of their "
+                "custom taints; give hyperpod=HyperPodCluster(...)",
+            )
         self.chart = ServingChart(
             cdk8s.App(),
             name,
@@ -93,6 +123,30 @@ class ServingEndpoint(Construct):
             self.manifest.node.add_dependency(dependency)
         if isinstance(eks_cluster, EksCluster) and eks_cluster.node_traffic is not None:
             _allow_serving_traffic(eks_cluster.node_traffic, engine, router)
+
+
+def tolerating_taints(engine: Engine, taints: Iterable[tuple[str, str, TaintEffect]]) -> Engine:
+    """``engine`` also tolerating each ``(key, value, effect)`` taint (an empty value: any value), in their order."""
+    wanted = dict.fromkeys(Toleration(key=k, value=v or None, effect=e) for k, v, e in taints)
+    extra = tuple(t for t in wanted if t not in engine.tolerations)
+    return dataclasses.replace(engine, tolerations=(*engine.tolerations, *extra)) if extra else engine
+
+
+def _on_group(where: str, engine: Engine, hyperpod: HyperPodCluster) -> Engine:
+    """``engine`` checked against its HyperPod group, tolerating the group's taints."""
+    groups = {g.name: g for g in hyperpod.instance_groups}
+    check_instance_group(f"{where}: engine", engine.instance_group, groups)
+    group = groups[engine.instance_group]
+    instance = G6E_INSTANCE_TYPES.get(group.instance_type)
+    if instance is not None:
+        check_tensor_parallel_size(f"{where}: engine", engine.tensor_parallel_size, instance)
+        tiered = tiered_storage_gib(
+            instance,
+            enabled=hyperpod.tiered_storage_enabled,
+            memory_percentage=hyperpod.tiered_storage_memory_percentage,
+        )
+        check_pod_memory(f"{where}: engine", engine.sizing.memory_gib, instance, tiered_storage_gib=tiered)
+    return tolerating_taints(engine, ((t.key, t.value, t.effect) for t in group.taints))
 
 
 def _allow_serving_traffic(traffic: NodeTraffic, engine: Engine, router: Router) -> None:

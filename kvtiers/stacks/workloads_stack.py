@@ -60,6 +60,7 @@ class WorkloadsStack(cdk.Stack):
         )
         if platform.hyperpod is None:
             raise ValueError("the workloads need the platform stack's HyperPod cluster")
+        self.hyperpod = platform.hyperpod
         # The L2's volumes and EBS CSI live in the platform stack, its manifests here. The construct's id keeps the
         # deployed journal volumes' logical IDs (they were "CurvineJournal" before the L2 was one construct).
         self.curvine = curvine_l2(
@@ -162,6 +163,7 @@ class WorkloadsStack(cdk.Stack):
             env,
             endpoint.name,
             eks=self.platform.eks,
+            hyperpod=self.hyperpod,
             l2=l2,
             after=[*self.l2_ready, self._endpoint_policies(env, endpoint)],
             model_role_arn=role_arn,

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from kvtiers.constructs.curvine import CurvineL2
     from kvtiers.constructs.eks_cluster import EksCluster
+    from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
     from kvtiers.constructs.serving import ServingEndpoint
     from kvtiers.k8s_charts.hyperpod_operator import InferenceEndpointConfigChart, OperatorEndpoint
     from kvtiers.k8s_charts.namespaces import NamespaceChart
@@ -116,8 +117,9 @@ def allowed_clients(env: Environment, e: Endpoint) -> tuple[str, ...]:
 
 def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) -> Engine:
     """The endpoint's engine; its pod memory and model disk come out the same as the environment's sizing (both
-    from :func:`kvtiers.serving_defaults.engine_pod_sizing`)."""
-    from kvtiers.k8s_charts.serving import Engine, Toleration
+    from :func:`kvtiers.serving_defaults.engine_pod_sizing`). The group's taints are not here: the construct that
+    places the engine on its HyperPod group adds their tolerations."""
+    from kvtiers.k8s_charts.serving import Engine
 
     group = env.hyperpod.group(e.instance_group)
     images = env.serving.images
@@ -139,7 +141,6 @@ def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) 
         vllm_overhead_gib=e.vllm_overhead_gib,
         startup_timeout_seconds=e.startup_timeout_seconds,
         model_shape=e.shape,
-        tolerations=tuple(Toleration(key=t.key, effect=t.effect, value=t.value or None) for t in group.taints),
         model_role_arn=model_role_arn,
     )
 
@@ -164,15 +165,17 @@ def serving_chart(
     scope: Construct, id: str, env: Environment, name: str, *, model_role_arn: str | None = None
 ) -> ServingChart:
     """The self-managed endpoint ``name``: engines with the L2 when the sizing turned it on, and the router."""
+    from kvtiers.constructs.serving import tolerating_taints
     from kvtiers.k8s_charts.serving import ServingChart
 
     e = _serving(env, name, "self_managed")
+    taints = ((t.key, t.value, t.effect) for t in env.hyperpod.group(e.instance_group).taints)
     return ServingChart(
         scope,
         id,
         name=e.name,
         namespace=env.serving.namespace,
-        engine=engine(env, e, model_role_arn=model_role_arn),
+        engine=tolerating_taints(engine(env, e, model_role_arn=model_role_arn), taints),
         router=router(env, e),
         hash_seed=env.serving.hash_seed,
         l2=l2_volume(env) if env.sizing.endpoint(name).l2_enabled else None,
@@ -187,12 +190,13 @@ def serving_endpoint(
     name: str,
     *,
     eks: EksCluster,
+    hyperpod: HyperPodCluster,
     l2: CurvineL2 | None,
     after: Sequence[Construct],
     model_role_arn: str | None = None,
 ) -> ServingEndpoint:
     """The self-managed endpoint ``name`` as a construct: its manifest, ordered after ``l2``'s claim and ``after``,
-    and its node traffic."""
+    its node traffic and its engines checked against and tolerating their HyperPod group."""
     from kvtiers.constructs.serving import ServingEndpoint
 
     e = _serving(env, name, "self_managed")
@@ -200,6 +204,7 @@ def serving_endpoint(
         scope,
         id,
         eks_cluster=eks,
+        hyperpod=hyperpod,
         name=e.name,
         namespace=env.serving.namespace,
         engine=engine(env, e, model_role_arn=model_role_arn),

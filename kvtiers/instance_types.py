@@ -8,6 +8,7 @@ before sizing the Curvine L2 close to the limit.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 GPU_MEMORY_GIB = 44.5
@@ -40,3 +41,33 @@ G6E_INSTANCE_TYPES: dict[str, InstanceType] = {
         InstanceType("ml.g6e.48xlarge", gpus=8, vcpus=192, memory_gib=1536, nvme_gb=7600, efa=True),
     )
 }
+
+
+def check_instance_group(where: str, name: str, groups: Collection[str]) -> None:
+    """Refuse an endpoint on an instance group the HyperPod cluster does not have (its pods would never schedule)."""
+    if name not in groups:
+        raise ValueError(f"{where}: instance_group {name!r} is not a HyperPod instance group (one of {sorted(groups)})")
+
+
+def check_tensor_parallel_size(where: str, tensor_parallel_size: int, instance: InstanceType) -> None:
+    """Refuse more GPUs per pod than the instance has (the pod would never schedule)."""
+    if tensor_parallel_size > instance.gpus:
+        raise ValueError(
+            f"{where}: tensor_parallel_size {tensor_parallel_size} is larger than the "
+            f"{instance.gpus} GPU(s) of {instance.name}"
+        )
+
+
+def tiered_storage_gib(instance: InstanceType, *, enabled: bool, memory_percentage: int) -> float:
+    """Node memory HyperPod tiered storage takes for itself: no pod may use it."""
+    return instance.memory_gib * memory_percentage / 100 if enabled else 0.0
+
+
+def check_pod_memory(where: str, pod_memory_gib: int, instance: InstanceType, *, tiered_storage_gib: float) -> None:
+    """Refuse a pod larger than the instance's memory less the tiered-storage share (it would never schedule)."""
+    free = instance.memory_gib - tiered_storage_gib
+    if pod_memory_gib > free:
+        raise ValueError(
+            f"{where}: a pod of {pod_memory_gib} GiB does not fit the {instance.memory_gib} GiB of {instance.name}: "
+            f"tiered storage {tiered_storage_gib:.1f} GiB leaves {free:.1f} GiB; lower l1_gib or the tiered-storage share"
+        )
