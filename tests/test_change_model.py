@@ -104,6 +104,55 @@ def test_a_deleted_namespace_takes_its_objects_with_it():
     assert [str(r) for r in deploy(before, after).lost] == ["ConfigMap team/c"]
 
 
+def test_pruning_a_renamed_namespace_takes_its_objects_and_leaves_no_orphan():
+    # serving.namespace changed: the namespace manifest's prune deletes the old Namespace, and the namespace
+    # controller deletes everything in it.
+    before = stack(
+        manifest("Ns", [obj("v1", "Namespace", "team", namespace=None)]),
+        manifest("App", [obj("v1", "ConfigMap", "c", namespace="team"), obj("v1", "ServiceAccount", "sa", "team")]),
+    )
+    after = stack(
+        manifest("Ns", [obj("v1", "Namespace", "team2", namespace=None)]),
+        manifest("App", [obj("v1", "ConfigMap", "c", namespace="team2"), obj("v1", "ServiceAccount", "sa", "team2")]),
+    )
+    outcome = deploy(before, after)
+    assert outcome.orphans == () and outcome.lost == ()
+    assert {str(r) for r in outcome.change("Ns").deleted} == {
+        "Namespace team",
+        "ConfigMap team/c",
+        "ServiceAccount team/sa",
+    }
+
+
+def test_a_namespace_pruned_by_one_manifest_and_applied_by_another_loses_what_is_in_it():
+    # The old manifest's prune deletes the Namespace (it carries that manifest's label); the new manifest's apply
+    # then meets a terminating namespace, which the API server refuses to create objects in.
+    before = stack(
+        manifest("Old", [obj("v1", "Namespace", "team", namespace=None), obj("v1", "ConfigMap", "a", "other")]),
+        manifest("App", [obj("v1", "ConfigMap", "c", namespace="team")]),
+    )
+    after = stack(
+        manifest("Old", [obj("v1", "ConfigMap", "a", "other", data=1)]),
+        manifest("App", [obj("v1", "Namespace", "team", namespace=None), obj("v1", "ConfigMap", "c", "team", d=1)]),
+    )
+    outcome = deploy(before, after)
+    assert {str(r) for r in outcome.lost} == {"Namespace team", "ConfigMap team/c"}
+
+
+def test_an_orphan_says_why_it_stays():
+    from kvtiers.change.deploy import orphan_reason
+
+    before = stack(
+        manifest("App", [obj("networking.k8s.io/v1", "NetworkPolicy", "p"), obj("v1", "ConfigMap", "c", "two")])
+    )
+    after = stack(manifest("App", [obj("v1", "ConfigMap", "x", "one")]))
+    outcome = deploy(before, after)
+    reasons = {str(r): orphan_reason(r, outcome) for r in outcome.orphans}
+    assert "prune list" in reasons["NetworkPolicy.networking.k8s.io serving/p"]
+    assert "prune list" not in reasons["ConfigMap two/c"]
+    assert "namespace two" in reasons["ConfigMap two/c"]
+
+
 def test_object_refs_ignore_the_version():
     assert ObjectRef.of(obj("kyverno.io/v1", "Policy", "p")) == ObjectRef.of(obj("kyverno.io/v2beta1", "Policy", "p"))
 
