@@ -391,6 +391,36 @@ def test_a_conditionally_create_only_property_may_replace():
             obj("v1", "Service", "s", clusterIP="10.0.0.1"),
             "spec.clusterIP",
         ),
+        (
+            obj("v1", "Service", "s", type="LoadBalancer", loadBalancerClass="a"),
+            obj("v1", "Service", "s", type="LoadBalancer", loadBalancerClass="b"),
+            "spec.loadBalancerClass",
+        ),
+        (
+            obj("v1", "Service", "s", type="LoadBalancer", healthCheckNodePort=30001),
+            obj("v1", "Service", "s", type="LoadBalancer", healthCheckNodePort=30002),
+            "spec.healthCheckNodePort",
+        ),
+        (
+            obj("v1", "Service", "s", ipFamilies=["IPv4"]),
+            obj("v1", "Service", "s", ipFamilies=["IPv6", "IPv4"]),
+            "spec.ipFamilies.0",
+        ),
+        (
+            {**obj("rbac.authorization.k8s.io/v1", "RoleBinding", "b"), "roleRef": {"kind": "Role", "name": "a"}},
+            {**obj("rbac.authorization.k8s.io/v1", "RoleBinding", "b"), "roleRef": {"kind": "Role", "name": "b"}},
+            "roleRef",
+        ),
+        (
+            {**obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "b", None), "roleRef": {"name": "a"}},
+            {**obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "b", None), "roleRef": {"name": "b"}},
+            "roleRef",
+        ),
+        (
+            {**obj("scheduling.k8s.io/v1", "PriorityClass", "p", None), "value": 1000},
+            {**obj("scheduling.k8s.io/v1", "PriorityClass", "p", None), "value": 2000},
+            "value",
+        ),
     ],
 )
 def test_an_immutable_field_changed_in_place_is_reported(old, new, field):
@@ -421,6 +451,14 @@ def test_an_immutable_field_changed_in_place_is_reported(old, new, field):
         (
             obj("policy/v1", "PodDisruptionBudget", "p", maxUnavailable=1),
             obj("policy/v1", "PodDisruptionBudget", "p", maxUnavailable=2),
+        ),
+        (
+            obj("v1", "Service", "s", ipFamilies=["IPv4"]),
+            obj("v1", "Service", "s", ipFamilies=["IPv4", "IPv6"]),
+        ),
+        (
+            {**obj("rbac.authorization.k8s.io/v1", "RoleBinding", "b"), "roleRef": {"name": "a"}, "subjects": [1]},
+            {**obj("rbac.authorization.k8s.io/v1", "RoleBinding", "b"), "roleRef": {"name": "a"}, "subjects": [2]},
         ),
     ],
 )
