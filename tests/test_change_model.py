@@ -521,3 +521,14 @@ def test_every_immutable_rule_is_in_the_change_contract():
         assert row is not None, f"docs/change-contract.md: no row for {rule.kind}"
         for field in (*rule.fields, *([rule.all_of] if rule.all_of else [])):
             assert f"`{field}" in row or f"`spec.{field}" in row, f"{rule.kind} row does not name {field}"
+
+
+def test_an_immutable_change_error_says_what_to_do_instead():
+    from kvtiers.change.report import environment_change
+
+    old = obj("apps/v1", "StatefulSet", "curvine-master", "curvine", volumeClaimTemplates=[{"size": "50Gi"}])
+    new = obj("apps/v1", "StatefulSet", "curvine-master", "curvine", volumeClaimTemplates=[{"size": "60Gi"}])
+    change = environment_change("dev", stack(manifest("M", [old])), stack(manifest("M", [new])), None, None)
+    (error,) = change.errors
+    assert "spec.volumeClaimTemplates is immutable" in error
+    assert "deploy a new environment" in error and 'docs/runbooks.md "Upgrade"' in error

@@ -35,7 +35,11 @@ class EnvironmentChange:
             "deleted or pruned and the apply into the terminating namespace failed)"
             for ref in self.outcome.lost
         ]
-        found += [f"immutable: {change}" for change in self.outcome.immutable]
+        found += [
+            f"immutable: {change}: the apply fails and the stack rolls back; deploy a new environment with this "
+            'change and move traffic to it (docs/runbooks.md "Upgrade")'
+            for change in self.outcome.immutable
+        ]
         return tuple(found)
 
     @property
