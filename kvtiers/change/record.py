@@ -1,7 +1,8 @@
 """The endpoint record a synth writes into its cloud assembly (``kvtiers-endpoints.json``): per endpoint, its L2
-namespace as the synth computed it (``kvtiers.stacks.wiring.serving.l2_namespace``, the one computation) and the
-engine image. ``kvtiers diff`` compares two records: a new L2 directory is a cold L2 for the whole endpoint, and the
-fields that differ say why. The templates cannot say it: they carry only the directory's hash.
+namespace as the synth computed it (``kvtiers.stacks.wiring.serving.l2_namespace``, the one computation), the L2
+location its pods mount (``l2_mount``, the value the wiring passes to the serving chart) and the engine image.
+``kvtiers diff`` compares two records: a new L2 location is a cold L2 for the whole endpoint, and the fields that
+differ say why. The templates cannot say it: they carry only the directory's hash.
 """
 
 from __future__ import annotations
