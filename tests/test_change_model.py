@@ -280,6 +280,21 @@ def test_an_eks_service_cidr_change_replaces_the_named_cluster_and_fails():
     assert change.action is CfnAction.UPDATE and change.error is None
 
 
+def test_a_block_that_appears_is_compared_at_its_leaves_not_as_one_value():
+    from kvtiers.change.cloudformation import CfnAction, changed_paths
+
+    old = {"Name": "c", "Version": "1.34"}
+    new = {**old, "KubernetesNetworkConfig": {"ElasticLoadBalancing": {"Enabled": True}}}
+    change = one_change(stack(cfn("C", "AWS::EKS::Cluster", **old)), stack(cfn("C", "AWS::EKS::Cluster", **new)), "C")
+    assert change.action is CfnAction.UPDATE and change.error is None
+    with_cidr = {**old, "KubernetesNetworkConfig": {"ServiceIpv4Cidr": "10.100.0.0/16"}}
+    change = one_change(
+        stack(cfn("C", "AWS::EKS::Cluster", **old)), stack(cfn("C", "AWS::EKS::Cluster", **with_cidr)), "C"
+    )
+    assert change.action is CfnAction.REPLACE
+    assert list(changed_paths({"T": [{"K": "a"}]}, {"T": [{"K": "a"}, {"K": "b"}]})) == ["/properties/T/1/K"]
+
+
 def test_a_hyperpod_instance_count_is_updated_in_place_and_its_subnets_replace_it():
     from kvtiers.change.cloudformation import CfnAction
 
