@@ -33,9 +33,10 @@ def _endpoint(raw: dict, name: str | None = None) -> dict:
 
 
 def _engine_change(raw: dict) -> None:
-    """A new L1 size, a pinned model revision, one replica and one node more."""
+    """A new L1 size, a pinned model revision, an L2 share group (the pods mount the group's directory), one replica
+    and one node more."""
     e = _endpoint(raw)
-    e.update(l1_gib=e.get("l1_gib", 40) + 4, replicas=e["replicas"] + 1)
+    e.update(l1_gib=e.get("l1_gib", 40) + 4, replicas=e["replicas"] + 1, l2_share_group="qwen-shared")
     e["source"]["revision"] = REVISION
     raw["hyperpod"]["instance_groups"][0]["count"] += 1
 
@@ -119,7 +120,10 @@ def test_an_engine_change_restarts_the_engines_one_at_a_time_and_another_revisio
     effect = _endpoint_effect(change, "qwen2-7b")
     assert effect.l0_l1_lost == 2
     assert effect.l2 and effect.l2.startswith("new L2 namespace")
-    assert effect.l2_reasons == (f"revision {DEV_REVISION} -> {REVISION}",)
+    assert effect.l2_reasons[0] == f"revision {DEV_REVISION} -> {REVISION}"
+    (location,) = effect.l2_reasons[1:]
+    assert location.startswith("L2 location ") and "/endpoint-qwen2-7b/" in location
+    assert "/shared-qwen-shared/" in location
     hyperpod = next(c for c in change.resources if c.type == "AWS::SageMaker::Cluster")
     assert hyperpod.action is CfnAction.UPDATE
 

@@ -104,6 +104,55 @@ def test_a_deleted_namespace_takes_its_objects_with_it():
     assert [str(r) for r in deploy(before, after).lost] == ["ConfigMap team/c"]
 
 
+def test_pruning_a_renamed_namespace_takes_its_objects_and_leaves_no_orphan():
+    # serving.namespace changed: the namespace manifest's prune deletes the old Namespace, and the namespace
+    # controller deletes everything in it.
+    before = stack(
+        manifest("Ns", [obj("v1", "Namespace", "team", namespace=None)]),
+        manifest("App", [obj("v1", "ConfigMap", "c", namespace="team"), obj("v1", "ServiceAccount", "sa", "team")]),
+    )
+    after = stack(
+        manifest("Ns", [obj("v1", "Namespace", "team2", namespace=None)]),
+        manifest("App", [obj("v1", "ConfigMap", "c", namespace="team2"), obj("v1", "ServiceAccount", "sa", "team2")]),
+    )
+    outcome = deploy(before, after)
+    assert outcome.orphans == () and outcome.lost == ()
+    assert {str(r) for r in outcome.change("Ns").deleted} == {
+        "Namespace team",
+        "ConfigMap team/c",
+        "ServiceAccount team/sa",
+    }
+
+
+def test_a_namespace_pruned_by_one_manifest_and_applied_by_another_loses_what_is_in_it():
+    # The old manifest's prune deletes the Namespace (it carries that manifest's label); the new manifest's apply
+    # then meets a terminating namespace, which the API server refuses to create objects in.
+    before = stack(
+        manifest("Old", [obj("v1", "Namespace", "team", namespace=None), obj("v1", "ConfigMap", "a", "other")]),
+        manifest("App", [obj("v1", "ConfigMap", "c", namespace="team")]),
+    )
+    after = stack(
+        manifest("Old", [obj("v1", "ConfigMap", "a", "other", data=1)]),
+        manifest("App", [obj("v1", "Namespace", "team", namespace=None), obj("v1", "ConfigMap", "c", "team", d=1)]),
+    )
+    outcome = deploy(before, after)
+    assert {str(r) for r in outcome.lost} == {"Namespace team", "ConfigMap team/c"}
+
+
+def test_an_orphan_says_why_it_stays():
+    from kvtiers.change.deploy import orphan_reason
+
+    before = stack(
+        manifest("App", [obj("networking.k8s.io/v1", "NetworkPolicy", "p"), obj("v1", "ConfigMap", "c", "two")])
+    )
+    after = stack(manifest("App", [obj("v1", "ConfigMap", "x", "one")]))
+    outcome = deploy(before, after)
+    reasons = {str(r): orphan_reason(r, outcome) for r in outcome.orphans}
+    assert "prune list" in reasons["NetworkPolicy.networking.k8s.io serving/p"]
+    assert "prune list" not in reasons["ConfigMap two/c"]
+    assert "namespace two" in reasons["ConfigMap two/c"]
+
+
 def test_object_refs_ignore_the_version():
     assert ObjectRef.of(obj("kyverno.io/v1", "Policy", "p")) == ObjectRef.of(obj("kyverno.io/v2beta1", "Policy", "p"))
 
@@ -231,6 +280,21 @@ def test_an_eks_service_cidr_change_replaces_the_named_cluster_and_fails():
     assert change.action is CfnAction.UPDATE and change.error is None
 
 
+def test_a_block_that_appears_is_compared_at_its_leaves_not_as_one_value():
+    from kvtiers.change.cloudformation import CfnAction, changed_paths
+
+    old = {"Name": "c", "Version": "1.34"}
+    new = {**old, "KubernetesNetworkConfig": {"ElasticLoadBalancing": {"Enabled": True}}}
+    change = one_change(stack(cfn("C", "AWS::EKS::Cluster", **old)), stack(cfn("C", "AWS::EKS::Cluster", **new)), "C")
+    assert change.action is CfnAction.UPDATE and change.error is None
+    with_cidr = {**old, "KubernetesNetworkConfig": {"ServiceIpv4Cidr": "10.100.0.0/16"}}
+    change = one_change(
+        stack(cfn("C", "AWS::EKS::Cluster", **old)), stack(cfn("C", "AWS::EKS::Cluster", **with_cidr)), "C"
+    )
+    assert change.action is CfnAction.REPLACE
+    assert list(changed_paths({"T": [{"K": "a"}]}, {"T": [{"K": "a"}, {"K": "b"}]})) == ["/properties/T/1/K"]
+
+
 def test_a_hyperpod_instance_count_is_updated_in_place_and_its_subnets_replace_it():
     from kvtiers.change.cloudformation import CfnAction
 
@@ -342,6 +406,36 @@ def test_a_conditionally_create_only_property_may_replace():
             obj("v1", "Service", "s", clusterIP="10.0.0.1"),
             "spec.clusterIP",
         ),
+        (
+            obj("v1", "Service", "s", type="LoadBalancer", loadBalancerClass="a"),
+            obj("v1", "Service", "s", type="LoadBalancer", loadBalancerClass="b"),
+            "spec.loadBalancerClass",
+        ),
+        (
+            obj("v1", "Service", "s", type="LoadBalancer", healthCheckNodePort=30001),
+            obj("v1", "Service", "s", type="LoadBalancer", healthCheckNodePort=30002),
+            "spec.healthCheckNodePort",
+        ),
+        (
+            obj("v1", "Service", "s", ipFamilies=["IPv4"]),
+            obj("v1", "Service", "s", ipFamilies=["IPv6", "IPv4"]),
+            "spec.ipFamilies.0",
+        ),
+        (
+            {**obj("rbac.authorization.k8s.io/v1", "RoleBinding", "b"), "roleRef": {"kind": "Role", "name": "a"}},
+            {**obj("rbac.authorization.k8s.io/v1", "RoleBinding", "b"), "roleRef": {"kind": "Role", "name": "b"}},
+            "roleRef",
+        ),
+        (
+            {**obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "b", None), "roleRef": {"name": "a"}},
+            {**obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "b", None), "roleRef": {"name": "b"}},
+            "roleRef",
+        ),
+        (
+            {**obj("scheduling.k8s.io/v1", "PriorityClass", "p", None), "value": 1000},
+            {**obj("scheduling.k8s.io/v1", "PriorityClass", "p", None), "value": 2000},
+            "value",
+        ),
     ],
 )
 def test_an_immutable_field_changed_in_place_is_reported(old, new, field):
@@ -372,6 +466,14 @@ def test_an_immutable_field_changed_in_place_is_reported(old, new, field):
         (
             obj("policy/v1", "PodDisruptionBudget", "p", maxUnavailable=1),
             obj("policy/v1", "PodDisruptionBudget", "p", maxUnavailable=2),
+        ),
+        (
+            obj("v1", "Service", "s", ipFamilies=["IPv4"]),
+            obj("v1", "Service", "s", ipFamilies=["IPv4", "IPv6"]),
+        ),
+        (
+            {**obj("rbac.authorization.k8s.io/v1", "RoleBinding", "b"), "roleRef": {"name": "a"}, "subjects": [1]},
+            {**obj("rbac.authorization.k8s.io/v1", "RoleBinding", "b"), "roleRef": {"name": "a"}, "subjects": [2]},
         ),
     ],
 )
@@ -434,3 +536,14 @@ def test_every_immutable_rule_is_in_the_change_contract():
         assert row is not None, f"docs/change-contract.md: no row for {rule.kind}"
         for field in (*rule.fields, *([rule.all_of] if rule.all_of else [])):
             assert f"`{field}" in row or f"`spec.{field}" in row, f"{rule.kind} row does not name {field}"
+
+
+def test_an_immutable_change_error_says_what_to_do_instead():
+    from kvtiers.change.report import environment_change
+
+    old = obj("apps/v1", "StatefulSet", "curvine-master", "curvine", volumeClaimTemplates=[{"size": "50Gi"}])
+    new = obj("apps/v1", "StatefulSet", "curvine-master", "curvine", volumeClaimTemplates=[{"size": "60Gi"}])
+    change = environment_change("dev", stack(manifest("M", [old])), stack(manifest("M", [new])), None, None)
+    (error,) = change.errors
+    assert "spec.volumeClaimTemplates is immutable" in error
+    assert "deploy a new environment" in error and 'docs/runbooks.md "Upgrade"' in error

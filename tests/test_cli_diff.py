@@ -74,6 +74,25 @@ def test_a_new_engine_image_restarts_the_engines_and_moves_the_l2_and_says_why(t
     assert "| Deployment.apps serving/chat-engine | restart | 2 -> 2 |" in result.output
 
 
+def test_a_new_l2_owner_with_the_same_namespace_is_a_cold_l2_and_says_why(tmp_path):
+    # l2_share_group set: the namespace fingerprint stays, the directory the pods mount moves to the group's.
+    old = EndpointRecord(
+        serving="self_managed",
+        engine_image="img:1",
+        l2=True,
+        l2_directory=NAMESPACE.directory,
+        l2_namespace=asdict(NAMESPACE),
+        l2_location=f"curvine-l2/endpoint-chat/{NAMESPACE.directory}",
+    )
+    new = replace(old, l2_location=f"curvine-l2/shared-group/{NAMESPACE.directory}")
+    before = assembly(tmp_path / "a", [engine("img:1")], old)
+    after = assembly(tmp_path / "b", [engine("img:1")], new)
+    result = runner.invoke(app, ["diff", "--before", str(before), "--after", str(after)])
+    assert result.exit_code == 0, result.output
+    assert "1 endpoint(s) with a cold L2" in result.output.splitlines()[2]
+    assert f"L2 location curvine-l2/endpoint-chat/{NAMESPACE.directory} -> curvine-l2/shared-group/" in result.output
+
+
 def test_an_orphan_is_an_error_and_exits_1(tmp_path):
     policy = {
         "apiVersion": "networking.k8s.io/v1",

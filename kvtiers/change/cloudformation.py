@@ -124,15 +124,39 @@ def update_rules(resource_type: str) -> UpdateRules | None:
 
 
 def changed_paths(before: Any, after: Any, path: str = "/properties") -> Iterator[str]:
-    """JSON pointers of every leaf that differs (a list of another length differs as a whole)."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        for key in sorted(set(before) | set(after)):
-            yield from changed_paths(before.get(key), after.get(key), f"{path}/{key}")
-    elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
-        for index, (b, a) in enumerate(zip(before, after, strict=True)):
-            yield from changed_paths(b, a, f"{path}/{index}")
-    elif before != after:
+    """JSON pointers of every leaf that differs. A block that appears or disappears (one side absent) differs at its
+    leaves, and a list of another length element by element, so that a create-only pointer below it matches only
+    when one of its own values changes; an empty block that appears or disappears differs as a whole."""
+    for kind in (dict, list):
+        if _containers(before, after, kind):
+            found = False
+            for key, old, new in _children(before, after, kind):
+                for changed in changed_paths(old, new, f"{path}/{key}"):
+                    found = True
+                    yield changed
+            if not found and before != after:
+                yield path
+            return
+    if before != after:
         yield path
+
+
+def _containers(before: Any, after: Any, kind: type) -> bool:
+    """Both values are ``kind``, or one is and the other is absent."""
+    return (isinstance(before, kind) or before is None) and (isinstance(after, kind) or after is None)
+
+
+def _children(before: Any, after: Any, kind: type) -> Iterator[tuple[Any, Any, Any]]:
+    """(key or index, old value, new value) of two containers of ``kind``, an absent one standing for an empty
+    one."""
+    if kind is dict:
+        old, new = before or {}, after or {}
+        for key in sorted(set(old) | set(new)):
+            yield key, old.get(key), new.get(key)
+    else:
+        old, new = before or [], after or []
+        for index in range(max(len(old), len(new))):
+            yield index, old[index] if index < len(old) else None, new[index] if index < len(new) else None
 
 
 def _matches(pointer: str, path: str) -> bool:

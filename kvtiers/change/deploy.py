@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any
 
 from kvtiers.change.immutable import ImmutableChange, immutable_changes
-from kvtiers.change.kubectl import Cluster
+from kvtiers.change.kubectl import Cluster, prunable
 from kvtiers.change.manifests import ManifestResource, ObjectRef, Templates, manifest_resources
 
 
@@ -58,6 +58,8 @@ class DeployOutcome:
     """
 
     changes: tuple[ResourceChange, ...]
+    resources: Mapping[tuple[str, str], ManifestResource]
+    """The manifest resources of ``after``, by (stack, logical ID)."""
     cluster: Cluster
     orphans: tuple[ObjectRef, ...]
     lost: tuple[ObjectRef, ...]
@@ -78,6 +80,7 @@ def deploy(before: Templates, after: Templates, cluster: Cluster | None = None) 
     """Deploy ``after`` over a deployment of ``before`` (``cluster``: its objects; by default what deploying
     ``before`` onto an empty cluster leaves)."""
     live = (first_deploy(before).cluster if cluster is None else cluster).copy()
+    live.terminating.clear()  # namespaces an earlier deploy deleted are gone by now
     old = manifest_resources(before)
     new = manifest_resources(after)
     declared_before = {ObjectRef.of(o): o for resource in old.values() for o in resource.objects}
@@ -109,12 +112,30 @@ def deploy(before: Templates, after: Templates, cluster: Cluster | None = None) 
     declared = {ref for resource in new.values() for ref in resource.refs}
     return DeployOutcome(
         changes=tuple(changes),
+        resources=new,
         cluster=live,
         orphans=tuple(sorted(set(live.objects) - declared)),
         lost=tuple(sorted(declared - set(live.objects))),
         may_remain=tuple(sorted({ref for c in changes for ref in c.may_remain} - declared)),
         immutable=tuple(rejected),
     )
+
+
+def orphan_reason(ref: ObjectRef, outcome: DeployOutcome) -> str:
+    """Why an object no manifest of ``after`` declares is still on the cluster after the deploy."""
+    live = outcome.cluster.objects[ref]
+    writer = outcome.resources.get(live.writer)
+    name = live.writer[1]
+    if writer is None or writer.prune_label is None:
+        return f"its manifest {name} has no prune label, so kubectl apply never prunes"
+    if not prunable(ref):
+        return f"kubectl's default prune list does not cover {ref.kind}"
+    if ref.namespace and ref.namespace not in {r.namespace for r in writer.refs}:
+        return (
+            f"its manifest {name} no longer applies anything in namespace {ref.namespace}, so its prune does not "
+            "look there"
+        )
+    return f"it does not carry the prune label of its manifest {name}"
 
 
 BUILT_IN_GROUPS = frozenset(

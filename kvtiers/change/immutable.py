@@ -112,6 +112,29 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "",
+        "Service",
+        "k8s.io/api core/v1/types.go ServiceSpec.loadBalancerClass ('may not change once set'), "
+        "healthCheckNodePort, ipFamilies (the first family may not change); ValidateServiceUpdate "
+        "(validateLoadBalancerClassField, the healthCheckNodePort and primary-family checks)",
+        fields=("spec.loadBalancerClass", "spec.healthCheckNodePort", "spec.ipFamilies.0"),
+    ),
+    *(
+        Rule(
+            "rbac.authorization.k8s.io",
+            kind,
+            f"pkg/apis/rbac/validation/validation.go Validate{kind}Update: 'cannot change roleRef'",
+            fields=("roleRef",),
+        )
+        for kind in ("RoleBinding", "ClusterRoleBinding")
+    ),
+    Rule(
+        "scheduling.k8s.io",
+        "PriorityClass",
+        "pkg/apis/scheduling/validation/validation.go ValidatePriorityClassUpdate (value: 'field is immutable')",
+        fields=("value",),
+    ),
+    Rule(
+        "",
         "ConfigMap",
         "k8s.io/api core/v1/types.go ConfigMap.immutable; ValidateConfigMapUpdate: 'field is immutable when "
         "`immutable` is set'",
@@ -142,10 +165,14 @@ class ImmutableChange:
 
 
 def _get(obj: Any, path: str) -> Any:
+    """The value at a dotted path (a number indexes a list), or ``_MISSING``."""
     for key in path.split("."):
-        if not isinstance(obj, Mapping) or key not in obj:
+        if isinstance(obj, list) and key.isdigit() and int(key) < len(obj):
+            obj = obj[int(key)]
+        elif isinstance(obj, Mapping) and key in obj:
+            obj = obj[key]
+        else:
             return _MISSING
-        obj = obj[key]
     return obj
 
 

@@ -67,15 +67,22 @@ class Cluster:
     """The Kubernetes objects the manifests of a deploy graph put on a cluster."""
 
     objects: dict[ObjectRef, LiveObject] = field(default_factory=dict)
+    terminating: set[str] = field(default_factory=set)
+    """Namespaces deleted during this deploy: the namespace controller is still emptying them, and the API server
+    refuses to create anything in them (or to create them again) until it has finished."""
 
     def copy(self) -> Cluster:
-        return Cluster(dict(self.objects))
+        return Cluster(dict(self.objects), set(self.terminating))
 
     def apply(self, resource: ManifestResource, *, save_config: bool = True) -> None:
-        """``kubectl apply`` (or ``create --save-config``: the same annotation) of the resource's objects."""
+        """``kubectl apply`` (or ``create --save-config``: the same annotation) of the resource's objects; those in
+        (or naming) a terminating namespace fail."""
         for obj in resource.objects:
+            ref = ObjectRef.of(obj)
+            if (ref.namespace or (ref.name if _is_namespace(ref) else None)) in self.terminating:
+                continue
             labels: Mapping[str, Any] = (obj.get("metadata") or {}).get("labels") or {}
-            self.objects[ObjectRef.of(obj)] = LiveObject(
+            self.objects[ref] = LiveObject(
                 labels={str(k): str(v) for k, v in labels.items()}, last_applied=save_config, writer=resource.key
             )
 
@@ -97,21 +104,24 @@ class Cluster:
                 and live.last_applied
             )
         )
-        for ref in pruned:
-            del self.objects[ref]
-        return pruned
+        return self.delete(pruned)
 
     def delete(self, refs: Iterable[ObjectRef]) -> tuple[ObjectRef, ...]:
-        """``kubectl delete -f``: every named object that exists goes (missing ones are errors the handler
-        ignores). Deleting a namespace deletes everything in it."""
+        """``kubectl delete -f`` (or a prune): every named object that exists goes (missing ones are errors the
+        handler ignores). Deleting a namespace deletes everything in it (Kubernetes' namespace controller)."""
         gone: list[ObjectRef] = []
         for ref in refs:
             if ref in self.objects:
                 del self.objects[ref]
                 gone.append(ref)
-            if not ref.namespace and (ref.group, ref.kind) == ("", "Namespace"):
+            if _is_namespace(ref):
+                self.terminating.add(ref.name)
                 inside = [r for r in self.objects if r.namespace == ref.name]
                 for r in inside:
                     del self.objects[r]
                 gone.extend(inside)
         return tuple(gone)
+
+
+def _is_namespace(ref: ObjectRef) -> bool:
+    return not ref.namespace and (ref.group, ref.kind) == ("", "Namespace")

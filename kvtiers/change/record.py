@@ -1,7 +1,8 @@
 """The endpoint record a synth writes into its cloud assembly (``kvtiers-endpoints.json``): per endpoint, its L2
-namespace as the synth computed it (``kvtiers.stacks.wiring.serving.l2_namespace``, the one computation) and the
-engine image. ``kvtiers diff`` compares two records: a new L2 directory is a cold L2 for the whole endpoint, and the
-fields that differ say why. The templates cannot say it: they carry only the directory's hash.
+namespace as the synth computed it (``kvtiers.stacks.wiring.serving.l2_namespace``, the one computation), the L2
+location its pods mount (``l2_mount``, the value the wiring passes to the serving chart) and the engine image.
+``kvtiers diff`` compares two records: a new L2 location is a cold L2 for the whole endpoint, and the fields that
+differ say why. The templates cannot say it: they carry only the directory's hash.
 """
 
 from __future__ import annotations
@@ -25,15 +26,28 @@ class EndpointRecord:
     """The endpoint's L2 directory (``L2Namespace.directory``)."""
     l2_namespace: dict[str, Any]
     """The fields of its ``L2Namespace``, as the synth computed them."""
+    l2_location: str = ""
+    """Where its chunks live: the claim and the ``sub_path`` its pods mount (``<claim>/<owner>/<directory>``, from
+    the ``L2Mount`` the synth passes to the chart). Empty in records of an older kvtiers."""
+
+    def l2_moved(self, before: EndpointRecord) -> bool:
+        """Whether the endpoint reads another L2 directory than ``before``'s: the full location when both records
+        have it, else the namespace directory."""
+        if self.l2_location and before.l2_location:
+            return self.l2_location != before.l2_location
+        return self.l2_directory != before.l2_directory
 
     def l2_reasons(self, before: EndpointRecord) -> tuple[str, ...]:
-        """Why the L2 namespace moved from ``before``'s: each field that differs (and the engine image)."""
+        """Why the L2 moved from ``before``'s: the engine image, each namespace field that differs, and the
+        location (owner ``endpoint-<name>`` or ``shared-<group>``, claim) when it changed."""
         old, new = before.l2_namespace, self.l2_namespace
         reasons = [
             f"{key.replace('_', ' ')} {old.get(key)} -> {new[key]}" for key in sorted(new) if old.get(key) != new[key]
         ]
         if before.engine_image != self.engine_image:
             reasons.insert(0, f"engine image {before.engine_image} -> {self.engine_image}")
+        if before.l2_location and self.l2_location and before.l2_location != self.l2_location:
+            reasons.append(f"L2 location {before.l2_location} -> {self.l2_location}")
         return tuple(reasons)
 
 

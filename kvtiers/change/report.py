@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvtiers.change.cloudformation import CfnAction, CfnChange, resource_changes
-from kvtiers.change.deploy import DeployOutcome, deploy
+from kvtiers.change.deploy import DeployOutcome, deploy, orphan_reason
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
 from kvtiers.change.record import Record, read_endpoint_record
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
@@ -28,11 +28,18 @@ class EnvironmentChange:
         """What makes the deploy fail half way, or leaves the cluster or the data other than synth B says."""
         found = [f"{c.stack} {c.logical_id} ({c.type}): {c.error}" for c in self.resources if c.error]
         found += [
-            f"orphan: {ref} stays on the cluster (kubectl's default prune list skips it)"
-            for ref in self.outcome.orphans
+            f"orphan: {ref} stays on the cluster ({orphan_reason(ref, self.outcome)})" for ref in self.outcome.orphans
         ]
-        found += [f"lost: {ref} is deleted by the cleanup delete of an old manifest" for ref in self.outcome.lost]
-        found += [f"immutable: {change}" for change in self.outcome.immutable]
+        found += [
+            f"lost: {ref} is gone after the deploy (the cleanup delete of an old manifest, or its namespace was "
+            "deleted or pruned and the apply into the terminating namespace failed)"
+            for ref in self.outcome.lost
+        ]
+        found += [
+            f"immutable: {change}: the apply fails and the stack rolls back; deploy a new environment with this "
+            'change and move traffic to it (docs/runbooks.md "Upgrade")'
+            for change in self.outcome.immutable
+        ]
         return tuple(found)
 
     @property

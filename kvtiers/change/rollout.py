@@ -236,8 +236,8 @@ def endpoint_effects(
                 l2 = f"L2 switched on: {n.l2_directory} (empty)"
             elif o.l2 and not n.l2:
                 l2 = "L2 switched off"
-            elif n.l2 and o.l2_directory != n.l2_directory:
-                l2 = f"new L2 namespace {n.l2_directory} (cold for the whole endpoint)"
+            elif n.l2 and n.l2_moved(o):
+                l2 = f"new L2 namespace {n.l2_location or n.l2_directory} (cold for the whole endpoint)"
                 reasons = n.l2_reasons(o)
         if o is None and n is not None and before is not None:
             status = "added"

@@ -108,12 +108,14 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
     reads) beside it; returns the assembly folder."""
     from kvtiers.change.record import write_endpoint_record
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
-    from kvtiers.stacks.wiring.serving import l2_namespace
+    from kvtiers.stacks.wiring.serving import l2_mount, l2_namespace
 
     outdir = Path(app.synth().directory)
     write_k8s_yaml([s for s in (graph.workloads,) if s is not None], outdir)
     env = graph.environment
     l2 = {s.name: s.l2_enabled for s in env.sizing.endpoints}
+    # The mount the wiring hands to the serving chart (``l2_mount``), so the record is what the pods mount.
+    mounts = {e.name: l2_mount(env, e) for e in env.serving.endpoints}
     namespaces = {e.name: l2_namespace(env, e) for e in env.serving.endpoints}
     write_endpoint_record(
         outdir,
@@ -125,6 +127,7 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
                 l2=l2[e.name],
                 l2_directory=namespaces[e.name].directory,
                 l2_namespace=asdict(namespaces[e.name]),
+                l2_location=f"{mounts[e.name].claim_name}/{mounts[e.name].sub_path}",
             )
             for e in env.serving.endpoints
         },
