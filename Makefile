@@ -29,7 +29,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: synth test install lint python-versions check-python bench-synth hyperpod-chart hyperpod-chart-checkout clean
+.PHONY: synth test upstream-mirrors install lint python-versions check-python bench-synth hyperpod-chart hyperpod-chart-checkout clean
 
 install: $(VENV)/.installed node_modules/.installed
 
@@ -132,6 +132,12 @@ python-versions: $(VENV)/.installed
 
 test: install $(LMCACHE_VENVS) .venv-engine/.installed .venv-router/.installed $(VLLM_WHEEL_DIR)/.downloaded $(HYPERPOD_SDK)/.installed .venv-checkov/.installed $(PROMTOOL) python-versions lint
 	$(PY) -m pytest -n 2 --dist loadfile
+
+## Bare git mirrors of the components on no package registry (Curvine, production-stack's router) at their pinned
+## tags, for the tests that read them (tests/upstream.py); needs github.com. Without them `make test` skips those
+## checks and says how many it skipped.
+upstream-mirrors: $(VENV)/.installed
+	$(PY) -m tests.upstream fetch
 
 ## Median time of `python app.py` for the default environment against a bare one-stack CDK app, alternating;
 ## BASELINE=<git revision> also times that revision in the same runs (for example BASELINE=main).

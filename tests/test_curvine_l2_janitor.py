@@ -365,7 +365,7 @@ def test_the_mount_root_is_found_below_the_fs_path(tmp_path):
 
 def test_the_fake_master_says_what_curvine_v0_4_1_says():
     """The error texts and routes the fake serves are the ones in Curvine v0.4.1's source (needs the mirror)."""
-    from tests.test_observability_rules import upstream_text
+    from tests.upstream import require_upstream
 
     expected = {
         "curvine-master/src/master/fs/worker_manager.rs": ['"File {} block {}, all replicas has been lost"'],
@@ -382,9 +382,7 @@ def test_the_fake_master_says_what_curvine_v0_4_1_says():
         "curvine-master/src/master/master_monitor.rs": ["RoleState::Leader => MasterState::Active"],
     }
     for path, needles in expected.items():
-        text = upstream_text(f"CurvineIO/curvine@v0.4.1:{path}")
-        if text is None:
-            pytest.skip("Curvine v0.4.1 not available offline (set KVTIERS_UPSTREAM_MIRRORS)")
+        text = require_upstream(f"CurvineIO/curvine@v0.4.1:{path}")
         for needle in needles:
             assert needle in text, f"{needle} not in {path}"
 

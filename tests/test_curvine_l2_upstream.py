@@ -28,19 +28,16 @@ from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
 from kvtiers.k8s_charts.names import CURVINE_WORKER as WORKER
 from tests.conftest import CONFIG_DIR
 from tests.test_curvine_l2_charts import container, objects, props_for, render, render_env
-from tests.test_observability_rules import upstream_text
+from tests.upstream import require_upstream, upstream_text
 
 CURVINE = "CurvineIO/curvine@v0.4.1"
 RUNTIME_DOCKERFILE = "curvine-docker/deploy/Dockerfile_rocky9"
 
 
 def curvine_source(path: str) -> str:
-    """A file of Curvine at the pinned tag, from the local mirror (``$KVTIERS_UPSTREAM_MIRRORS``); Curvine is on no
-    package registry, so without a mirror the upstream half of a test skips (its rendered half has run by then)."""
-    text = upstream_text(f"{CURVINE}:{path}")
-    if text is None:
-        pytest.skip(f"{CURVINE} not available offline (set KVTIERS_UPSTREAM_MIRRORS)")
-    return text
+    """A file of Curvine at the pinned tag, from its mirror; Curvine is on no package registry, so without the mirror
+    the upstream half of a test skips (its rendered half has run by then)."""
+    return require_upstream(f"{CURVINE}:{path}")
 
 
 @pytest.fixture(scope="module", params=["dev.yaml", "prod.yaml"])
@@ -335,9 +332,7 @@ def test_fuse_logs_rotate_through_curvines_own_settings(rendered):
         "targets",
     }
     assert set(log) <= log_conf_fields and log["max_file_size_mb"] > 0 and log["log_dir"] == "/tmp"
-    from tests.test_observability_rules import upstream_text
-
-    source = upstream_text("CurvineIO/curvine@v0.4.1:crates/core/runtime/src/common/logger.rs")
+    source = upstream_text(f"{CURVINE}:crates/core/runtime/src/common/logger.rs")
     if source is not None:  # with the mirror: the fields as v0.4.1 declares them
         assert all(f"pub {field}:" in source for field in log_conf_fields)
     assert (log["max_log_files"] + 1) * log["max_file_size_mb"] == FUSE_LOG_BOUND_MIB <= 512

@@ -6,7 +6,7 @@ controller's lookup answer, its web framework and hash ring).
 The router's rule (``src/vllm_router/routers/routing_logic.py``): it falls back to load (or session) routing when
 ``matched_tokens < max(len(prompt_tokens) - threshold, 0)``, i.e. when more than ``threshold`` prompt tokens are not
 cached; ``--kv-aware-threshold`` defaults to 2000 (``src/vllm_router/parsers/parser.py``). Needs the repository
-mirror (``KVTIERS_UPSTREAM_MIRRORS``); skipped without it.
+mirror (``make upstream-mirrors``); skipped without it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from kvtiers.k8s_charts.serving.router import router_args
 from kvtiers.stacks.wiring import serving as wiring
 from tests import test_router_rollout as rollout
 from tests.conftest import CONFIG_DIR, ROOT
-from tests.test_observability_rules import upstream_text
+from tests.upstream import require_upstream
 
 TAG = "vllm-project/production-stack@vllm-stack-0.1.12"
 router_source = rollout.router_source
@@ -38,10 +38,7 @@ KVAWARE = next(e for e in PROD.serving.endpoints if e.routing == "kvaware")
 
 
 def source(path: str) -> str:
-    text = upstream_text(f"{TAG}:{path}")
-    if text is None:
-        pytest.skip(f"{TAG} not available offline (set KVTIERS_UPSTREAM_MIRRORS)")
-    return text
+    return require_upstream(f"{TAG}:{path}")
 
 
 @dataclass

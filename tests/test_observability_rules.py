@@ -4,20 +4,15 @@ numbers and alerts on synthetic series, including series that are absent."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import promql_parser as pp
 import pytest
 
 from kvtiers.config import load_environment
-from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, engine_release
 from kvtiers.observability import metrics as m
 from kvtiers.observability import rules as r
-from tests.conftest import CONFIG_DIR, ROOT
+from tests.conftest import CONFIG_DIR
 from tests.promtool import RuleTest, counter, gauge, rounded, run_rule_tests
-from tests.upstream import ENGINE, vllm_source
+from tests.upstream import require_upstream
 
 ENVIRONMENTS = {name: load_environment(CONFIG_DIR / f"{name}.yaml") for name in ("dev", "prod")}
 
@@ -99,32 +94,6 @@ def test_derived_splits_are_labelled_and_alerts_cover_what_an_operator_acts_on()
 
 # ------------------------------------------------------------------------------------- upstream metric names
 
-LMCACHE_SITE = ROOT / f".venv-lmcache-{engine_release(DEFAULT_ENGINE_IMAGE).lmcache}" / "lib"
-
-
-def upstream_text(source: str) -> str | None:
-    """The source file a catalogue entry names, where it is on this machine: LMCache from the version the contract
-    tests install; the others from bare git mirrors under ``$KVTIERS_UPSTREAM_MIRRORS`` (``<owner>+<repo>/repo``) or
-    the engine image's vLLM wheel that ``make test`` downloads. ``None``: not available offline."""
-    repo_tag, path = source.split(":", 1)
-    if repo_tag == "kvtiers":
-        return (ROOT / path).read_text()
-    repo, tag = repo_tag.split("@")
-    if repo == "LMCache/LMCache":
-        found = list(LMCACHE_SITE.glob(f"python3*/site-packages/{path}"))
-        return found[0].read_text() if found else None
-    if repo == "vllm-project/vllm":
-        assert tag == f"v{ENGINE.vllm}", f"{source} is not the engine image's vLLM {ENGINE.vllm}"
-        return vllm_source(path)
-    mirrors = os.environ.get("KVTIERS_UPSTREAM_MIRRORS")
-    git_dir = Path(mirrors or "/nonexistent") / repo.replace("/", "+") / "repo"
-    if git_dir.is_dir():
-        shown = subprocess.run(
-            ["git", "--git-dir", str(git_dir), "show", f"{tag}:{path}"], capture_output=True, text=True
-        )
-        return shown.stdout if shown.returncode == 0 else None
-    return None
-
 
 @pytest.mark.parametrize(
     "metric",
@@ -132,11 +101,7 @@ def upstream_text(source: str) -> str | None:
     ids=lambda c: f"{c.registered}@{c.source.split(':')[-1]}",
 )
 def test_each_catalogued_metric_is_registered_in_its_pinned_source(metric):
-    text = upstream_text(metric.source)
-    if text is None:
-        if metric.source == m.LMCACHE_SOURCE:
-            pytest.fail(f"LMCache is installed by `make test`; {metric.source} not found under {LMCACHE_SITE}")
-        pytest.skip(f"{metric.source} not available offline (set KVTIERS_UPSTREAM_MIRRORS)")
+    text = require_upstream(metric.source)
     assert f'"{metric.registered}"' in text, f"{metric.registered} is not registered in {metric.source}"
 
 

@@ -3,7 +3,7 @@
 The router runs as the chart renders it (its arguments, environment and, with the fallback, the module from its
 ConfigMap) in ``.venv-router`` (Python 3.12, the router's own pins and LMCache 0.3.11; ``tests/stubs`` stands in for
 torch, which the kvaware path imports but never calls for token lists). Its source comes from a git mirror of
-vllm-project/production-stack (``$KVTIERS_UPSTREAM_MIRRORS/vllm-project+production-stack/repo``): the router is not on
+vllm-project/production-stack (``make upstream-mirrors``, see ``tests/upstream.py``): the router is not on
 PyPI (PyPI's ``vllm-router`` is another project), and kvtiers never ships its code.
 
 The cluster around it: a fake Kubernetes API that the router's ``K8sPodIPServiceDiscovery`` watches, with engine pods
@@ -50,6 +50,7 @@ from tests.fakes.kube_server import FakeKube
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_engine_drain import free_port, with_flags
 from tests.test_lmcache_contract import kvaware_env
+from tests.upstream import MIRROR_SKIP, mirror_git_dir
 
 ROUTER_VENV = ROOT / ".venv-router"
 STUBS = ROOT / "tests" / "stubs"
@@ -68,9 +69,7 @@ CLIENTS = 4
 
 
 def mirror() -> Path | None:
-    mirrors = os.environ.get("KVTIERS_UPSTREAM_MIRRORS")
-    git_dir = Path(mirrors or "/nonexistent") / "vllm-project+production-stack" / "repo"
-    return git_dir if git_dir.is_dir() else None
+    return mirror_git_dir("vllm-project/production-stack")
 
 
 def skip_reason() -> str | None:
@@ -78,10 +77,7 @@ def skip_reason() -> str | None:
         return "no .venv-router (make test builds it where Python 3.12 is installed)"
     git_dir = mirror()
     if git_dir is None:
-        return (
-            "the router's source is not on this machine: set KVTIERS_UPSTREAM_MIRRORS to a directory holding "
-            "vllm-project+production-stack/repo (a git mirror with the tag " + RELEASE + ")"
-        )
+        return f"the router's source ({RELEASE}): {MIRROR_SKIP}"
     tag = subprocess.run(
         ["git", "--git-dir", str(git_dir), "rev-parse", "--verify", "-q", RELEASE + "^{commit}"], capture_output=True
     )

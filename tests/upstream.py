@@ -1,9 +1,19 @@
-"""Upstream source at the pinned versions, as ``make test`` installs it: the engine image's vLLM wheel (downloaded
-from PyPI, never unpacked) and the LMCache packages of the contract venvs."""
+"""Upstream source at the pinned versions: the engine image's vLLM wheel (downloaded from PyPI by ``make test``,
+never unpacked), the LMCache packages of the contract venvs, and the two components on no package registry (Curvine,
+production-stack's router), read from bare git mirrors that ``make upstream-mirrors`` clones at their pinned tags.
+
+Without those mirrors the tests that read Curvine or the router skip, naming :data:`MIRROR_SKIP`; the test session's
+summary counts them (``tests/conftest.py``), so a run says how much of the upstream contract it did not check.
+
+``python -m tests.upstream fetch [DIR]`` clones the mirrors (network to github.com needed) and refuses a tag that
+no longer points at the commit kvtiers reviewed."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -14,6 +24,76 @@ ROOT = Path(__file__).resolve().parent.parent
 ENGINE = engine_release(DEFAULT_ENGINE_IMAGE)
 VLLM_WHEEL_DIR = ROOT / ".upstream" / f"vllm-{ENGINE.vllm}"
 ENGINE_VENV = ROOT / ".venv-engine"
+LMCACHE_SITE = ROOT / f".venv-lmcache-{ENGINE.lmcache}" / "lib"
+DEFAULT_MIRRORS = ROOT / ".upstream" / "mirrors"
+"""Where ``make upstream-mirrors`` puts them; ``$KVTIERS_UPSTREAM_MIRRORS`` points elsewhere (same layout)."""
+
+MIRRORED: dict[str, tuple[str, str]] = {
+    "CurvineIO/curvine": ("v0.4.1", "709f24781f35a0ea8dda01b12212ede007712498"),
+    "vllm-project/production-stack": ("vllm-stack-0.1.12", "66b60661aa3052810859a417559e9e830772a091"),
+}
+"""Repository → (the pinned tag, the commit it pointed at when kvtiers was reviewed against it)."""
+
+MIRROR_SKIP = "upstream mirror missing (run `make upstream-mirrors`, or set KVTIERS_UPSTREAM_MIRRORS)"
+"""Every skip for a missing mirror carries this text; the session summary counts it."""
+
+
+def mirror_git_dir(repo: str) -> Path | None:
+    """The bare mirror of ``repo`` (``owner/name``), if this machine has one."""
+    base = Path(os.environ.get("KVTIERS_UPSTREAM_MIRRORS") or DEFAULT_MIRRORS)
+    git_dir = base / repo.replace("/", "+") / "repo"
+    return git_dir if git_dir.is_dir() else None
+
+
+def upstream_text(source: str) -> str | None:
+    """The file ``source`` names (``owner/name@tag:path``, or ``kvtiers:path``) at its pinned version, where it is on
+    this machine; ``None`` when it is not (only a mirrored repository can be missing after ``make test``)."""
+    repo_tag, path = source.split(":", 1)
+    if repo_tag == "kvtiers":
+        return (ROOT / path).read_text()
+    repo, tag = repo_tag.split("@")
+    if repo == "LMCache/LMCache":
+        found = sorted(LMCACHE_SITE.glob(f"python3*/site-packages/{path}"))
+        assert found, f"`make test` installs LMCache {ENGINE.lmcache}; {path} not found under {LMCACHE_SITE}"
+        return found[0].read_text()
+    if repo == "vllm-project/vllm":
+        assert tag == f"v{ENGINE.vllm}", f"{source} is not the engine image's vLLM {ENGINE.vllm}"
+        return vllm_source(path)
+    assert MIRRORED.get(repo, ("",))[0] == tag, f"{source}: kvtiers mirrors {repo} at {MIRRORED.get(repo)}"
+    git_dir = mirror_git_dir(repo)
+    if git_dir is None:
+        return None
+    shown = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{tag}:{path}"], capture_output=True, text=True)
+    assert shown.returncode == 0, f"{source}: {shown.stderr.strip()}"
+    return shown.stdout
+
+
+def require_upstream(source: str) -> str:
+    """:func:`upstream_text`, skipping the calling test (with :data:`MIRROR_SKIP`) when its mirror is missing."""
+    import pytest
+
+    text = upstream_text(source)
+    if text is None:
+        pytest.skip(f"{source}: {MIRROR_SKIP}")
+    return text
+
+
+def fetch_mirrors(base: Path) -> None:
+    """Clone each :data:`MIRRORED` repository at its tag (bare, shallow) under ``base``; refuse a moved tag."""
+    for repo, (tag, commit) in MIRRORED.items():
+        git_dir = base / repo.replace("/", "+") / "repo"
+        if not git_dir.is_dir():
+            subprocess.run(
+                ["git", "clone", "--quiet", "--bare", "--depth", "1", "--branch", tag, f"https://github.com/{repo}.git"]
+                + [str(git_dir)],
+                check=True,
+            )
+        found = subprocess.run(
+            ["git", "--git-dir", str(git_dir), "rev-parse", f"{tag}^{{commit}}"], capture_output=True, text=True
+        ).stdout.strip()
+        if found != commit:
+            sys.exit(f"{repo} tag {tag} is at {found or 'nothing'} in {git_dir}, kvtiers reviewed {commit}")
+        print(f"{repo}@{tag} ({commit[:12]}) in {git_dir}")
 
 
 @cache
@@ -41,3 +121,9 @@ def line_of(text: str, pattern: str) -> int:
     match = re.search(pattern, text, re.MULTILINE)
     assert match, f"{pattern!r} not found"
     return text.count("\n", 0, match.start()) + 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["fetch"]:
+        sys.exit("usage: python -m tests.upstream fetch [DIR]")
+    fetch_mirrors(Path(sys.argv[2]) if len(sys.argv) > 2 else DEFAULT_MIRRORS)
