@@ -78,13 +78,13 @@ def require_upstream(source: str) -> str:
     return text
 
 
-def fetch_mirrors(base: Path) -> None:
-    """Clone each :data:`MIRRORED` repository at its tag (bare, shallow) under ``base``; refuse a moved tag."""
-    for repo, (tag, commit) in MIRRORED.items():
+def fetch_mirrors(base: Path, pinned: dict[str, tuple[str, str]] = MIRRORED, host: str = "https://github.com") -> None:
+    """Clone each pinned repository at its tag (bare, shallow) under ``base``; refuse a moved tag."""
+    for repo, (tag, commit) in pinned.items():
         git_dir = base / repo.replace("/", "+") / "repo"
         if not git_dir.is_dir():
             subprocess.run(
-                ["git", "clone", "--quiet", "--bare", "--depth", "1", "--branch", tag, f"https://github.com/{repo}.git"]
+                ["git", "clone", "--quiet", "--bare", "--depth", "1", "--branch", tag, f"{host}/{repo}.git"]
                 + [str(git_dir)],
                 check=True,
             )

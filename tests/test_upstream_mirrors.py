@@ -1,0 +1,40 @@
+"""``make upstream-mirrors`` keeps only the commits kvtiers was reviewed against: a tag moved upstream is refused."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.upstream import MIRRORED, fetch_mirrors
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def tagged_repo(host: Path, repo: str, tag: str) -> str:
+    """A repository under ``host`` with one commit tagged ``tag``; returns that commit."""
+    work = host / repo
+    work.mkdir(parents=True)
+    git("init", "-q", cwd=work)
+    (work / "f").write_text("x")
+    git("add", "f", cwd=work)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c", cwd=work)
+    git("tag", tag, cwd=work)
+    (work.parent / f"{work.name}.git").symlink_to(work)
+    return git("rev-parse", "HEAD", cwd=work)
+
+
+def test_the_pinned_tags_are_full_commits():
+    assert all(len(commit) == 40 and tag for tag, commit in MIRRORED.values())
+
+
+def test_a_tag_at_the_reviewed_commit_is_mirrored_and_a_moved_tag_is_refused(tmp_path):
+    commit = tagged_repo(tmp_path / "host", "acme/widget", "v1")
+    fetch_mirrors(tmp_path / "ok", {"acme/widget": ("v1", commit)}, host=f"file://{tmp_path / 'host'}")
+    mirrored = tmp_path / "ok" / "acme+widget" / "repo"
+    assert git("--git-dir", str(mirrored), "show", "v1:f", cwd=tmp_path) == "x"
+    with pytest.raises(SystemExit, match="kvtiers reviewed 0{40}"):
+        fetch_mirrors(tmp_path / "moved", {"acme/widget": ("v1", "0" * 40)}, host=f"file://{tmp_path / 'host'}")
