@@ -15,6 +15,7 @@ from kvtiers.k8s_charts.l2 import L2Namespace
 
 runner = CliRunner()
 NAMESPACE = L2Namespace(
+    weights="hf://Qwen/Qwen2-7B-Instruct",
     model="Qwen/Qwen2-7B-Instruct",
     revision="unpinned",
     dtype="bfloat16",

@@ -119,6 +119,18 @@ def test_a_share_group_of_different_l2_namespaces_is_refused(tmp_path):
     assert "l2_share_group 'qwen': 'qwen2-7b' and 'qwen2-7b-b' differ in dtype" in message
 
 
+def test_a_share_group_of_different_weights_under_one_model_name_is_refused(tmp_path):
+    def s3(bucket: str) -> dict:
+        return {"type": "s3", "bucket": bucket, "prefix": "qwen2-7b"}
+
+    def change(eps, raw):
+        eps[0]["source"] = s3("weights-a")
+        _two_endpoints(eps, "qwen", "qwen", source=s3("weights-b"))
+
+    message = rejected(tmp_path, change)
+    assert "l2_share_group 'qwen': 'qwen2-7b' and 'qwen2-7b-b' differ in weights" in message
+
+
 def test_a_share_group_name_must_be_a_dns_label(tmp_path):
     message = rejected(tmp_path, lambda eps, raw: eps[0].update(l2_share_group="Not_A_Label"))
     assert "serving.endpoints.0.l2_share_group" in message

@@ -48,6 +48,7 @@ from kvtiers.models import ModelShape
 
 L2 = L2Volume(claim_name="curvine-l2", mount_path="/mnt/l2")
 NAMESPACE = L2Namespace(
+    weights="hf://org/model",
     model="org/model",
     revision="unpinned",
     dtype="bfloat16",
@@ -185,7 +186,8 @@ def test_a_kvaware_serving_chart_with_the_l2_and_s3_weights():
     }
     assert spec["initContainers"][0]["command"][3] == "s3://models/org/model"
     config = next(o for o in objs if o["kind"] == "ConfigMap")["data"]["lmcache.yaml"]
-    remote_url = L2.mount(dataclasses.replace(NAMESPACE, tensor_parallel_size=2), owner="endpoint-ep").remote_url
+    kvaware_s3 = dataclasses.replace(NAMESPACE, tensor_parallel_size=2, weights="s3://models/org/model")
+    remote_url = L2.mount(kvaware_s3, owner="endpoint-ep").remote_url
     assert f"remote_url: {remote_url}" in config and "controller_pull_url: ep-router.serving.svc:9000" in config
     assert [p["containerPort"] for p in container(objs, "ep-engine")["ports"]] == [8000, 8001, 8002]
     assert [o["spec"]["type"] for o in objs if o["kind"] == "Service"] == ["ClusterIP", "ClusterIP", "LoadBalancer"]

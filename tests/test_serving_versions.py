@@ -201,11 +201,23 @@ def test_endpoints_with_the_same_fingerprint_share_one_directory_only_when_asked
         {"dtype": "float16"},
         {"tensor_parallel_size": 2, "l1_gib": 20},
         {"model": "Qwen/Qwen2.5-32B-Instruct", "tensor_parallel_size": 2, "l1_gib": 20},
+        {"source": {"type": "s3", "bucket": "weights-a", "prefix": "qwen2-7b"}},
     ],
 )
 def test_anything_that_changes_the_kv_bytes_changes_the_namespace(change):
     env = env_with(endpoint={"name": "other", **change})
     assert namespace(env, "qwen2-7b").directory != namespace(env, "other").directory
+
+
+def test_new_weights_under_another_s3_location_never_read_the_old_weights_kv():
+    """Unpinned S3 weights keep the revision ``unpinned``: moving the endpoint to another bucket or prefix (new weights
+    under the same model name) must still move it to a new L2 directory, or it would load the old weights' KV."""
+    s3 = {"type": "s3", "bucket": "weights-a", "prefix": "qwen2-7b"}
+    before = namespace(env_with(source=s3), "qwen2-7b")
+    for moved in ({**s3, "prefix": "qwen2-7b-finetuned"}, {**s3, "bucket": "weights-b"}):
+        after = namespace(env_with(source=moved), "qwen2-7b")
+        assert before.revision == after.revision == "unpinned"
+        assert after.directory != before.directory, moved
 
 
 def test_lmcache_version_serde_and_seed_are_in_the_namespace():

@@ -7,6 +7,7 @@ exists, and then flows through the app unchanged. Cross-field rules that involve
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import math
 import re
@@ -50,6 +51,7 @@ from kvtiers.instance_types import (
 from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Namespace, l2_namespace
 from kvtiers.k8s_charts.names import longest_endpoint_name
+from kvtiers.k8s_charts.vllm import HuggingFaceWeights, S3Weights, Weights
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
 from kvtiers.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
 from kvtiers.serving_defaults import GIB, engine_pod_sizing
@@ -756,6 +758,14 @@ class Endpoint(Strict):
         return max(self.expected_prompt_tokens - min_cached, 1)
 
     @property
+    def weights(self) -> Weights:
+        """The source as the serving charts take it."""
+        source = self.source
+        if isinstance(source, S3ModelSource):
+            return S3Weights(bucket=source.bucket, prefix=source.prefix, revision=source.revision)
+        return HuggingFaceWeights(token_secret=source.token_secret, revision=source.revision)
+
+    @property
     def shape(self) -> ModelShape:
         """The model's sizes: ``model_sizes`` when given, else the built-in table's entry."""
         if self.model_sizes is not None:
@@ -784,8 +794,9 @@ class Serving(Strict):
     @model_validator(mode="after")
     def _share_groups_share_one_namespace(self) -> Serving:
         # Sharing is safe only when the bytes LMCache stores for a token sequence are the same on every member:
-        # the same L2 namespace (model, revision, dtype, tensor-parallel size; the LMCache version and the hash seed
-        # are the environment's).
+        # the same L2 namespace (model, weights, revision, dtype, tensor-parallel size; the LMCache version and the
+        # hash seed are the environment's). It is useful only when the members' model paths (LMCache's file names)
+        # match: one serving path.
         groups: dict[str, list[Endpoint]] = {}
         for e in self.endpoints:
             if e.l2_share_group is not None:
@@ -796,15 +807,17 @@ class Serving(Strict):
             for other in others:
                 found = self.l2_namespace(other)
                 differ = [
-                    f
-                    for f in ("model", "revision", "dtype", "tensor_parallel_size")
-                    if getattr(expected, f) != getattr(found, f)
+                    f.name
+                    for f in dataclasses.fields(L2Namespace)
+                    if getattr(expected, f.name) != getattr(found, f.name)
                 ]
+                if first.serving != other.serving:
+                    differ.append("serving (LMCache names chunks by the model path, which differs between the two)")
                 if differ:
                     raise ValueError(
                         f"endpoints: l2_share_group {group!r}: {first.name!r} and {other.name!r} differ in "
-                        f"{', '.join(differ)}; only endpoints of one model, revision, dtype and tensor_parallel_size "
-                        "(one L2 namespace) may share an L2 directory"
+                        f"{', '.join(differ)}; only endpoints of one model, weights location, revision, dtype, "
+                        "tensor_parallel_size and serving path (one L2 namespace) may share an L2 directory"
                     )
         return self
 
@@ -812,7 +825,7 @@ class Serving(Strict):
         """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan``, ``verify``)."""
         return l2_namespace(
             model=e.model,
-            revision=e.source.revision,
+            weights=e.weights,
             dtype=e.dtype,
             tensor_parallel_size=e.tensor_parallel_size,
             lmcache_version=self.images.engine.lmcache,

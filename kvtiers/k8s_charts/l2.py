@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from kvtiers.k8s_charts.vllm import LMCACHE_CHUNK_TOKENS, LMCACHE_SERDE
+from kvtiers.k8s_charts.vllm import LMCACHE_CHUNK_TOKENS, LMCACHE_SERDE, Weights, weights_location
 
 DEFAULT_MOUNT_PATH = "/mnt/curvine/l2cache"
 """Where serving pods mount the L2 claim by default."""
@@ -34,6 +34,8 @@ class L2Namespace:
     """
 
     model: str
+    weights: str
+    """Where the weights come from (:func:`~kvtiers.k8s_charts.vllm.weights_location`)."""
     revision: str
     """The weights' revision, or ``UNPINNED_REVISION``."""
     dtype: str
@@ -117,13 +119,20 @@ class L2Volume:
 
 
 def l2_namespace(
-    *, model: str, revision: str | None, dtype: str, tensor_parallel_size: int, lmcache_version: str, hash_seed: str
+    *,
+    model: str,
+    weights: Weights,
+    dtype: str,
+    tensor_parallel_size: int,
+    lmcache_version: str,
+    hash_seed: str,
 ) -> L2Namespace:
     """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan`` and ``verify``), with the
     chunk size and serde every kvtiers engine uses; vLLM's KV dtype is left ``auto``, the model dtype."""
     return L2Namespace(
         model=model,
-        revision=revision or UNPINNED_REVISION,
+        weights=weights_location(weights, model),
+        revision=weights.revision or UNPINNED_REVISION,
         dtype=dtype,
         kv_dtype=dtype,
         tensor_parallel_size=tensor_parallel_size,

@@ -99,6 +99,14 @@ class HuggingFaceWeights:
 Weights = S3Weights | HuggingFaceWeights
 
 
+def weights_location(weights: Weights, model: str) -> str:
+    """Where the weights' bytes come from: ``s3://<bucket>/<prefix>`` or ``hf://<model id>``. Part of the L2
+    namespace, so that new weights under another location never read KV the old ones computed, even unpinned."""
+    if isinstance(weights, S3Weights):
+        return f"s3://{weights.bucket}/{weights.prefix}"
+    return f"hf://{model}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class LMCacheController:
     """kvaware only: the engines report their cache to the LMCache controller embedded in the router."""
