@@ -121,20 +121,38 @@ def test_network_mode_must_be_new_or_existing(tmp_path):
     assert "network: " in message and "'new', 'existing'" in message
 
 
-def test_existing_vpc_is_imported_by_ids(tmp_path):
-    def change(raw):
-        raw["network"] = {
-            "mode": "existing",
-            "vpc_id": "vpc-0123456789abcdef0",
-            "cidr": "10.0.0.0/16",
-            "private_subnet_ids": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
-            "availability_zones": ["us-east-1a", "us-east-1b"],
-            "hyperpod_subnet_id": "subnet-0123456789abcdef2",
-            "hyperpod_availability_zone": "us-east-1b",
-        }
+EXISTING_VPC = {
+    "mode": "existing",
+    "vpc_id": "vpc-0123456789abcdef0",
+    "cidr": "10.0.0.0/16",
+    "private_subnet_ids": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    "availability_zones": ["us-east-1a", "us-east-1b"],
+    "hyperpod_subnet_id": "subnet-0123456789abcdef2",
+    "hyperpod_availability_zone": "us-east-1b",
+}
 
-    env = load_environment(write_variant(tmp_path, change))
+
+def test_existing_vpc_is_imported_by_ids(tmp_path):
+    env = load_environment(write_variant(tmp_path, lambda raw: raw.update(network=dict(EXISTING_VPC))))
     assert env.network.mode == "existing"
+
+
+def test_allowed_clients_in_an_existing_vpc_need_the_control_plane_subnets(tmp_path):
+    """Routers admit the API server's proxy (for ``kvtiers verify``) from the control plane's subnets; without their
+    CIDRs that rule must admit the whole VPC, which would void a narrower ``allowed_clients``."""
+
+    def narrow(raw, **network):
+        raw["network"] = {**EXISTING_VPC, **network}
+        raw["serving"]["endpoints"][0]["allowed_clients"] = ["10.0.200.0/24"]
+
+    message = rejected(tmp_path, narrow)
+    assert "network.private_subnet_cidrs" in message and "allowed_clients" in message
+    env = load_environment(
+        write_variant(tmp_path, lambda raw: narrow(raw, private_subnet_cidrs=["10.0.1.0/24", "10.0.2.0/24"]))
+    )
+    assert env.network.private_subnet_cidrs == ("10.0.1.0/24", "10.0.2.0/24")
+    message = rejected(tmp_path, lambda raw: narrow(raw, private_subnet_cidrs=["10.0.1.0/24"]))
+    assert "private_subnet_cidrs must list one CIDR per entry of private_subnet_ids" in message
 
 
 def test_hyperpod_subnet_outside_the_vpc(tmp_path):

@@ -155,6 +155,10 @@ class ExistingVpc(Strict):
     """The VPC's primary CIDR."""
     private_subnet_ids: tuple[str, ...] = Field(min_length=2)
     """Private subnets (with NAT egress) for the EKS control plane, in at least two AZs."""
+    private_subnet_cidrs: tuple[str, ...] | None = None
+    """CIDRs of ``private_subnet_ids``, in the same order: where the API server's proxy connects from, which routers
+    and engines admit for ``kvtiers verify``. Required when an endpoint sets ``allowed_clients``. Default: none, so
+    that rule admits the whole VPC (``cidr``)."""
     availability_zones: tuple[str, ...] = Field(min_length=2)
     """AZ names of ``private_subnet_ids``, in the same order."""
     hyperpod_subnet_id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
@@ -167,6 +171,16 @@ class ExistingVpc(Strict):
     def _zones_match_subnets(self) -> ExistingVpc:
         if len(self.availability_zones) != len(self.private_subnet_ids):
             raise ValueError("availability_zones must list one AZ per entry of private_subnet_ids")
+        if self.private_subnet_cidrs is not None:
+            if len(self.private_subnet_cidrs) != len(self.private_subnet_ids):
+                raise ValueError("private_subnet_cidrs must list one CIDR per entry of private_subnet_ids")
+            for cidr in self.private_subnet_cidrs:
+                try:
+                    ipaddress.IPv4Network(cidr)
+                except ValueError:
+                    raise ValueError(
+                        f"private_subnet_cidrs: {cidr!r} is not an IPv4 CIDR such as '10.0.1.0/24'"
+                    ) from None
         return self
 
 
@@ -960,6 +974,13 @@ class Environment(Strict):
             raise ValueError(
                 f"observability.l2_nearly_full_ratio {self.observability.l2_nearly_full_ratio} must be above "
                 f"curvine.eviction.high_watermark {self.curvine.eviction.high_watermark} (eviction keeps the L2 there)"
+            )
+        narrowed = [e.name for e in self.serving.endpoints if e.allowed_clients is not None]
+        if narrowed and isinstance(self.network, ExistingVpc) and self.network.private_subnet_cidrs is None:
+            raise ValueError(
+                f"network.private_subnet_cidrs: required when an endpoint sets allowed_clients ({', '.join(narrowed)}):"
+                " routers admit the API server's proxy from the control plane's subnets, and without their CIDRs that "
+                f"rule admits the whole VPC ({self.network.cidr}), which voids allowed_clients"
             )
         names = [e.name for e in self.serving.endpoints]
         duplicates = sorted({n for n in names if names.count(n) > 1})

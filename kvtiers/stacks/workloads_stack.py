@@ -45,9 +45,11 @@ class WorkloadsStack(cdk.Stack):
         self.serving_namespace = self.add_chart(
             "ServingNamespace", wiring.serving_namespace_chart(self.k8s_app, "serving-namespace", env)
         )
-        # The control plane's ENIs are in the EKS subnets; an imported VPC's subnet ranges are not known at synth.
+        # The control plane's ENIs are in the EKS subnets; an imported VPC's are known only if the file lists them.
         control_plane_cidrs = (
-            tuple(s.ipv4_cidr_block for s in platform.network.eks_subnets) if isinstance(env.network, NewVpc) else ()
+            tuple(s.ipv4_cidr_block for s in platform.network.eks_subnets)
+            if isinstance(env.network, NewVpc)
+            else env.network.private_subnet_cidrs or ()
         )
         self.control_plane_cidrs = control_plane_cidrs
         # Before any serving pod exists: default deny from the first pod on.
