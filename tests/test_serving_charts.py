@@ -416,6 +416,38 @@ def test_the_load_balancer_admits_only_the_endpoints_allowed_clients(env, charts
     assert nlb["spec"]["loadBalancerSourceRanges"] == ["10.192.8.0/24", "172.16.0.0/12"]
 
 
+def test_a_router_behind_the_nlb_outlasts_the_nlbs_health_checks_in_a_rollout(charts):
+    """With ``externalTrafficPolicy: Local`` the NLB sends new connections to a node until its health check on the
+    Service's healthCheckNodePort has failed ``unhealthy-threshold`` times ``interval`` apart, and to a new router's
+    node only after ``healthy-threshold`` passes (cloud-provider-aws v1.34.3 ``aws.go``
+    ``buildNLBHealthCheckConfiguration``: HTTP, 10 s, 2 and 2, annotations override). A stopping router must keep
+    serving past the first; a new one must count as available (so that the old one stops) only after the second. And
+    only nodes the NLB registers can carry it: instances of the cluster's account, not HyperPod's."""
+    objs = charts["llama-8b"]
+    annotations = _load_balancer(objs)["metadata"]["annotations"]
+    prefix = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-"
+    interval = int(annotations[prefix + "interval"])
+    unhealthy, healthy = (
+        int(annotations[prefix + "unhealthy-threshold"]),
+        int(annotations[prefix + "healthy-threshold"]),
+    )
+    router = router_deployment(objs)
+    pod = router["spec"]["template"]["spec"]
+    assert pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"] > unhealthy * interval
+    assert router["spec"]["minReadySeconds"] > healthy * interval
+    assert pod["terminationGracePeriodSeconds"] > pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
+    required = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    ((key, value),) = names.HYPERPOD_NODE_SELECTOR.items()
+    assert {"key": key, "operator": "NotIn", "values": [value]} in required["nodeSelectorTerms"][0]["matchExpressions"]
+    # Without the NLB nothing waits on a health check: the router keeps its short delay and may use a GPU node.
+    plain = router_deployment(charts["qwen2-7b"])
+    assert "minReadySeconds" not in plain["spec"]
+    assert (
+        "requiredDuringSchedulingIgnoredDuringExecution"
+        not in plain["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    )
+
+
 def test_constructs_reject_what_they_cannot_build(env):
     with pytest.raises(ValueError, match="no endpoint named 'nope'"):
         render(env, "nope")

@@ -39,10 +39,34 @@ cache match on an engine that is no longer an endpoint is routed as a miss, neve
 ROUTER_SCRIPTS_DIR = "/etc/kvtiers"
 SCRIPTS_CHECKSUM_ANNOTATION = "kvtiers.io/router-scripts-sha256"
 PRESTOP_DELAY_SECONDS = 10
-"""A stopping router keeps serving this long before it gets SIGTERM: kube-proxy on every node (and an NLB's targets)
-drop the pod from the Service first, so no new request reaches a router that is going away."""
-TERMINATION_GRACE_SECONDS = PRESTOP_DELAY_SECONDS + DRAIN_MAX_SECONDS
-"""The delay, then as long for the requests in flight as an engine's drain waits for them."""
+"""A stopping router keeps serving this long before it gets SIGTERM: kube-proxy on every node drops the pod from the
+Service first, so no new request reaches a router that is going away."""
+NLB_HEALTH_CHECK_INTERVAL_SECONDS = 10
+NLB_HEALTH_CHECK_THRESHOLD = 2
+"""The internal NLB's health check of a router's node (HTTP on the Service's healthCheckNodePort, which kube-proxy
+answers 200 only while the node runs a Ready router): every 10 s, 2 results to change state. These are the in-tree
+provider's defaults for ``externalTrafficPolicy: Local`` (cloud-provider-aws v1.34.3 ``pkg/providers/v1/aws.go``
+``buildNLBHealthCheckConfiguration``); kvtiers writes them as annotations so the delays below are derived from the
+values in force."""
+NLB_MARGIN_SECONDS = 10
+"""Beyond the health checks: the NLB applying a target's new state, and one check's timeout."""
+NLB_PRESTOP_DELAY_SECONDS = NLB_HEALTH_CHECK_THRESHOLD * NLB_HEALTH_CHECK_INTERVAL_SECONDS + NLB_MARGIN_SECONDS
+"""A router behind the NLB keeps serving until the NLB has marked its node unhealthy (it keeps sending new
+connections there until then; after the router exits, kube-proxy drops them: kubernetes/kubernetes#50977)."""
+NLB_MIN_READY_SECONDS = NLB_HEALTH_CHECK_THRESHOLD * NLB_HEALTH_CHECK_INTERVAL_SECONDS + NLB_MARGIN_SECONDS
+"""A new router behind the NLB counts as available (so that a rollout stops an old one) only once the NLB can have
+marked its node healthy."""
+
+
+def prestop_delay_seconds(router: Router) -> int:
+    return NLB_PRESTOP_DELAY_SECONDS if router.internal_load_balancer else PRESTOP_DELAY_SECONDS
+
+
+def termination_grace_seconds(router: Router) -> int:
+    """The delay, then as long for the requests in flight as an engine's drain waits for them."""
+    return prestop_delay_seconds(router) + DRAIN_MAX_SECONDS
+
+
 STARTUP_PROBE_PERIOD_SECONDS = 1
 STARTUP_SECONDS = 300
 """The router starts in seconds; probing every second lets a replacement take traffic as soon as it can."""
@@ -52,6 +76,9 @@ NLB_ANNOTATIONS = {
     "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     # AWS Load Balancer Controller, when installed, reads the scheme annotation instead.
     "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval": str(NLB_HEALTH_CHECK_INTERVAL_SECONDS),
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold": str(NLB_HEALTH_CHECK_THRESHOLD),
+    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold": str(NLB_HEALTH_CHECK_THRESHOLD),
 }
 
 
@@ -229,17 +256,17 @@ class RouterDeployment(Construct):
             volume_mounts=mounts,
             # Until the Service has dropped the pod (no HTTP server is needed for a sleep action).
             lifecycle=k8s.Lifecycle(
-                pre_stop=k8s.LifecycleHandler(sleep=k8s.SleepAction(seconds=PRESTOP_DELAY_SECONDS))
+                pre_stop=k8s.LifecycleHandler(sleep=k8s.SleepAction(seconds=prestop_delay_seconds(router)))
             ),
             security_context=container_security_context(),
         )
-        hyperpod_key, hyperpod_value = next(iter(names.HYPERPOD_NODE_SELECTOR.items()))
         self.deployment = k8s.KubeDeployment(
             self,
             "Deployment",
             metadata=k8s.ObjectMeta(name=deployment_name, namespace=ns, labels=meta_labels),
             spec=k8s.DeploymentSpec(
                 replicas=router.replica_count,
+                min_ready_seconds=NLB_MIN_READY_SECONDS if router.internal_load_balancer else None,
                 selector=k8s.LabelSelector(match_labels=meta_labels),
                 # A new router is Ready before an old one stops, so a rollout never leaves the endpoint without one.
                 # kvaware too, whose single router hosts the LMCache controller: while both run, the engines' open
@@ -260,7 +287,7 @@ class RouterDeployment(Construct):
                         automount_service_account_token=True,
                         security_context=pod_security_context(),
                         volumes=volumes,
-                        termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,
+                        termination_grace_period_seconds=termination_grace_seconds(router),
                         tolerations=node_loss_tolerations(),
                         # One router per node (per zone where the nodes allow): a node loss takes one replica.
                         # Counted per revision, so that a rollout's new pod is not pushed away by the old ones.
@@ -278,23 +305,7 @@ class RouterDeployment(Construct):
                                 ("topology.kubernetes.io/zone", "ScheduleAnyway"),
                             )
                         ],
-                        # Prefer the system node group: keep GPU nodes' memory for engines.
-                        affinity=k8s.Affinity(
-                            node_affinity=k8s.NodeAffinity(
-                                preferred_during_scheduling_ignored_during_execution=[
-                                    k8s.PreferredSchedulingTerm(
-                                        weight=100,
-                                        preference=k8s.NodeSelectorTerm(
-                                            match_expressions=[
-                                                k8s.NodeSelectorRequirement(
-                                                    key=hyperpod_key, operator="NotIn", values=[hyperpod_value]
-                                                )
-                                            ]
-                                        ),
-                                    )
-                                ]
-                            )
-                        ),
+                        affinity=k8s.Affinity(node_affinity=self._node_affinity(router)),
                         containers=[container],
                     ),
                 ),
@@ -337,3 +348,22 @@ class RouterDeployment(Construct):
                     external_traffic_policy="Local",
                 ),
             )
+
+    @staticmethod
+    def _node_affinity(router: Router) -> k8s.NodeAffinity:
+        """Off the HyperPod nodes: preferred (keep GPU nodes' memory for engines); required behind the NLB, whose
+        targets are instances of the cluster's account, which HyperPod's nodes are not (with
+        ``externalTrafficPolicy: Local`` a router on one would get no NLB traffic)."""
+        ((hyperpod_key, hyperpod_value),) = names.HYPERPOD_NODE_SELECTOR.items()
+        off_hyperpod = k8s.NodeSelectorTerm(
+            match_expressions=[k8s.NodeSelectorRequirement(key=hyperpod_key, operator="NotIn", values=[hyperpod_value])]
+        )
+        if router.internal_load_balancer:
+            return k8s.NodeAffinity(
+                required_during_scheduling_ignored_during_execution=k8s.NodeSelector(node_selector_terms=[off_hyperpod])
+            )
+        return k8s.NodeAffinity(
+            preferred_during_scheduling_ignored_during_execution=[
+                k8s.PreferredSchedulingTerm(weight=100, preference=off_hyperpod)
+            ]
+        )
