@@ -78,6 +78,7 @@ def test_derived_splits_are_labelled_and_alerts_cover_what_an_operator_acts_on()
         "KvtiersL2HitRateCollapsed",
         "KvtiersL2UnreadableChunks",
         "KvtiersL2Stalled",
+        "KvtiersL2WrongMount",
         "KvtiersEngineDegraded",
         "KvtiersMetricsCollectorDown",
         "KvtiersWatchdog",
@@ -479,4 +480,14 @@ def test_refused_use_stamps_warn_per_endpoint(tmp_path):
     test.add(m.L2_USE_STAMP_FAILURES.name, counter(1.0, SHORT), errno="EPERM", **labels)
     test.add(m.L2_USE_STAMP_FAILURES.name, counter(0.0, SHORT), errno="EPERM", **{**labels, "endpoint": "other"})
     test.expect_firing("KvtiersL2UseStampsFailing", LATER, [{"severity": "warning", "endpoint": "qwen25-32b"}])
+    run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+def test_an_engine_whose_l2_shows_another_directory_warns_per_endpoint(tmp_path):
+    env = ENVIRONMENTS["prod"]
+    test = RuleTest()
+    labels = {"component": "engine", "endpoint": "qwen25-32b", "pod": "a"}
+    test.add(m.L2_WRONG_MOUNTS.name, counter(1.0, SHORT), **labels)
+    test.add(m.L2_WRONG_MOUNTS.name, counter(0.0, SHORT), **{**labels, "endpoint": "other"})
+    test.expect_firing("KvtiersL2WrongMount", LATER, [{"severity": "warning", "endpoint": "qwen25-32b"}])
     run_rule_tests(tmp_path, r.rule_groups(env), [test])

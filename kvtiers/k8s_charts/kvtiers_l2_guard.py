@@ -28,7 +28,10 @@ files; line numbers of the 0.3.11 wheel are in docs/serving-contract.md):
    the chunk and stores a good copy.
 5. Every event is counted (``prometheus_client`` in the pod's multiprocess directory, so vLLM's ``/metrics`` serves
    it) and logged with the prefix ``kvtiers-l2-guard``.
-6. Curvine v0.4.1 keeps a file's access time but never updates it on a read (its FUSE client sets it only on an
+6. The L2 directory must show what it is mounted as (:class:`MountCheck`): after a FUSE restart a ``subPath`` bind can
+   show the claim's root instead, where another endpoint's or format's chunks could be read; the L2 then counts as
+   absent until the mount is right.
+7. Curvine v0.4.1 keeps a file's access time but never updates it on a read (its FUSE client sets it only on an
    explicit ``setattr``), so nothing records which chunks are used. After a chunk is read from the L2 the guard sets
    the file's access time to now, at most once per :data:`USE_STAMP_SECONDS` per file, in a background thread that
    never delays the request; the L2 janitor evicts the least recently used chunks first (``l2_janitor.py``).
@@ -47,9 +50,12 @@ import importlib.metadata
 import logging
 import math
 import os
+import posixpath
+import re
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +74,8 @@ order is exact to within one run (tools/eviction_sim.py measures the loss agains
 MAX_PENDING_STAMPS = 256
 """Stamps waiting for the background thread at most; more are dropped (a slow or hung mount never queues memory)."""
 LOG_PREFIX = "kvtiers-l2-guard"
+MOUNT_CHECK_SECONDS = 10.0
+"""How often the guard re-reads the mount table (a FUSE restart can change what the L2 directory shows)."""
 
 MISSING = "missing"
 """The file vanished between lookup and load (the janitor, another engine's rewrite): nothing to repair."""
@@ -122,6 +130,9 @@ class GuardMetrics:
         self.guarded_engines = Counter(
             "kvtiers_l2_guarded_engines", "LMCache engines the guard took over (one per worker process at start)"
         )
+        self.wrong_mounts = Counter(
+            "kvtiers_l2_wrong_mounts", "Mount checks that found the L2 directory showing another path (L2 absent)"
+        )
         self.use_stamps = Counter("kvtiers_l2_use_stamps", "L2 chunk files whose access time was set after a read")
         self.use_stamp_failures = Counter(
             "kvtiers_l2_use_stamp_failures",
@@ -137,18 +148,98 @@ class GuardMetrics:
             return cls._instance
 
 
-class Breaker:
-    """Treats the L2 as absent for ``cooldown_seconds`` after a call timed out."""
+def _unescape(field: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as three octal digits (proc(5))."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
-    def __init__(self, cooldown_seconds: float, metrics: GuardMetrics, clock: Callable[[], float] = time.monotonic):
+
+def path_in_file_system(directory: str, mountinfo: str) -> str | None:
+    """Where ``directory`` is inside the file system mounted over it: the mount's root (field 4 of its mountinfo
+    line, the path a bind or ``subPath`` mount shows) joined with the rest of ``directory`` below the mount point.
+    ``None`` when no line covers it. The last line wins among mounts at one point (the one stacked on top)."""
+    best_point, found = "", None
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        root, point = _unescape(fields[3]), _unescape(fields[4])
+        inside = directory == point or directory.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best_point):
+            best_point, found = point, posixpath.join(root, posixpath.relpath(directory, point))
+    return None if found is None else posixpath.normpath(found)
+
+
+class MountCheck:
+    """The L2 directory must be what its mount shows: kvtiers mounts each endpoint's directory ``<owner>/<namespace>``
+    of the claim at ``<volume path>/<owner>/<namespace>`` (a ``subPath``), so the path inside the file system ends in
+    the same two components as the mount point. After a FUSE restart a ``subPath`` bind can show the claim's root
+    instead (seaweedfs-csi-driver#271), where chunks of another model or format could be read: then the L2 counts as
+    absent (misses, no writes) until the mount is right again. Checked at most every :data:`MOUNT_CHECK_SECONDS`."""
+
+    def __init__(
+        self,
+        directory: str,
+        metrics: GuardMetrics,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        read_mountinfo: Callable[[], str] = lambda: _read_text("/proc/self/mountinfo"),
+    ) -> None:
+        self._directory = posixpath.normpath(directory)
+        self._expected = posixpath.join(*self._directory.split("/")[-2:])
+        self._metrics = metrics
+        self._clock = clock
+        self._read = read_mountinfo
+        self._checked_at = -math.inf
+        self._ok = True
+
+    @property
+    def ok(self) -> bool:
+        now = self._clock()
+        if now - self._checked_at >= MOUNT_CHECK_SECONDS:
+            self._checked_at = now
+            try:
+                shown = path_in_file_system(self._directory, self._read())
+            except OSError:
+                shown = None
+            ok = shown is not None and (shown == "/" + self._expected or shown.endswith("/" + self._expected))
+            if not ok:
+                self._metrics.wrong_mounts.inc()
+                if self._ok:
+                    logger.warning(
+                        "%s: %s shows %s of its file system, not .../%s: the L2 counts as absent until it does",
+                        LOG_PREFIX,
+                        self._directory,
+                        shown,
+                        self._expected,
+                    )
+            self._ok = ok
+        return self._ok
+
+
+def _read_text(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+class Breaker:
+    """Treats the L2 as absent for ``cooldown_seconds`` after a call timed out, and while ``mount`` is not right."""
+
+    def __init__(
+        self,
+        cooldown_seconds: float,
+        metrics: GuardMetrics,
+        clock: Callable[[], float] = time.monotonic,
+        mount: MountCheck | None = None,
+    ):
         self._cooldown = cooldown_seconds
         self._metrics = metrics
         self._clock = clock
         self._open_until = -math.inf
+        self._mount = mount
 
     @property
     def open(self) -> bool:
-        return self._clock() < self._open_until
+        return self._clock() < self._open_until or (self._mount is not None and not self._mount.ok)
 
     def trip(self) -> None:
         if not self.open:
@@ -506,10 +597,11 @@ def guard_engine(engine: Any) -> None:
         guard_retrieve(engine, metrics)
     remote = None if storage_manager is None else storage_manager.storage_backends.get("RemoteBackend")
     if remote is not None:
+        directory = urllib.parse.urlparse(str(config.remote_url)).path
         BoundedRemote(
             remote,
             timeout_seconds=float(config.blocking_timeout_secs),
-            breaker=Breaker(BREAKER_SECONDS, metrics),
+            breaker=Breaker(BREAKER_SECONDS, metrics, mount=MountCheck(directory, metrics)),
             metrics=metrics,
         )
     engine._kvtiers_guarded = True

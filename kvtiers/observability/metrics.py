@@ -88,6 +88,7 @@ L2_QUARANTINED_FILES = _py_counter("kvtiers_l2_quarantined_files", L2_GUARD_SOUR
 L2_CORRECTED_TOKENS = _py_counter("kvtiers_l2_corrected_tokens", L2_GUARD_SOURCE)
 L2_BREAKER_TRIPS = _py_counter("kvtiers_l2_breaker_trips", L2_GUARD_SOURCE)
 L2_USE_STAMP_FAILURES = _py_counter("kvtiers_l2_use_stamp_failures", L2_GUARD_SOURCE)
+L2_WRONG_MOUNTS = _py_counter("kvtiers_l2_wrong_mounts", L2_GUARD_SOURCE)
 """Label ``errno``: use stamps the mount refused (EPERM: the pod's user may not set times on Curvine's FUSE)."""
 
 # The router
@@ -131,6 +132,7 @@ CATALOGUE: tuple[Metric, ...] = (
     L2_CORRECTED_TOKENS,
     L2_BREAKER_TRIPS,
     L2_USE_STAMP_FAILURES,
+    L2_WRONG_MOUNTS,
     ROUTER_HEALTHY_PODS,
     KVAWARE_REGISTERED_WORKERS,
     CURVINE_CAPACITY,

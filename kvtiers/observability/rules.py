@@ -329,6 +329,18 @@ def l2_guard_alerts() -> list[Rule]:
             },
         ),
         Rule(
+            f"{BY} (increase({m.L2_WRONG_MOUNTS.name}{ENGINES}[10m])) > 0",
+            alert="KvtiersL2WrongMount",
+            labels={"severity": "warning"},
+            annotations={
+                "summary": "{{ $labels.endpoint }}: an engine's L2 directory shows another path than its own",
+                "description": "After a Curvine FUSE restart a subPath mount can show the claim's root; the engine "
+                "skips the L2 (recompute, never another endpoint's chunks) until it is right. Delete the engine pod "
+                "so the kubelet mounts it again (a restarted container alone can loop on 'failed to prepare "
+                "subPath', kubernetes#139123).",
+            },
+        ),
+        Rule(
             f"{BY} (increase({trips}[10m])) > 0",
             alert="KvtiersL2Stalled",
             labels={"severity": "warning"},
