@@ -13,12 +13,13 @@ import pytest
 from aws_cdk import assertions
 
 from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodNetwork, InstanceGroup
-from kvtiers.constructs.curvine import CURVINE_NODES_OPEN, CurvineL2
+from kvtiers.constructs.curvine import CURVINE_NODES_OPEN, DEDICATION_TAINT_KEY, CurvineL2
 from kvtiers.constructs.hyperpod_cluster import Taint
 from kvtiers.constructs.network import NewVpcOptions
 from tests.synth import cdk_context
 
 DEDICATED = Taint(key="kvtiers.io/dedicated", value="l2", effect="NoSchedule")
+"""The key spelled out, not imported: the documented name users put on their groups."""
 
 
 def group(name: str, *taints: Taint, **kwargs) -> InstanceGroup:
@@ -66,9 +67,16 @@ def test_a_group_without_curvine_workers_still_counts():
 
 
 @pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
-def test_every_group_with_a_repelling_taint_means_no_warning(effect):
-    assert warnings([group("g6e-a", Taint(key="dedicated", effect=effect))]) == []
+def test_every_group_with_the_dedication_taint_means_no_warning(effect):
+    assert warnings([group("g6e-a", Taint(key=DEDICATION_TAINT_KEY, value="any", effect=effect))]) == []
 
 
 def test_a_soft_taint_does_not_dedicate_a_group():
-    assert warnings([group("g6e-a", Taint(key="dedicated", effect="PreferNoSchedule"))]) != []
+    assert warnings([group("g6e-a", Taint(key=DEDICATION_TAINT_KEY, effect="PreferNoSchedule"))]) != []
+
+
+def test_a_taint_other_workloads_routinely_tolerate_does_not_dedicate_a_group():
+    """GPU operators and device plugins tolerate ``nvidia.com/gpu`` (and a generic ``dedicated``) by convention, so
+    those keep nothing off the Curvine nodes: only kvtiers' own key counts."""
+    (warning,) = warnings([group("g6e-a", Taint(key="nvidia.com/gpu", effect="NoSchedule"))])
+    assert DEDICATION_TAINT_KEY in warning

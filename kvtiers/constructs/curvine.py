@@ -56,6 +56,9 @@ CURVINE_NODES_OPEN = "kvtiers:curvine-nodes-open"
 """Id of the synth warning about HyperPod groups that other workloads' pods can be scheduled on (acknowledge it with
 ``cdk.Annotations.of(scope).acknowledge_warning``, with the reason those nodes are dedicated anyway)."""
 DEDICATING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+DEDICATION_TAINT_KEY = "kvtiers.io/dedicated"
+"""The taint that dedicates a HyperPod group to kvtiers (any value, a repelling effect). Its own key, because other
+workloads' pods tolerate the common ones by convention (``nvidia.com/gpu``, ``dedicated``)."""
 """Taint effects that keep pods without a toleration off a node (``PreferNoSchedule`` only prefers)."""
 
 
@@ -244,17 +247,19 @@ class CurvineL2(Construct):
 def _warn_about_open_groups(scope: Construct, hyperpod: HyperPodCluster) -> None:
     """Curvine v0.4.1 authenticates nothing: its masters accept RPC from the whole HyperPod subnet, and every
     HyperPod node runs the CSI's FUSE client, which mounts the whole L2. Every HyperPod group is therefore a Curvine
-    node group, and isolation rests on no other workload's pod running there: a repelling taint on each group (the
-    kvtiers pods tolerate the groups' own taints)."""
+    node group, and isolation rests on no other workload's pod running there: the dedication taint on each group
+    (the kvtiers pods tolerate the groups' own taints)."""
     open_groups = [
-        g.name for g in hyperpod.instance_groups if not any(t.effect in DEDICATING_TAINT_EFFECTS for t in g.taints)
+        g.name
+        for g in hyperpod.instance_groups
+        if not any(t.key == DEDICATION_TAINT_KEY and t.effect in DEDICATING_TAINT_EFFECTS for t in g.taints)
     ]
     if not open_groups:
         return
     cdk.Annotations.of(scope).add_warning_v2(
         CURVINE_NODES_OPEN,
-        f"HyperPod group(s) {', '.join(open_groups)} have no NoSchedule or NoExecute taint, so pods of other "
-        "workloads can be scheduled on the Curvine nodes. Curvine v0.4.1 has no authentication: from there a pod "
+        f"HyperPod group(s) {', '.join(open_groups)} have no {DEDICATION_TAINT_KEY} taint (NoSchedule or NoExecute), "
+        "so pods of other workloads can be scheduled on the Curvine nodes. Curvine v0.4.1 has no authentication: from there a pod "
         "can reach the masters' and workers' RPC and read or overwrite every endpoint's KV cache. Dedicate the "
         "groups to kvtiers with a taint (and deep_health_checks: [], which AWS requires with taints), or acknowledge "
         "this warning if nothing else can create pods in this cluster (docs/security.md, What Curvine cannot enforce)",
