@@ -670,8 +670,8 @@ class Endpoint(Strict):
     controller lives in the router process (one router only)."""
     l2_share_group: DnsLabel | None = None
     """Share the L2 directory with the other endpoints of this group: each reads the chunks the others stored. Only
-    for endpoints of the same model, revision, dtype and tensor-parallel size (the same L2 namespace fingerprint),
-    checked at load. Default: none, so the endpoint's engines mount a directory of their own and no other endpoint
+    for endpoints of the same model, weights location, revision, dtype, tensor-parallel size and serving path (the
+    same L2 namespace fingerprint), checked at load. Default: none, so the endpoint's engines mount a directory of their own and no other endpoint
     can read or overwrite its KV cache."""
     internal_load_balancer: bool = False
     """Expose the router through an internal NLB as well as the ClusterIP Service. Default off."""
