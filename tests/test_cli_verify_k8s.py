@@ -230,3 +230,30 @@ def test_a_chart_that_drifts_from_verify_fails_it(dev_env, dev_objects, drift):
             "master-web-port": {"master leader"},
         }[drift]
     )
+
+
+def test_verify_finds_a_pod_that_mounts_the_whole_l2_or_another_endpoints_directory(world, dev_env):
+    """The healthy fake runs the rendered engine and janitor pod specs; a pod added beside them, or an engine edited
+    after admission, that mounts the claim otherwise is named."""
+    kube, _handles, _api, core, _apps = world
+    assert k8s.check_l2_isolation(core, dev_env).ok
+    engine = kube.pod("qwen2-7b-engine-0")
+    claim_volume = next(
+        v["name"] for v in engine["spec"]["volumes"] if (v.get("persistentVolumeClaim") or {}).get("claimName")
+    )
+    spy = {
+        "volumes": [{"name": "l2", "persistentVolumeClaim": {"claimName": dev_env.serving.l2_claim_name}}],
+        "containers": [{"name": "c", "image": "busybox", "volumeMounts": [{"name": "l2", "mountPath": "/all"}]}],
+    }
+    kube.add_pod("serving", "spy", {"app": "spy"}, "system-1", spec=spy)
+    engine["spec"].setdefault("initContainers", []).append(
+        {
+            "name": "peek",
+            "image": "busybox",
+            "volumeMounts": [{"name": claim_volume, "mountPath": "/x", "subPath": "endpoint-other"}],
+        }
+    )
+    check = k8s.check_l2_isolation(core, dev_env)
+    assert not check.ok
+    assert "spy/c mounts curvine-l2 (its root)" in check.detail
+    assert "qwen2-7b-engine-0/peek mounts endpoint-other, not endpoint-qwen2-7b/" in check.detail

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.hyperpod_operator import policy
+from kvtiers.k8s_charts.names import CURVINE_JANITOR
 from kvtiers.stacks.wiring.serving import operator_endpoint
 from tests.fakes import kyverno
 from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply, matches
@@ -201,7 +202,7 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
             for i in range(replicas):
                 node = handles["nodes"][i % len(handles["nodes"])]
                 pod = f"{name}-{i}"
-                kube.add_pod(ns, pod, template["metadata"]["labels"], node)
+                kube.add_pod(ns, pod, template["metadata"]["labels"], node, spec=template["spec"])
                 handles["ranks"][pod] = ranks
                 _engine(
                     kube,
@@ -217,6 +218,8 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                 )
         elif container["image"] == images.router_image:
             routers.append(deployment)
+        elif name == CURVINE_JANITOR:
+            kube.add_pod(ns, f"{name}-0", template["metadata"]["labels"], "system-1", spec=template["spec"])
     for deployment in routers:
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         router_args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]

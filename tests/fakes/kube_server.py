@@ -10,6 +10,7 @@ pod watches (``?watch=true``: the matching pods as ``ADDED``, then every :meth:`
 
 from __future__ import annotations
 
+import copy
 import json
 import queue
 import re
@@ -84,10 +85,13 @@ class FakeKube(LoopbackServer):
         node = next((n for n in self.nodes if n["metadata"]["name"] == name), None)
         return node["status"]["addresses"][0]["address"] if node else None
 
-    def add_pod(self, namespace: str, name: str, labels: dict, node: str, ready: bool = True) -> dict:
+    def add_pod(
+        self, namespace: str, name: str, labels: dict, node: str, ready: bool = True, spec: dict | None = None
+    ) -> dict:
+        """``spec``: the pod's spec as its template renders it (default: one bare container)."""
         pod = {
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
-            "spec": {"nodeName": node, "containers": [{"name": "main"}]},
+            "spec": {**copy.deepcopy(spec or {"containers": [{"name": "main"}]}), "nodeName": node},
             "status": {
                 "phase": "Running",
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],

@@ -179,6 +179,62 @@ def check_l2_claim(core: CoreV1Api, env: Environment) -> CheckResult:
     )
 
 
+L2_ISOLATION_NAME = "each pod mounts only its own L2 directory"
+
+
+def l2_mount_problems(pod, claim: str, expected_sub_path: str | None) -> list[str]:
+    """How ``pod`` mounts the L2 claim against what it may: the root (``expected_sub_path`` ``""``, the janitor),
+    exactly its endpoint's directory, or nothing (``None``). Every kind of container counts."""
+    volumes = {
+        v.name
+        for v in (pod.spec.volumes or [])
+        if v.persistent_volume_claim is not None and v.persistent_volume_claim.claim_name == claim
+    }
+    containers = [
+        *(pod.spec.containers or []),
+        *(pod.spec.init_containers or []),
+        *(pod.spec.ephemeral_containers or []),
+    ]
+    problems = []
+    for c in containers:
+        for m in c.volume_mounts or []:
+            if m.name not in volumes:
+                continue
+            sub_path = m.sub_path or ""
+            if expected_sub_path is None:
+                problems.append(f"{pod.metadata.name}/{c.name} mounts {claim} ({sub_path or 'its root'})")
+            elif sub_path != expected_sub_path or m.sub_path_expr:
+                wanted = expected_sub_path or "its root"
+                problems.append(f"{pod.metadata.name}/{c.name} mounts {sub_path or 'the root'}, not {wanted}")
+    return problems
+
+
+def check_l2_isolation(core: CoreV1Api, env: Environment) -> CheckResult:
+    """What the cluster runs keeps the rule the charts render: each endpoint's pods mount only that endpoint's L2
+    directory (or its share group's), only the janitor mounts the claim's root, and no other pod mounts it."""
+    ns, claim = env.serving.namespace, env.serving.l2_claim_name
+    allowed: dict[str, str] = {}
+    for endpoint in env.serving.endpoints:
+        sub_path = wiring.l2_mount(env, endpoint).sub_path
+        allowed.update((p.metadata.name, sub_path) for p in engine_pods(core, env, endpoint))
+    janitor = k8s_names.label_selector(
+        {k8s_names.COMPONENT: k8s_names.CURVINE_JANITOR_COMPONENT, k8s_names.PART_OF_KEY: k8s_names.PART_OF}
+    )
+    allowed.update((p.metadata.name, "") for p in core.list_namespaced_pod(ns, label_selector=janitor).items)
+    pods = core.list_namespaced_pod(ns).items
+    problems = [problem for p in pods for problem in l2_mount_problems(p, claim, allowed.get(p.metadata.name))]
+    if problems:
+        return failed(
+            "storage",
+            L2_ISOLATION_NAME,
+            "; ".join(problems),
+            f"kubectl -n {ns} get pod <pod> -o yaml: a pod outside kvtiers' charts, or edited after admission, can "
+            "read or overwrite other endpoints' KV (docs/security.md, L2 isolation between endpoints)",
+        )
+    mounting = sum(1 for p in pods if p.metadata.name in allowed)
+    return passed("storage", L2_ISOLATION_NAME, f"{len(pods)} pods in {ns}, {mounting} of them kvtiers' L2 users")
+
+
 # ------------------------------------------------------------------------------------------------- endpoints
 
 

@@ -73,6 +73,7 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
     yield "curvine", "Curvine masters", lambda: k8s.check_curvine_masters(core, apps, api, env)
     yield "curvine", "Curvine pods per node", lambda: k8s.check_curvine_nodes(core, apps, env)
     yield "storage", "L2 claim Bound", lambda: k8s.check_l2_claim(core, env)
+    yield "storage", k8s.L2_ISOLATION_NAME, lambda: k8s.check_l2_isolation(core, env)
     for endpoint in env.serving.endpoints:
         area = f"endpoint:{endpoint.name}"
         yield area, "engine pods Ready", lambda e=endpoint: k8s.check_engines(core, env, e)
