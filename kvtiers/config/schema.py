@@ -51,7 +51,7 @@ from kvtiers.instance_types import (
 from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Namespace, l2_namespace
 from kvtiers.k8s_charts.names import longest_endpoint_name
-from kvtiers.k8s_charts.vllm import HuggingFaceWeights, S3Weights, Weights
+from kvtiers.k8s_charts.vllm import weights_location
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
 from kvtiers.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
 from kvtiers.serving_defaults import GIB, engine_pod_sizing
@@ -772,12 +772,12 @@ class Endpoint(Strict):
         return max(self.expected_prompt_tokens - min_cached, 1)
 
     @property
-    def weights(self) -> Weights:
-        """The source as the serving charts take it."""
+    def weights_location(self) -> str:
+        """Where the weights come from (part of the L2 namespace)."""
         source = self.source
         if isinstance(source, S3ModelSource):
-            return S3Weights(bucket=source.bucket, prefix=source.prefix, revision=source.revision)
-        return HuggingFaceWeights(token_secret=source.token_secret, revision=source.revision)
+            return weights_location(self.model, bucket=source.bucket, prefix=source.prefix)
+        return weights_location(self.model)
 
     @property
     def shape(self) -> ModelShape:
@@ -839,7 +839,8 @@ class Serving(Strict):
         """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan``, ``verify``)."""
         return l2_namespace(
             model=e.model,
-            weights=e.weights,
+            weights_location=e.weights_location,
+            revision=e.source.revision,
             dtype=e.dtype,
             tensor_parallel_size=e.tensor_parallel_size,
             lmcache_version=self.images.engine.lmcache,

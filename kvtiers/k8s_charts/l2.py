@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from kvtiers.k8s_charts.vllm import LMCACHE_CHUNK_TOKENS, LMCACHE_SERDE, Weights, weights_location
+from kvtiers.k8s_charts.vllm import LMCACHE_CHUNK_TOKENS, LMCACHE_SERDE
 
 DEFAULT_MOUNT_PATH = "/mnt/curvine/l2cache"
 """Where serving pods mount the L2 claim by default."""
@@ -121,7 +121,8 @@ class L2Volume:
 def l2_namespace(
     *,
     model: str,
-    weights: Weights,
+    weights_location: str,
+    revision: str | None,
     dtype: str,
     tensor_parallel_size: int,
     lmcache_version: str,
@@ -131,8 +132,8 @@ def l2_namespace(
     chunk size and serde every kvtiers engine uses; vLLM's KV dtype is left ``auto``, the model dtype."""
     return L2Namespace(
         model=model,
-        weights=weights_location(weights, model),
-        revision=weights.revision or UNPINNED_REVISION,
+        weights=weights_location,
+        revision=revision or UNPINNED_REVISION,
         dtype=dtype,
         kv_dtype=dtype,
         tensor_parallel_size=tensor_parallel_size,

@@ -99,12 +99,10 @@ class HuggingFaceWeights:
 Weights = S3Weights | HuggingFaceWeights
 
 
-def weights_location(weights: Weights, model: str) -> str:
-    """Where the weights' bytes come from: ``s3://<bucket>/<prefix>`` or ``hf://<model id>``. Part of the L2
+def weights_location(model: str, *, bucket: str | None = None, prefix: str | None = None) -> str:
+    """Where the weights' bytes come from: ``s3://<bucket>/<prefix>``, else ``hf://<model id>``. Part of the L2
     namespace, so that new weights under another location never read KV the old ones computed, even unpinned."""
-    if isinstance(weights, S3Weights):
-        return f"s3://{weights.bucket}/{weights.prefix}"
-    return f"hf://{model}"
+    return f"s3://{bucket}/{prefix}" if bucket is not None else f"hf://{model}"
 
 
 @dataclass(frozen=True, kw_only=True)

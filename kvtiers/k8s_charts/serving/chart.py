@@ -65,7 +65,8 @@ class ServingChart(cdk8s.Chart):
             checks.dns_label("ServingChart", "l2_share_group", l2_share_group)
         self.l2_namespace = l2_namespace(
             model=engine.model,
-            weights=engine.weights,
+            weights_location=engine.weights_location,
+            revision=engine.revision,
             dtype=engine.dtype,
             tensor_parallel_size=engine.tensor_parallel_size,
             lmcache_version=engine.lmcache,

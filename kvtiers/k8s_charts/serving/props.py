@@ -11,7 +11,7 @@ from kvtiers import serving_defaults
 from kvtiers.checks import in_range, ipv4_network, one_of
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
 from kvtiers.k8s_charts.tolerations import Toleration
-from kvtiers.k8s_charts.vllm import DTYPES, ROUTINGS, Dtype, Routing, S3Weights, Weights
+from kvtiers.k8s_charts.vllm import DTYPES, ROUTINGS, Dtype, Routing, S3Weights, Weights, weights_location
 from kvtiers.models import KNOWN_MODELS, ModelShape
 from kvtiers.serving_defaults import EnginePodSizing, engine_pod_sizing
 
@@ -132,6 +132,13 @@ class Engine:
     def revision(self) -> str | None:
         """The weights' pinned revision, if any (part of the L2 namespace)."""
         return self.weights.revision
+
+    @property
+    def weights_location(self) -> str:
+        """Where the weights come from (part of the L2 namespace)."""
+        if isinstance(self.weights, S3Weights):
+            return weights_location(self.model, bucket=self.weights.bucket, prefix=self.weights.prefix)
+        return weights_location(self.model)
 
     @property
     def model_path(self) -> str:

@@ -15,8 +15,11 @@ from kvtiers.config.schema import Endpoint, Environment, HuggingFaceModelSource,
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import L2Mount, L2Namespace, L2Volume, l2_owner
 from kvtiers.k8s_charts.vllm import (
+    HuggingFaceWeights,
     LMCache,
     LMCacheController,
+    S3Weights,
+    Weights,
 )
 from kvtiers.serving_defaults import GIB
 
@@ -85,6 +88,13 @@ def l2_report(env: Environment) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------------- both paths
 
 
+def weights(e: Endpoint) -> Weights:
+    source = e.source
+    if isinstance(source, S3ModelSource):
+        return S3Weights(bucket=source.bucket, prefix=source.prefix, revision=source.revision)
+    return HuggingFaceWeights(token_secret=source.token_secret, revision=source.revision)
+
+
 def lmcache(env: Environment, e: Endpoint, *, l2: bool) -> LMCache:
     """The endpoint's LMCache: the sizing's L1 per GPU worker, the L2 directory when ``l2``, and the router's
     controller for kvaware self-managed endpoints."""
@@ -115,7 +125,7 @@ def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) 
     images = env.serving.images
     return Engine(
         model=e.model,
-        weights=e.weights,
+        weights=weights(e),
         image=images.vllm_image,
         lmcache_version=images.engine.lmcache,
         model_sync_image=images.model_sync_image,
@@ -221,7 +231,7 @@ def operator_endpoint(env: Environment, name: str) -> OperatorEndpoint:
         name=e.name,
         namespace=env.serving.namespace,
         model=e.model,
-        weights=e.weights,
+        weights=weights(e),
         region=env.region,
         instance_type=env.hyperpod.group(e.instance_group).instance_type,
         image=env.serving.images.vllm_image,
