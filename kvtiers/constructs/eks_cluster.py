@@ -21,6 +21,7 @@ from constructs import Construct
 
 import kvtiers.checks as check
 from kvtiers.constructs.node_traffic import IpProtocol, NodeTraffic, PortRule
+from kvtiers.k8s_charts.names import pascal_case
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, Support, release, support, support_note
 from kvtiers.platform_defaults import (
     ADDON_VERSION_PATTERN,
@@ -232,7 +233,7 @@ class EksCluster(Construct):
         self.addons: dict[str, eks_l1.CfnAddon] = {
             name: pinned_addon(
                 self,
-                _pascal(name),
+                pascal_case(name),
                 cluster=self.cluster,
                 name=name,
                 version=version,
@@ -298,7 +299,7 @@ class EksCluster(Construct):
         """A pinned EKS add-on installed after the Pod Identity agent (its role, if any, is handed out by it)."""
         addon = pinned_addon(
             self,
-            _pascal(name),
+            pascal_case(name),
             cluster=self.cluster,
             name=name,
             version=version,
@@ -350,10 +351,6 @@ def _required_node_labels(labels: Mapping[str, str]) -> dict[str, Any]:
             }
         }
     }
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("-"))
 
 
 def pinned_addon(
