@@ -17,10 +17,12 @@ from aws_cdk import assertions
 from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodDependencies, HyperPodNetwork, InstanceGroup
 from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.hyperpod_cluster import Taint
+from kvtiers.constructs.hyperpod_inference import InferenceOperator
 from kvtiers.constructs.network import NewVpcOptions
+from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.constructs.serving import ServingEndpoint
 from kvtiers.k8s_charts.serving import Engine, Router
-from kvtiers.k8s_charts.vllm import HuggingFaceWeights
+from kvtiers.k8s_charts.vllm import HuggingFaceWeights, S3Weights
 from tests.fakes.hyperpod_chart import write_stand_in_checkout
 from tests.synth import cdk_context, synth
 
@@ -322,3 +324,184 @@ def test_an_endpoint_given_no_hyperpod_cluster_warns_that_nothing_about_its_grou
     )
     warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.string_like_regexp(".*"))
     assert [w.entry.data for w in warnings if "serving-without-hyperpod" in str(w.entry.data)]
+
+
+# ------------------------------------------------------------------------------------------------- operator path
+
+PROD_OPERATOR_ENDPOINT = "qwen2-7b-chat"
+
+
+def operator_platform(chart_dir: Path) -> dict[str, object]:
+    """The platform under a team's operator endpoint: an ml.g6e.2xlarge group with the Curvine L2."""
+    app = cdk.App(context=cdk_context())
+    stack = cdk.Stack(app, "team-operator", env=cdk.Environment(account=ACCOUNT, region=REGION))
+    network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az4"))
+    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
+    hyperpod = HyperPodCluster(
+        stack,
+        "HyperPod",
+        eks_cluster=eks,
+        dependencies=HyperPodDependencies(stack, "HyperPodDependencies", cluster=eks, chart_dir=chart_dir),
+        subnet=network.hyperpod_subnet,
+        security_group=network.security_group,
+        instance_groups=[InstanceGroup(name="g6e-small", instance_type="ml.g6e.2xlarge", count=2)],
+    )
+    curvine = CurvineL2(stack, "Curvine", eks_cluster=eks, hyperpod=hyperpod, network=network)
+    return {"stack": stack, "eks": eks, "hyperpod": hyperpod, "curvine": curvine}
+
+
+def operator_stack(chart_dir: Path, *, hash_seed: str = "42") -> tuple[cdk.Stack, OperatorServingEndpoint]:
+    """A team's operator endpoint, from the construct documentation only: config/prod.yaml's choices for
+    ``qwen2-7b-chat`` (an ml.g6e.2xlarge group, S3 weights, the Curvine L2, seed 42)."""
+    platform = operator_platform(chart_dir)
+    stack, eks, hyperpod, curvine = (platform[k] for k in ("stack", "eks", "hyperpod", "curvine"))
+    assert isinstance(stack, cdk.Stack) and isinstance(eks, EksCluster) and isinstance(hyperpod, HyperPodCluster)
+    assert isinstance(curvine, CurvineL2)
+    operator = InferenceOperator(
+        stack,
+        "Operator",
+        cluster=eks,
+        hyperpod_cluster_arn=hyperpod.cluster_arn,
+        environment_name="team",
+        model_buckets=["example-prod-models"],
+    )
+    endpoint = OperatorServingEndpoint(
+        stack,
+        "QwenChat",
+        eks_cluster=eks,
+        operator=operator,
+        name=PROD_OPERATOR_ENDPOINT,
+        engine=Engine(
+            model="Qwen/Qwen2-7B-Instruct",
+            weights=S3Weights(bucket="example-prod-models", prefix="Qwen/Qwen2-7B-Instruct"),
+            instance_group="g6e-small",
+            l1_gib=16,
+            vllm_overhead_gib=12,
+            shm_gib=4,
+            cpu=6,
+        ),
+        routing="prefixaware",
+        l2=curvine,
+        hash_seed=hash_seed,
+    )
+    return stack, endpoint
+
+
+@pytest.fixture(scope="module")
+def operator_library(chart_dir):
+    stack, endpoint = operator_stack(chart_dir)
+    return assertions.Template.from_stack(stack).to_json(), endpoint
+
+
+def test_the_operator_endpoint_and_its_l2_policy_equal_the_apps(operator_library, prod_synth):
+    """Memory, L1, the L2 directory and remote URL, the hash seed, the add-on version, the instance type and the
+    fingerprinted names: computed by the construct from the engine, as the app computes them from its file."""
+    _, endpoint = operator_library
+    apps = prod_synth.graph.workloads.chart_objects
+    assert endpoint.objects.keys() == {
+        k for k in apps if k.startswith(("L2Policy", "OperatorEndpoint")) and "Qwen27bChat" in k
+    }
+    for name, objects in endpoint.objects.items():
+        assert objects == apps[name], name
+    assert endpoint.endpoint.memory_gib == 32 and endpoint.endpoint.l2_backend == "curvine"
+
+
+def test_the_operator_endpoint_waits_for_kyverno_the_l2_and_its_policys_ready(operator_library):
+    """Pods admitted before Kyverno serves the policy escape it (no L2 mount, no guard): the endpoint comes after
+    the policy reports Ready, the policy after Kyverno and the L2 claim."""
+    template, endpoint = operator_library
+    policy = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "L2Policy")
+    ready = the_one(template, "Custom::AWSCDK-EKS-KubernetesObjectValue", "L2PolicyReady")
+    manifest = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "OperatorEndpoint")
+    storage = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "CurvineStorage")
+    kyverno = the_one(template, "Custom::AWSCDK-EKS-HelmChart", "Kyverno")
+    resources = template["Resources"]
+    assert {policy, ready} <= set(resources[manifest]["DependsOn"])
+    assert policy in resources[ready]["DependsOn"]
+    assert {kyverno, storage} <= set(resources[policy]["DependsOn"])
+    assert resources[ready]["Properties"]["ObjectName"] == f"{endpoint.object_name}-curvine-l2"
+
+
+def test_the_operator_endpoint_opens_its_invocation_port_to_the_system_nodes(operator_library, prod_synth):
+    template, _ = operator_library
+    platform = prod_synth.template_json(prod_synth.graph.platform)
+    between_nodes = {k: r for k, r in platform["Resources"].items() if k.startswith("NodeTraffic")}
+    rule = ("hyperpod", "system", "tcp", 8000, 8000)
+    assert rule in node_rules([template])
+    assert rule in node_rules([{"Resources": between_nodes}])
+
+
+def test_an_immutable_change_renames_the_endpoints_logical_ids(chart_dir, operator_library):
+    """A new seed changes the worker environment (immutable): new logical IDs, so CloudFormation creates the new
+    endpoint and policy and deletes the old ones, never applies new names over the old resource."""
+    template, _ = operator_library
+    changed, _ = operator_stack(chart_dir, hash_seed="7")
+    changed_template = assertions.Template.from_stack(changed).to_json()
+
+    def operator_ids(t: dict) -> set[str]:
+        return {k for k in t["Resources"] if "QwenChat" in k and ("L2Policy" in k or "OperatorEndpoint" in k)}
+
+    before, after = operator_ids(template), operator_ids(changed_template)
+    assert len(before) == len(after) == 3
+    assert not before & after
+
+
+def test_an_engine_field_the_operator_cannot_carry_is_refused(chart_dir):
+    stack, _ = operator_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
+    hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
+    with pytest.raises(ValueError, match=r"engine field\(s\) \['extra_args'\]"):
+        OperatorServingEndpoint(
+            stack,
+            "Extra",
+            eks_cluster=eks,
+            operator=operator,
+            hyperpod=hyperpod,
+            name="extra",
+            engine=Engine(
+                model="Qwen/Qwen2-7B-Instruct",
+                weights=HuggingFaceWeights(),
+                instance_group="g6e-small",
+                l1_gib=16,
+                extra_args=("--enforce-eager",),
+            ),
+            routing="prefixaware",
+        )
+
+
+def test_an_operator_engine_its_group_cannot_run_is_refused(chart_dir):
+    stack, _ = operator_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
+    hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
+    with pytest.raises(ValueError, match=r"tensor_parallel_size 2 is larger than the 1 GPU\(s\) of ml.g6e.2xlarge"):
+        OperatorServingEndpoint(
+            stack,
+            "Wide",
+            eks_cluster=eks,
+            operator=operator,
+            hyperpod=hyperpod,
+            name="wide",
+            engine=Engine(
+                model="Qwen/Qwen2-7B-Instruct",
+                weights=HuggingFaceWeights(),
+                instance_group="g6e-small",
+                tensor_parallel_size=2,
+                l1_gib=8,
+            ),
+            routing="prefixaware",
+        )
+
+
+def test_the_documented_operator_example_synthesizes_with_its_policy_wait(chart_dir):
+    text = (Path(__file__).resolve().parent.parent / "docs" / "constructs.md").read_text()
+    block = text.split("<!-- operator-example -->\n```python\n", 1)[1].split("```\n<!-- /operator-example -->", 1)[0]
+    namespace: dict[str, object] = {"cdk": cdk, **operator_platform(chart_dir)}
+    exec(compile(block, "docs/constructs.md", "exec"), namespace)  # noqa: S102 (the documented code is under test)
+    stack = namespace["stack"]
+    assert isinstance(stack, cdk.Stack)
+    template = assertions.Template.from_stack(stack).to_json()
+    ready = the_one(template, "Custom::AWSCDK-EKS-KubernetesObjectValue", "L2PolicyReady")
+    manifest = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "OperatorEndpoint")
+    assert ready in template["Resources"][manifest]["DependsOn"]
