@@ -11,16 +11,21 @@ import json
 from pathlib import Path
 
 import aws_cdk as cdk
+import cdk8s
 import pytest
 from aws_cdk import assertions
+from aws_cdk import aws_eks_v2 as eks_v2
 
+from kvtiers.change import Action, deploy
 from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodDependencies, HyperPodNetwork, InstanceGroup
 from kvtiers.constructs.curvine import CurvineL2
+from kvtiers.constructs.eks_cluster import as_cluster_interface
 from kvtiers.constructs.hyperpod_cluster import Taint
 from kvtiers.constructs.hyperpod_inference import InferenceOperator
 from kvtiers.constructs.network import NewVpcOptions
 from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.constructs.serving import ServingEndpoint
+from kvtiers.k8s_charts.namespaces import NamespaceChart
 from kvtiers.k8s_charts.serving import Engine, Router
 from kvtiers.k8s_charts.vllm import HuggingFaceWeights, S3Weights
 from tests.fakes.hyperpod_chart import write_stand_in_checkout
@@ -45,7 +50,7 @@ def app_result(chart_dir, tmp_path_factory):
 
 
 def library_stack(
-    chart_dir: Path, *, dependencies: bool = True, taints: tuple[Taint, ...] = ()
+    chart_dir: Path, *, dependencies: bool = True, taints: tuple[Taint, ...] = (), own_namespace: bool = False
 ) -> tuple[cdk.Stack, ServingEndpoint]:
     """What a platform team writes from the README's construct section: the dev environment's choices only."""
     app = cdk.App(context=cdk_context())
@@ -73,7 +78,26 @@ def library_stack(
             )
         ],
     )
-    curvine = CurvineL2(stack, "Curvine", eks_cluster=eks, hyperpod=hyperpod, network=network, masters=1)
+    namespace = (
+        eks_v2.KubernetesManifest(
+            stack,
+            "TeamNamespace",
+            cluster=as_cluster_interface(eks.cluster),
+            manifest=NamespaceChart(cdk8s.App(), "team-namespace", names=("serving",)).to_json(),
+            overwrite=True,
+        )
+        if own_namespace
+        else None
+    )
+    curvine = CurvineL2(
+        stack,
+        "Curvine",
+        eks_cluster=eks,
+        hyperpod=hyperpod,
+        network=network,
+        masters=1,
+        serving_namespace_manifest=namespace,
+    )
     endpoint = ServingEndpoint(
         stack,
         "Qwen",
@@ -324,6 +348,39 @@ def test_an_endpoint_given_no_hyperpod_cluster_warns_that_nothing_about_its_grou
     )
     warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.string_like_regexp(".*"))
     assert [w.entry.data for w in warnings if "serving-without-hyperpod" in str(w.entry.data)]
+
+
+# ------------------------------------------------------------------------------------------------- the namespace
+
+
+def test_moving_to_a_namespace_manifest_of_ones_own_keeps_the_namespace_and_the_l2(library, chart_dir):
+    """Day two: the L2 first creates ``serving`` itself, then the team passes its own namespace manifest. The
+    L2's ServingNamespace leaves the template; it is retained, so CloudFormation sends its handler no Delete (whose
+    ``kubectl delete`` of the Namespace would take the claim, the janitor and every endpoint with it)."""
+    before, _ = library
+    stack, _ = library_stack(chart_dir, own_namespace=True)
+    after = assertions.Template.from_stack(stack).to_json()
+    old_id = the_one(before, "Custom::AWSCDK-EKS-KubernetesResource", "ServingNamespace")
+    assert before["Resources"][old_id]["DeletionPolicy"] == "Retain"
+    outcome = deploy({"s": before}, {"s": after})
+    removal = outcome.change(old_id)
+    assert removal.action is Action.DELETE and removal.deleted == ()
+    assert outcome.lost == () and outcome.may_remain == ()
+    assert {r.name for r in outcome.cluster.objects if r.kind == "Namespace"} >= {"serving"}
+    assert any(r.namespace == "serving" and r.kind == "PersistentVolumeClaim" for r in outcome.cluster.objects)
+
+
+def test_a_second_manifest_of_the_l2s_serving_namespace_is_refused(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    eks_v2.KubernetesManifest(
+        stack,
+        "AlsoServing",
+        cluster=as_cluster_interface(eks.cluster),
+        manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "serving"}}],
+    )
+    with pytest.raises(RuntimeError, match=r"team-platform/AlsoServing also declares Namespace 'serving'"):
+        assertions.Template.from_stack(stack)
 
 
 # ------------------------------------------------------------------------------------------------- operator path
