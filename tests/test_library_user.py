@@ -19,7 +19,7 @@ from aws_cdk import aws_eks_v2 as eks_v2
 from kvtiers.change import Action, deploy
 from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodDependencies, HyperPodNetwork, InstanceGroup
 from kvtiers.constructs.curvine import CurvineL2
-from kvtiers.constructs.eks_cluster import as_cluster_interface
+from kvtiers.constructs.eks_cluster import NATIVE_OIDC_PROVIDER_FLAG, as_cluster_interface
 from kvtiers.constructs.hyperpod_cluster import Taint
 from kvtiers.constructs.hyperpod_inference import InferenceOperator
 from kvtiers.constructs.network import NewVpcOptions
@@ -562,3 +562,29 @@ def test_the_documented_operator_example_synthesizes_with_its_policy_wait(chart_
     ready = the_one(template, "Custom::AWSCDK-EKS-KubernetesObjectValue", "L2PolicyReady")
     manifest = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "OperatorEndpoint")
     assert ready in template["Resources"][manifest]["DependsOn"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "provider"),
+    [(None, "AWS::IAM::OIDCProvider"), (False, "Custom::AWSCDKOpenIdConnectProvider")],
+    ids=["unset-native", "app-keeps-false"],
+)
+def test_the_operators_oidc_provider_is_the_native_one_unless_the_app_chose(flag, provider):
+    """An app without aws-cdk-lib's native-OIDC flag (no cdk.json) gets AWS::IAM::OIDCProvider, not the deprecated
+    custom resource jsii warns about; an app that set the flag to false keeps its deployed provider."""
+    context = {k: v for k, v in cdk_context().items() if k != NATIVE_OIDC_PROVIDER_FLAG}
+    if flag is not None:
+        context[NATIVE_OIDC_PROVIDER_FLAG] = flag
+    stack = cdk.Stack(cdk.App(context=context), "oidc", env=cdk.Environment(account=ACCOUNT, region=REGION))
+    network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az2"))
+    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
+    InferenceOperator(
+        stack,
+        "Operator",
+        cluster=eks,
+        hyperpod_cluster_arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/example",
+        environment_name="team",
+    )
+    kinds = [r["Type"] for r in assertions.Template.from_stack(stack).to_json()["Resources"].values()]
+    providers = [k for k in kinds if k in ("AWS::IAM::OIDCProvider", "Custom::AWSCDKOpenIdConnectProvider")]
+    assert providers == [provider]
