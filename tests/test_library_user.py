@@ -388,7 +388,7 @@ def test_a_second_manifest_of_the_l2s_serving_namespace_is_refused(chart_dir):
 PROD_OPERATOR_ENDPOINT = "qwen2-7b-chat"
 
 
-def operator_platform(chart_dir: Path) -> dict[str, object]:
+def operator_platform(chart_dir: Path, *, operator_endpoints: bool = True) -> dict[str, object]:
     """The platform under a team's operator endpoint: an ml.g6e.2xlarge group with the Curvine L2."""
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team-operator", env=cdk.Environment(account=ACCOUNT, region=REGION))
@@ -403,7 +403,9 @@ def operator_platform(chart_dir: Path) -> dict[str, object]:
         security_group=network.security_group,
         instance_groups=[InstanceGroup(name="g6e-small", instance_type="ml.g6e.2xlarge", count=2)],
     )
-    curvine = CurvineL2(stack, "Curvine", eks_cluster=eks, hyperpod=hyperpod, network=network)
+    curvine = CurvineL2(
+        stack, "Curvine", eks_cluster=eks, hyperpod=hyperpod, network=network, operator_endpoints=operator_endpoints
+    )
     return {"stack": stack, "eks": eks, "hyperpod": hyperpod, "curvine": curvine}
 
 
@@ -588,3 +590,24 @@ def test_the_operators_oidc_provider_is_the_native_one_unless_the_app_chose(flag
     kinds = [r["Type"] for r in assertions.Template.from_stack(stack).to_json()["Resources"].values()]
     providers = [k for k in kinds if k in ("AWS::IAM::OIDCProvider", "Custom::AWSCDKOpenIdConnectProvider")]
     assert providers == [provider]
+
+
+def test_an_operator_endpoint_in_a_baseline_namespace_of_the_l2_is_refused(chart_dir):
+    platform = operator_platform(chart_dir, operator_endpoints=False)
+    stack, eks, hyperpod, curvine = (platform[k] for k in ("stack", "eks", "hyperpod", "curvine"))
+    assert isinstance(stack, cdk.Stack) and isinstance(eks, EksCluster) and isinstance(hyperpod, HyperPodCluster)
+    assert isinstance(curvine, CurvineL2)
+    operator = InferenceOperator(
+        stack, "Operator", cluster=eks, hyperpod_cluster_arn=hyperpod.cluster_arn, environment_name="team"
+    )
+    with pytest.raises(ValueError, match=r"Pod Security 'baseline'.*operator_endpoints=True"):
+        OperatorServingEndpoint(
+            stack,
+            "Qwen",
+            eks_cluster=eks,
+            operator=operator,
+            name="qwen",
+            engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small"),
+            routing="prefixaware",
+            l2=curvine,
+        )

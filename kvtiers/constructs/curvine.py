@@ -45,7 +45,7 @@ from kvtiers.k8s_charts.curvine_l2.charts import (
     DEFAULT_JANITOR_INTERVAL_SECONDS,
 )
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Volume
-from kvtiers.k8s_charts.namespaces import NamespaceChart, serving_enforce_level
+from kvtiers.k8s_charts.namespaces import NamespaceChart, PssLevel, serving_enforce_level
 from kvtiers.k8s_charts.tolerations import tolerating
 from kvtiers.platform_defaults import (
     EBS_CSI_DRIVER_VERSION,
@@ -68,7 +68,8 @@ class CurvineL2(Construct):
     Attributes: ``journal`` (the :class:`CurvineJournalVolumes`), ``ebs_csi_role``, ``ebs_csi`` (the add-on),
     ``cluster`` (the :class:`CurvineCluster` every chart reads), ``charts``, ``objects`` (each chart's, rendered once)
     and ``manifests`` (by name, in deploy order), ``claim`` (the :class:`L2Volume` serving pods mount),
-    ``serving_namespace`` (where the claim is), ``hyperpod`` (the :class:`HyperPodCluster` it runs on) and ``ready``
+    ``serving_namespace`` (where the claim is), ``serving_namespace_enforce`` (the Pod Security level of the namespace
+    it creates; None when given ``serving_namespace_manifest``), ``hyperpod`` (the :class:`HyperPodCluster` it runs on) and ``ready``
     (the claim's manifest: serving pods that mount the claim come after it).
 
     :param scope: the parent construct; the journal volumes and the EBS CSI role live here.
@@ -102,6 +103,10 @@ class CurvineL2(Construct):
         never runs its ``kubectl delete``, which would delete the namespace and every endpoint, claim and janitor in
         it); so moving to a manifest of your own later keeps the namespace. No other manifest may declare the same
         namespace on the same cluster (synth fails): deleting either would delete it
+    :param operator_endpoints: endpoints of the HyperPod Inference Operator will run in the serving namespace this
+        construct creates, so it enforces Pod Security ``privileged`` there (the operator writes its pods' security
+        context, which kvtiers does not know; warn and audit still report). @default False: ``baseline``, which the
+        self-managed engines meet
     :param manifests_scope: where the manifests are created, for an app that keeps Kubernetes objects in a stack of
         their own. @default this construct
     """
@@ -129,6 +134,7 @@ class CurvineL2(Construct):
         janitor_interval_seconds: int = DEFAULT_JANITOR_INTERVAL_SECONDS,
         network_policies: cdk8s.Chart | None = None,
         serving_namespace_manifest: Construct | None = None,
+        operator_endpoints: bool = False,
         manifests_scope: Construct | None = None,
     ) -> None:
         super().__init__(scope, id)
@@ -143,6 +149,9 @@ class CurvineL2(Construct):
             )
         self.claim = L2Volume(claim_name=claim_name, mount_path=mount_path)
         self.serving_namespace = serving_namespace
+        self.serving_namespace_enforce: PssLevel | None = (
+            serving_enforce_level(operator_endpoints) if serving_namespace_manifest is None else None
+        )
         self.hyperpod = hyperpod
         # The volumes' id hides behind "Default": their logical IDs are this construct's, so that deployed volumes
         # keep them (a new logical ID would replace a volume, and the Raft journal on it).
@@ -241,7 +250,7 @@ class CurvineL2(Construct):
                 k8s_app,
                 "serving-namespace",
                 names=(serving_namespace,),
-                enforce={serving_namespace: serving_enforce_level(False)},
+                enforce={serving_namespace: serving_enforce_level(operator_endpoints)},
             )
             serving_namespace_manifest = deploy("ServingNamespace", namespace, [])
             cast(cdk.CfnResource, serving_namespace_manifest.node.default_child).apply_removal_policy(

@@ -71,7 +71,8 @@ class OperatorServingEndpoint(Construct):
     :param api: the OpenAI API clients call, ``completions`` or ``chat``; ``kvaware`` needs ``completions``.
         @default ``chat``
     :param l2: the Curvine L2 its pods mount, attached at admission by a Kyverno policy: the endpoint runs in the
-        L2's serving namespace, after its claim and after Kyverno reports the policy Ready. @default None (no L2)
+        L2's serving namespace, after its claim and after Kyverno reports the policy Ready. A namespace the L2 created
+        itself must be built for operator endpoints (``CurvineL2(operator_endpoints=True)``). @default None (no L2)
     :param hyperpod: the HyperPod cluster the endpoint runs on: ``engine.instance_group`` must be one of its groups
         (whose instance type the operator places the pods by), ``engine.tensor_parallel_size`` at most its GPUs and
         the pod at most its memory less the tiered-storage share. @default the L2's HyperPod cluster (one of the two
@@ -116,6 +117,13 @@ class OperatorServingEndpoint(Construct):
             raise ValueError(
                 f"{where}: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} (the "
                 "claim is mounted only in its own namespace)"
+            )
+        if l2 is not None and l2.serving_namespace_enforce not in (None, "privileged"):
+            raise ValueError(
+                f"{where}: the L2 created its serving namespace {l2.serving_namespace!r} with Pod Security "
+                f"{l2.serving_namespace_enforce!r}, which may refuse the pods the operator writes; build the L2 with "
+                "CurvineL2(..., operator_endpoints=True) (enforce 'privileged'), or give it a "
+                "serving_namespace_manifest of your own"
             )
         if namespace is None:
             namespace = l2.serving_namespace if l2 is not None else NAMESPACE
