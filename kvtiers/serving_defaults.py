@@ -22,6 +22,9 @@ ROUTER_REPLICAS = 2
 TENSOR_PARALLEL_SIZE = 1
 DTYPE: Literal["bfloat16"] = "bfloat16"
 MAX_MODEL_LEN = 16384
+API: Literal["chat"] = "chat"
+"""The OpenAI API an endpoint's clients call: chat completions, what most clients send (kvaware needs
+``completions``)."""
 GPU_MEMORY_UTILIZATION = 0.9
 CPU = 8
 """CPU request = limit of an engine pod."""

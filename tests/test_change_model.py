@@ -95,6 +95,17 @@ def test_moving_an_object_to_a_new_logical_id_loses_it_when_the_old_resource_is_
     assert [str(r) for r in deploy(before, after).lost] == ["Service serving/web"]
 
 
+@pytest.mark.parametrize(("policy", "lost"), [("Retain", []), ("Delete", ["Namespace team", "Service team/web"])])
+def test_a_retained_manifest_leaving_the_stack_deletes_nothing(policy, lost):
+    """CloudFormation sends no Delete for a removed resource with ``DeletionPolicy: Retain``; the handler's Delete
+    branch (``kubectl delete -f``) would take the namespace and all in it."""
+    logical_id, namespace = manifest("Ns", [obj("v1", "Namespace", "team", namespace=None)])
+    service = manifest("Web", [obj("v1", "Service", "web", namespace="team")])
+    before = stack((logical_id, {**namespace, "DeletionPolicy": policy}), service)
+    after = stack(manifest("TeamNs", [obj("v1", "Namespace", "team", namespace=None)]), service)
+    assert [str(r) for r in deploy(before, after).lost] == lost
+
+
 def test_a_deleted_namespace_takes_its_objects_with_it():
     before = stack(
         manifest("Ns", [obj("v1", "Namespace", "team", namespace=None)]),

@@ -11,16 +11,23 @@ import json
 from pathlib import Path
 
 import aws_cdk as cdk
+import cdk8s
 import pytest
 from aws_cdk import assertions
+from aws_cdk import aws_eks_v2 as eks_v2
 
+from kvtiers.change import Action, deploy
 from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodDependencies, HyperPodNetwork, InstanceGroup
 from kvtiers.constructs.curvine import CurvineL2
+from kvtiers.constructs.eks_cluster import NATIVE_OIDC_PROVIDER_FLAG, as_cluster_interface
 from kvtiers.constructs.hyperpod_cluster import Taint
+from kvtiers.constructs.hyperpod_inference import InferenceOperator
 from kvtiers.constructs.network import NewVpcOptions
+from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.constructs.serving import ServingEndpoint
+from kvtiers.k8s_charts.namespaces import NamespaceChart
 from kvtiers.k8s_charts.serving import Engine, Router
-from kvtiers.k8s_charts.vllm import HuggingFaceWeights
+from kvtiers.k8s_charts.vllm import HuggingFaceWeights, S3Weights
 from tests.fakes.hyperpod_chart import write_stand_in_checkout
 from tests.synth import cdk_context, synth
 
@@ -43,7 +50,7 @@ def app_result(chart_dir, tmp_path_factory):
 
 
 def library_stack(
-    chart_dir: Path, *, dependencies: bool = True, taints: tuple[Taint, ...] = ()
+    chart_dir: Path, *, dependencies: bool = True, taints: tuple[Taint, ...] = (), own_namespace: bool = False
 ) -> tuple[cdk.Stack, ServingEndpoint]:
     """What a platform team writes from the README's construct section: the dev environment's choices only."""
     app = cdk.App(context=cdk_context())
@@ -71,7 +78,26 @@ def library_stack(
             )
         ],
     )
-    curvine = CurvineL2(stack, "Curvine", eks_cluster=eks, hyperpod=hyperpod, network=network, masters=1)
+    namespace = (
+        eks_v2.KubernetesManifest(
+            stack,
+            "TeamNamespace",
+            cluster=as_cluster_interface(eks.cluster),
+            manifest=NamespaceChart(cdk8s.App(), "team-namespace", names=("serving",)).to_json(),
+            overwrite=True,
+        )
+        if own_namespace
+        else None
+    )
+    curvine = CurvineL2(
+        stack,
+        "Curvine",
+        eks_cluster=eks,
+        hyperpod=hyperpod,
+        network=network,
+        masters=1,
+        serving_namespace_manifest=namespace,
+    )
     endpoint = ServingEndpoint(
         stack,
         "Qwen",
@@ -322,3 +348,266 @@ def test_an_endpoint_given_no_hyperpod_cluster_warns_that_nothing_about_its_grou
     )
     warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.string_like_regexp(".*"))
     assert [w.entry.data for w in warnings if "serving-without-hyperpod" in str(w.entry.data)]
+
+
+# ------------------------------------------------------------------------------------------------- the namespace
+
+
+def test_moving_to_a_namespace_manifest_of_ones_own_keeps_the_namespace_and_the_l2(library, chart_dir):
+    """Day two: the L2 first creates ``serving`` itself, then the team passes its own namespace manifest. The
+    L2's ServingNamespace leaves the template; it is retained, so CloudFormation sends its handler no Delete (whose
+    ``kubectl delete`` of the Namespace would take the claim, the janitor and every endpoint with it)."""
+    before, _ = library
+    stack, _ = library_stack(chart_dir, own_namespace=True)
+    after = assertions.Template.from_stack(stack).to_json()
+    old_id = the_one(before, "Custom::AWSCDK-EKS-KubernetesResource", "ServingNamespace")
+    assert before["Resources"][old_id]["DeletionPolicy"] == "Retain"
+    outcome = deploy({"s": before}, {"s": after})
+    removal = outcome.change(old_id)
+    assert removal.action is Action.DELETE and removal.deleted == ()
+    assert outcome.lost == () and outcome.may_remain == ()
+    assert {r.name for r in outcome.cluster.objects if r.kind == "Namespace"} >= {"serving"}
+    assert any(r.namespace == "serving" and r.kind == "PersistentVolumeClaim" for r in outcome.cluster.objects)
+
+
+def test_a_second_manifest_of_the_l2s_serving_namespace_is_refused(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    eks_v2.KubernetesManifest(
+        stack,
+        "AlsoServing",
+        cluster=as_cluster_interface(eks.cluster),
+        manifest=[{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "serving"}}],
+    )
+    with pytest.raises(RuntimeError, match=r"team-platform/AlsoServing also declares Namespace 'serving'"):
+        assertions.Template.from_stack(stack)
+
+
+# ------------------------------------------------------------------------------------------------- operator path
+
+PROD_OPERATOR_ENDPOINT = "qwen2-7b-chat"
+
+
+def operator_platform(chart_dir: Path, *, operator_endpoints: bool = True) -> dict[str, object]:
+    """The platform under a team's operator endpoint: an ml.g6e.2xlarge group with the Curvine L2."""
+    app = cdk.App(context=cdk_context())
+    stack = cdk.Stack(app, "team-operator", env=cdk.Environment(account=ACCOUNT, region=REGION))
+    network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az4"))
+    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
+    hyperpod = HyperPodCluster(
+        stack,
+        "HyperPod",
+        eks_cluster=eks,
+        dependencies=HyperPodDependencies(stack, "HyperPodDependencies", cluster=eks, chart_dir=chart_dir),
+        subnet=network.hyperpod_subnet,
+        security_group=network.security_group,
+        instance_groups=[InstanceGroup(name="g6e-small", instance_type="ml.g6e.2xlarge", count=2)],
+    )
+    curvine = CurvineL2(
+        stack, "Curvine", eks_cluster=eks, hyperpod=hyperpod, network=network, operator_endpoints=operator_endpoints
+    )
+    return {"stack": stack, "eks": eks, "hyperpod": hyperpod, "curvine": curvine}
+
+
+def operator_stack(chart_dir: Path, *, hash_seed: str = "42") -> tuple[cdk.Stack, OperatorServingEndpoint]:
+    """A team's operator endpoint, from the construct documentation only: config/prod.yaml's choices for
+    ``qwen2-7b-chat`` (an ml.g6e.2xlarge group, S3 weights, the Curvine L2, seed 42)."""
+    platform = operator_platform(chart_dir)
+    stack, eks, hyperpod, curvine = (platform[k] for k in ("stack", "eks", "hyperpod", "curvine"))
+    assert isinstance(stack, cdk.Stack) and isinstance(eks, EksCluster) and isinstance(hyperpod, HyperPodCluster)
+    assert isinstance(curvine, CurvineL2)
+    operator = InferenceOperator(
+        stack,
+        "Operator",
+        cluster=eks,
+        hyperpod_cluster_arn=hyperpod.cluster_arn,
+        environment_name="team",
+        model_buckets=["example-prod-models"],
+    )
+    endpoint = OperatorServingEndpoint(
+        stack,
+        "QwenChat",
+        eks_cluster=eks,
+        operator=operator,
+        name=PROD_OPERATOR_ENDPOINT,
+        engine=Engine(
+            model="Qwen/Qwen2-7B-Instruct",
+            weights=S3Weights(bucket="example-prod-models", prefix="Qwen/Qwen2-7B-Instruct"),
+            instance_group="g6e-small",
+            l1_gib=16,
+            vllm_overhead_gib=12,
+            shm_gib=4,
+            cpu=6,
+        ),
+        routing="prefixaware",
+        l2=curvine,
+        hash_seed=hash_seed,
+    )
+    return stack, endpoint
+
+
+@pytest.fixture(scope="module")
+def operator_library(chart_dir):
+    stack, endpoint = operator_stack(chart_dir)
+    return assertions.Template.from_stack(stack).to_json(), endpoint
+
+
+def test_the_operator_endpoint_and_its_l2_policy_equal_the_apps(operator_library, prod_synth):
+    """Memory, L1, the L2 directory and remote URL, the hash seed, the add-on version, the instance type and the
+    fingerprinted names: computed by the construct from the engine, as the app computes them from its file."""
+    _, endpoint = operator_library
+    apps = prod_synth.graph.workloads.chart_objects
+    assert endpoint.objects.keys() == {
+        k for k in apps if k.startswith(("L2Policy", "OperatorEndpoint")) and "Qwen27bChat" in k
+    }
+    for name, objects in endpoint.objects.items():
+        assert objects == apps[name], name
+    assert endpoint.endpoint.memory_gib == 32 and endpoint.endpoint.l2_backend == "curvine"
+
+
+def test_the_operator_endpoint_waits_for_kyverno_the_l2_and_its_policys_ready(operator_library):
+    """Pods admitted before Kyverno serves the policy escape it (no L2 mount, no guard): the endpoint comes after
+    the policy reports Ready, the policy after Kyverno and the L2 claim."""
+    template, endpoint = operator_library
+    policy = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "L2Policy")
+    ready = the_one(template, "Custom::AWSCDK-EKS-KubernetesObjectValue", "L2PolicyReady")
+    manifest = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "OperatorEndpoint")
+    storage = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "CurvineStorage")
+    kyverno = the_one(template, "Custom::AWSCDK-EKS-HelmChart", "Kyverno")
+    resources = template["Resources"]
+    assert {policy, ready} <= set(resources[manifest]["DependsOn"])
+    assert policy in resources[ready]["DependsOn"]
+    assert {kyverno, storage} <= set(resources[policy]["DependsOn"])
+    assert resources[ready]["Properties"]["ObjectName"] == f"{endpoint.object_name}-curvine-l2"
+
+
+def test_the_operator_endpoint_opens_its_invocation_port_to_the_system_nodes(operator_library, prod_synth):
+    template, _ = operator_library
+    platform = prod_synth.template_json(prod_synth.graph.platform)
+    between_nodes = {k: r for k, r in platform["Resources"].items() if k.startswith("NodeTraffic")}
+    rule = ("hyperpod", "system", "tcp", 8000, 8000)
+    assert rule in node_rules([template])
+    assert rule in node_rules([{"Resources": between_nodes}])
+
+
+def test_an_immutable_change_renames_the_endpoints_logical_ids(chart_dir, operator_library):
+    """A new seed changes the worker environment (immutable): new logical IDs, so CloudFormation creates the new
+    endpoint and policy and deletes the old ones, never applies new names over the old resource."""
+    template, _ = operator_library
+    changed, _ = operator_stack(chart_dir, hash_seed="7")
+    changed_template = assertions.Template.from_stack(changed).to_json()
+
+    def operator_ids(t: dict) -> set[str]:
+        return {k for k in t["Resources"] if "QwenChat" in k and ("L2Policy" in k or "OperatorEndpoint" in k)}
+
+    before, after = operator_ids(template), operator_ids(changed_template)
+    assert len(before) == len(after) == 3
+    assert not before & after
+
+
+def test_an_engine_field_the_operator_cannot_carry_is_refused(chart_dir):
+    stack, _ = operator_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
+    hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
+    with pytest.raises(ValueError, match=r"engine field\(s\) \['extra_args'\]"):
+        OperatorServingEndpoint(
+            stack,
+            "Extra",
+            eks_cluster=eks,
+            operator=operator,
+            hyperpod=hyperpod,
+            name="extra",
+            engine=Engine(
+                model="Qwen/Qwen2-7B-Instruct",
+                weights=HuggingFaceWeights(),
+                instance_group="g6e-small",
+                l1_gib=16,
+                extra_args=("--enforce-eager",),
+            ),
+            routing="prefixaware",
+        )
+
+
+def test_an_operator_engine_its_group_cannot_run_is_refused(chart_dir):
+    stack, _ = operator_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
+    hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
+    with pytest.raises(ValueError, match=r"tensor_parallel_size 2 is larger than the 1 GPU\(s\) of ml.g6e.2xlarge"):
+        OperatorServingEndpoint(
+            stack,
+            "Wide",
+            eks_cluster=eks,
+            operator=operator,
+            hyperpod=hyperpod,
+            name="wide",
+            engine=Engine(
+                model="Qwen/Qwen2-7B-Instruct",
+                weights=HuggingFaceWeights(),
+                instance_group="g6e-small",
+                tensor_parallel_size=2,
+                l1_gib=8,
+            ),
+            routing="prefixaware",
+        )
+
+
+def test_the_documented_operator_example_synthesizes_with_its_policy_wait(chart_dir):
+    text = (Path(__file__).resolve().parent.parent / "docs" / "constructs.md").read_text()
+    block = text.split("<!-- operator-example -->\n```python\n", 1)[1].split("```\n<!-- /operator-example -->", 1)[0]
+    namespace: dict[str, object] = {"cdk": cdk, **operator_platform(chart_dir)}
+    exec(compile(block, "docs/constructs.md", "exec"), namespace)  # noqa: S102 (the documented code is under test)
+    stack = namespace["stack"]
+    assert isinstance(stack, cdk.Stack)
+    template = assertions.Template.from_stack(stack).to_json()
+    ready = the_one(template, "Custom::AWSCDK-EKS-KubernetesObjectValue", "L2PolicyReady")
+    manifest = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "OperatorEndpoint")
+    assert ready in template["Resources"][manifest]["DependsOn"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "provider"),
+    [(None, "AWS::IAM::OIDCProvider"), (False, "Custom::AWSCDKOpenIdConnectProvider")],
+    ids=["unset-native", "app-keeps-false"],
+)
+def test_the_operators_oidc_provider_is_the_native_one_unless_the_app_chose(flag, provider):
+    """An app without aws-cdk-lib's native-OIDC flag (no cdk.json) gets AWS::IAM::OIDCProvider, not the deprecated
+    custom resource jsii warns about; an app that set the flag to false keeps its deployed provider."""
+    context = {k: v for k, v in cdk_context().items() if k != NATIVE_OIDC_PROVIDER_FLAG}
+    if flag is not None:
+        context[NATIVE_OIDC_PROVIDER_FLAG] = flag
+    stack = cdk.Stack(cdk.App(context=context), "oidc", env=cdk.Environment(account=ACCOUNT, region=REGION))
+    network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az2"))
+    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
+    InferenceOperator(
+        stack,
+        "Operator",
+        cluster=eks,
+        hyperpod_cluster_arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/example",
+        environment_name="team",
+    )
+    kinds = [r["Type"] for r in assertions.Template.from_stack(stack).to_json()["Resources"].values()]
+    providers = [k for k in kinds if k in ("AWS::IAM::OIDCProvider", "Custom::AWSCDKOpenIdConnectProvider")]
+    assert providers == [provider]
+
+
+def test_an_operator_endpoint_in_a_baseline_namespace_of_the_l2_is_refused(chart_dir):
+    platform = operator_platform(chart_dir, operator_endpoints=False)
+    stack, eks, hyperpod, curvine = (platform[k] for k in ("stack", "eks", "hyperpod", "curvine"))
+    assert isinstance(stack, cdk.Stack) and isinstance(eks, EksCluster) and isinstance(hyperpod, HyperPodCluster)
+    assert isinstance(curvine, CurvineL2)
+    operator = InferenceOperator(
+        stack, "Operator", cluster=eks, hyperpod_cluster_arn=hyperpod.cluster_arn, environment_name="team"
+    )
+    with pytest.raises(ValueError, match=r"Pod Security 'baseline'.*operator_endpoints=True"):
+        OperatorServingEndpoint(
+            stack,
+            "Qwen",
+            eks_cluster=eks,
+            operator=operator,
+            name="qwen",
+            engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small"),
+            routing="prefixaware",
+            l2=curvine,
+        )

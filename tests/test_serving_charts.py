@@ -153,8 +153,7 @@ def test_lmcache_is_configured_only_through_the_file(env, charts):
         # LMCACHE_TRACK_USAGE is no configuration key: LMCache's usage reporting reads it (usage_context.py).
         lmcache_vars = {k for k in variables if k.startswith("LMCACHE_")} - {"LMCACHE_TRACK_USAGE"}
         # Only the per-pod values come from variables: the instance id (kvaware) and the temp dir (L2 on).
-        endpoint = wiring.endpoint(env, name)
-        lmcache = wiring.lmcache(env, endpoint, l2=env.sizing.endpoint(name).l2_enabled)
+        lmcache = wiring.serving_chart(cdk8s.App(), name, env, name).lmcache
         assert lmcache_vars == {"LMCACHE_CONFIG_FILE"} | set(per_pod_env(lmcache))
         extra = {"LMCACHE_LMCACHE_INSTANCE_ID"} if name == "llama-8b" else {"LMCACHE_EXTRA_CONFIG"}
         assert set(per_pod_env(lmcache)) == extra

@@ -24,16 +24,34 @@ LOCKED_LOGICAL_IDS = {
     },
 }
 
+PROD_LOCKED_LOGICAL_IDS = {
+    "workloads": {
+        # The operator endpoint's IDs carry its fingerprint: a new fingerprint is a new endpoint (on purpose), but the
+        # same fingerprint under another ID would be created and then deleted by the old ID's cleanup (one name).
+        "OperatorEndpointQwen27bChat53f6b86dEAE1AC57": "Custom::AWSCDK-EKS-KubernetesResource",
+        "L2PolicyQwen27bChat53f6b86d75D6E1F5": "Custom::AWSCDK-EKS-KubernetesResource",
+        "L2PolicyReadyQwen27bChat53f6b86d2FDEE89D": "Custom::AWSCDK-EKS-KubernetesObjectValue",
+    },
+}
 
-def test_stateful_logical_ids_are_locked(dev_synth):
-    graph = dev_synth.graph
-    for stack_key, expected in LOCKED_LOGICAL_IDS.items():
-        resources = dev_synth.template_json(getattr(graph, stack_key))["Resources"]
+
+def assert_locked(synthesized, locked: dict[str, dict[str, str]]) -> None:
+    graph = synthesized.graph
+    for stack_key, expected in locked.items():
+        resources = synthesized.template_json(getattr(graph, stack_key))["Resources"]
         for logical_id, kind in expected.items():
             assert logical_id in resources, (
                 f"{stack_key}: {logical_id} ({kind}) was renamed: CloudFormation would replace it"
             )
             assert resources[logical_id]["Type"] == kind
+
+
+def test_stateful_logical_ids_are_locked(dev_synth):
+    assert_locked(dev_synth, LOCKED_LOGICAL_IDS)
+
+
+def test_the_operator_endpoints_logical_ids_are_locked(prod_synth):
+    assert_locked(prod_synth, PROD_LOCKED_LOGICAL_IDS)
 
 
 def test_journal_volumes_keep_their_ids_for_three_masters(prod_synth):

@@ -2,7 +2,8 @@
 
 CloudFormation (per stack) creates resources whose logical ID is new, updates those whose properties changed and
 leaves the others alone; after the update it deletes the resources whose logical ID disappeared (the cleanup
-phase). For each manifest resource the kubectl handler then runs what :mod:`kvtiers.change.kubectl` models. The
+phase; a resource with ``DeletionPolicy: Retain`` is dropped from the stack without a Delete request, so its objects
+stay). For each manifest resource the kubectl handler then runs what :mod:`kvtiers.change.kubectl` models. The
 outcome names every object left on the cluster that synth B does not declare: an orphan keeps running (and keeps
 its GPUs) while CloudFormation reports success. Cleanup deletes go in reverse dependency order, and the handler
 swallows ``kubectl delete`` errors (``apply/__init__.py``: ``logger.info("delete error: ...")``, then success), so
@@ -106,7 +107,7 @@ def deploy(before: Templates, after: Templates, cluster: Cluster | None = None) 
             changes.append(_change(resource, Action.UPDATE, live.prune(resource)))
     for key in cleanup_order(before, [k for k in old if k not in new]):
         gone = old[key]
-        deleted = live.delete(gone.refs)
+        deleted = () if gone.retained else live.delete(gone.refs)
         uncertain = tuple(ref for ref in deleted if waits_for_a_controller(ref, gone.objects))
         changes.append(_change(gone, Action.DELETE, deleted, applied=False, may_remain=uncertain))
     declared = {ref for resource in new.values() for ref in resource.refs}

@@ -54,6 +54,8 @@ class ManifestResource:
         they differ).
     :param prune_label: the label ``kubectl apply --prune -l`` selects on update (``None``: no pruning).
     :param overwrite: creates run ``kubectl apply`` (else ``kubectl create --save-config``).
+    :param retained: ``DeletionPolicy: Retain``: when the resource leaves the template CloudFormation drops it from
+        the stack without a Delete request, so the handler's ``kubectl delete`` never runs.
     """
 
     stack: str
@@ -62,6 +64,7 @@ class ManifestResource:
     properties: str
     prune_label: str | None
     overwrite: bool
+    retained: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -100,6 +103,7 @@ def manifest_resources(templates: Templates) -> dict[tuple[str, str], ManifestRe
                 properties=json.dumps({k: _text(v) for k, v in props.items() if k != "ServiceToken"}, sort_keys=True),
                 prune_label=None if label is None else _text(label),
                 overwrite=str(props.get("Overwrite", "false")).lower() == "true",
+                retained=resource.get("DeletionPolicy") == "Retain",
             )
     return found
 

@@ -660,7 +660,7 @@ class Endpoint(Strict):
     one engine. @default half of ``expected_prompt_tokens`` (a match shorter than half the prompt is most often such a
     shared prefix, which every engine also reads from the L2)"""
     routing: RoutingStrategy = "prefixaware"
-    api: Literal["completions", "chat"] = "chat"
+    api: Literal["completions", "chat"] = serving_defaults.API
     """The OpenAI API the endpoint's clients call: ``chat`` (``/v1/chat/completions``, default) or ``completions``
     (``/v1/completions``). kvaware needs ``completions``: the router tokenizes only a completion's ``prompt``."""
     session_key: str | None = None

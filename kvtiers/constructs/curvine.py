@@ -10,17 +10,20 @@ masters, CSI after the workers, the claim after the CSI).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import aws_cdk as cdk
 import cdk8s
+import jsii
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from kvtiers import serving_defaults
 from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS
+from kvtiers.change.manifests import MANIFEST_RESOURCE_TYPE, ObjectRef, manifest_resources
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE
 from kvtiers.constructs.eks_cluster import EksCluster, addon_version, as_cluster_interface, pod_identity_role
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
@@ -42,7 +45,7 @@ from kvtiers.k8s_charts.curvine_l2.charts import (
     DEFAULT_JANITOR_INTERVAL_SECONDS,
 )
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Volume
-from kvtiers.k8s_charts.namespaces import NamespaceChart, serving_enforce_level
+from kvtiers.k8s_charts.namespaces import NamespaceChart, PssLevel, serving_enforce_level
 from kvtiers.k8s_charts.tolerations import tolerating
 from kvtiers.platform_defaults import (
     EBS_CSI_DRIVER_VERSION,
@@ -68,7 +71,8 @@ class CurvineL2(Construct):
     Attributes: ``journal`` (the :class:`CurvineJournalVolumes`), ``ebs_csi_role``, ``ebs_csi`` (the add-on),
     ``cluster`` (the :class:`CurvineCluster` every chart reads), ``charts``, ``objects`` (each chart's, rendered once)
     and ``manifests`` (by name, in deploy order), ``claim`` (the :class:`L2Volume` serving pods mount),
-    ``serving_namespace`` (where the claim is), ``hyperpod`` (the :class:`HyperPodCluster` it runs on) and ``ready``
+    ``serving_namespace`` (where the claim is), ``serving_namespace_enforce`` (the Pod Security level of the namespace
+    it creates; None when given ``serving_namespace_manifest``), ``hyperpod`` (the :class:`HyperPodCluster` it runs on) and ``ready``
     (the claim's manifest: serving pods that mount the claim come after it).
 
     :param scope: the parent construct; the journal volumes and the EBS CSI role live here.
@@ -98,7 +102,14 @@ class CurvineL2(Construct):
         create the namespace) and before the workers. @default none
     :param serving_namespace_manifest: the manifest that creates ``serving_namespace``; the claim comes after it.
         @default none: this construct creates the namespace (Pod Security ``baseline``, which the self-managed
-        engines meet) as the manifest ``ServingNamespace``
+        engines meet) as the manifest ``ServingNamespace``, retained when it leaves the stack (CloudFormation then
+        never runs its ``kubectl delete``, which would delete the namespace and every endpoint, claim and janitor in
+        it); so moving to a manifest of your own later keeps the namespace. No other manifest may declare the same
+        namespace on the same cluster (synth fails): deleting either would delete it
+    :param operator_endpoints: endpoints of the HyperPod Inference Operator will run in the serving namespace this
+        construct creates, so it enforces Pod Security ``privileged`` there (the operator writes its pods' security
+        context, which kvtiers does not know; warn and audit still report). @default False: ``baseline``, which the
+        self-managed engines meet
     :param manifests_scope: where the manifests are created, for an app that keeps Kubernetes objects in a stack of
         their own. @default this construct
     """
@@ -126,6 +137,7 @@ class CurvineL2(Construct):
         janitor_interval_seconds: int = DEFAULT_JANITOR_INTERVAL_SECONDS,
         network_policies: cdk8s.Chart | None = None,
         serving_namespace_manifest: Construct | None = None,
+        operator_endpoints: bool = False,
         manifests_scope: Construct | None = None,
     ) -> None:
         super().__init__(scope, id)
@@ -140,6 +152,9 @@ class CurvineL2(Construct):
             )
         self.claim = L2Volume(claim_name=claim_name, mount_path=mount_path)
         self.serving_namespace = serving_namespace
+        self.serving_namespace_enforce: PssLevel | None = (
+            serving_enforce_level(operator_endpoints) if serving_namespace_manifest is None else None
+        )
         self.hyperpod = hyperpod
         # The volumes' id hides behind "Default": their logical IDs are this construct's, so that deployed volumes
         # keep them (a new logical ID would replace a volume, and the Raft journal on it).
@@ -238,10 +253,54 @@ class CurvineL2(Construct):
                 k8s_app,
                 "serving-namespace",
                 names=(serving_namespace,),
-                enforce={serving_namespace: serving_enforce_level(False)},
+                enforce={serving_namespace: serving_enforce_level(operator_endpoints)},
             )
             serving_namespace_manifest = deploy("ServingNamespace", namespace, [])
+            cast(cdk.CfnResource, serving_namespace_manifest.node.default_child).apply_removal_policy(
+                cdk.RemovalPolicy.RETAIN
+            )
+            self.node.add_validation(_OneNamespaceManifest(serving_namespace_manifest, serving_namespace))
         self.ready = deploy("CurvineStorage", storage, [csi, serving_namespace_manifest])
+
+
+@jsii.implements(IValidation)
+class _OneNamespaceManifest:
+    """Synth fails when another manifest on the cluster declares the namespace ``manifest`` creates: CloudFormation
+    deleting either manifest (a removal, a new logical ID) runs ``kubectl delete`` of the Namespace, and with it
+    every object in it."""
+
+    def __init__(self, manifest: eks.KubernetesManifest, namespace: str) -> None:
+        self._manifest = manifest
+        self._namespace = namespace
+
+    def validate(self) -> list[str]:
+        cluster = _cluster_name(self._manifest)
+        wanted = ObjectRef(group="", kind="Namespace", namespace="", name=self._namespace)
+        return [
+            f"CurvineL2: the manifest {other.node.path} also declares Namespace {self._namespace!r}, which the L2's "
+            f"manifest {self._manifest.node.path} creates; deleting either would delete the namespace and "
+            "everything in it. Pass the manifest that creates it as serving_namespace_manifest= instead"
+            for other in self._manifest.node.root.node.find_all()
+            if isinstance(other, eks.KubernetesManifest)
+            and other is not self._manifest
+            and _cluster_name(other) == cluster
+            and wanted in _declared(other)
+        ]
+
+
+def _properties(manifest: eks.KubernetesManifest) -> dict[str, Any]:
+    # The custom resource's properties as CloudFormation receives them (KubernetesManifest exposes no getter).
+    resource = cast(cdk.CfnResource, manifest.node.default_child)
+    return cast(dict[str, Any], cdk.Stack.of(manifest).resolve(resource._cfn_properties))
+
+
+def _cluster_name(manifest: eks.KubernetesManifest) -> str:
+    return json.dumps(_properties(manifest).get("ClusterName"), sort_keys=True)
+
+
+def _declared(manifest: eks.KubernetesManifest) -> set[ObjectRef]:
+    template = {"Resources": {"M": {"Type": MANIFEST_RESOURCE_TYPE, "Properties": _properties(manifest)}}}
+    return {ref for resource in manifest_resources({"S": template}).values() for ref in resource.refs}
 
 
 def _warn_about_open_groups(scope: Construct, hyperpod: HyperPodCluster) -> None:

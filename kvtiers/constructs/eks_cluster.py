@@ -21,6 +21,7 @@ from constructs import Construct
 
 import kvtiers.checks as check
 from kvtiers.constructs.node_traffic import IpProtocol, NodeTraffic, PortRule
+from kvtiers.k8s_charts.names import pascal_case
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, Support, release, support, support_note
 from kvtiers.platform_defaults import (
     ADDON_VERSION_PATTERN,
@@ -131,12 +132,21 @@ def kubectl_layer(scope: Construct, version: str) -> Any:
     return getattr(module, f"KubectlV{minor}Layer")(scope, "KubectlLayer")
 
 
+NATIVE_OIDC_PROVIDER_FLAG = "@aws-cdk/aws-eks:useNativeOidcProvider"
+"""aws-cdk-lib's feature flag for the cluster's OpenID Connect provider: ``AWS::IAM::OIDCProvider``
+(``aws_eks_v2.OidcProviderNative``) instead of the deprecated custom resource (``aws_eks_v2.OpenIdConnectProvider``)."""
+
+
 class EksCluster(Construct):
     """The EKS cluster HyperPod is orchestrated by.
 
     Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``secrets_key``, ``addons`` (the pinned add-ons by name),
     ``system_nodegroup`` and ``node_traffic`` (the rules between system and HyperPod nodes, to which the constructs
     that deploy components add their ports; both ``None`` without a system node group).
+
+    The cluster's OpenID Connect provider (created when a construct such as :class:`InferenceOperator` first needs
+    it) is the native ``AWS::IAM::OIDCProvider``: the construct sets ``@aws-cdk/aws-eks:useNativeOidcProvider`` for
+    itself unless the app's context sets it (``false`` keeps a deployed custom-resource provider).
 
     :param scope: the parent construct.
     :param id: the construct id.
@@ -186,6 +196,11 @@ class EksCluster(Construct):
         support_date: date | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if self.node.try_get_context(NATIVE_OIDC_PROVIDER_FLAG) is None:
+            # Unset, aws-cdk-lib 2.275.0 gives the cluster the deprecated custom-resource OpenIdConnectProvider (jsii
+            # warns on every synth); an app that set the flag either way keeps its choice (turning it on replaces a
+            # deployed provider: cx-api FEATURE_FLAGS.md).
+            self.node.set_context(NATIVE_OIDC_PROVIDER_FLAG, True)
         access = _endpoint_access(endpoint_access, public_access_cidrs)
         try:
             release(kubernetes_version)
@@ -232,7 +247,7 @@ class EksCluster(Construct):
         self.addons: dict[str, eks_l1.CfnAddon] = {
             name: pinned_addon(
                 self,
-                _pascal(name),
+                pascal_case(name),
                 cluster=self.cluster,
                 name=name,
                 version=version,
@@ -298,7 +313,7 @@ class EksCluster(Construct):
         """A pinned EKS add-on installed after the Pod Identity agent (its role, if any, is handed out by it)."""
         addon = pinned_addon(
             self,
-            _pascal(name),
+            pascal_case(name),
             cluster=self.cluster,
             name=name,
             version=version,
@@ -350,10 +365,6 @@ def _required_node_labels(labels: Mapping[str, str]) -> dict[str, Any]:
             }
         }
     }
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("-"))
 
 
 def pinned_addon(

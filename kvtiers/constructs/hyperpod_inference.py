@@ -78,6 +78,11 @@ def _allow_operator_traffic(traffic: NodeTraffic) -> None:
             protocol="tcp", port=KUBELET_PORT, reason="metrics-server on a HyperPod node scrapes the system kubelets"
         )
     )
+
+
+def allow_invocation_traffic(traffic: NodeTraffic) -> None:
+    """What an operator endpoint's pods need: the operator's router and controller (on the system nodes) reach them
+    on their invocation port."""
     traffic.allow_to_hyperpod(
         PortRule(
             protocol="tcp",
@@ -90,15 +95,16 @@ def _allow_operator_traffic(traffic: NodeTraffic) -> None:
 class InferenceOperator(Construct):
     """The operator add-on with its prerequisites, roles and TLS bucket, and Kyverno.
 
-    Attributes: ``operator_addon`` and ``kyverno`` (what endpoint manifests must depend on), ``alb_role``, ``prerequisites``,
-    ``execution_role``, ``keda_role``, ``s3_csi_role``, ``tls_bucket``, ``configuration`` (the add-on's) and
-    ``model_object_arns`` (the objects the S3 CSI driver may read).
+    Attributes: ``operator_addon`` and ``kyverno`` (what endpoint manifests must depend on), ``addons`` (the
+    versions), ``alb_role``, ``prerequisites``, ``execution_role``, ``keda_role``, ``s3_csi_role``, ``tls_bucket``,
+    ``configuration`` (the add-on's) and ``model_object_arns`` (the objects the S3 CSI driver may read).
 
     :param scope: the parent construct.
     :param id: the construct id.
     :param cluster: the EKS cluster (with an OpenID Connect provider). Given the :class:`EksCluster` construct, the
-        operator opens the ports it needs between system and HyperPod nodes (kubelets for metrics-server, the model
-        pods' invocation port) in its node traffic.
+        operator opens the ports it needs between system and HyperPod nodes (kubelets for metrics-server) in its
+        node traffic; each :class:`~kvtiers.constructs.operator_serving.OperatorServingEndpoint` opens its pods'
+        invocation port.
     :param hyperpod_cluster_arn: the HyperPod cluster the operator schedules on.
     :param environment_name: names the execution role ``SageMakerHyperPodInference-<environment_name>`` (cut to 64
         characters) and describes the resources.
@@ -126,6 +132,7 @@ class InferenceOperator(Construct):
     ) -> None:
         super().__init__(scope, id)
         addons = addons if addons is not None else OperatorAddonVersions()
+        self.addons = addons
         if not environment_name:
             raise ValueError("InferenceOperator: environment_name must not be empty")
         check.matches(

@@ -15,7 +15,7 @@ from constructs import Construct
 
 from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
-from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
 from kvtiers.instance_types import (
     G6E_INSTANCE_TYPES,
@@ -134,6 +134,13 @@ def tolerating_taints(engine: Engine, taints: Iterable[tuple[str, str, TaintEffe
 
 def _on_group(where: str, engine: Engine, hyperpod: HyperPodCluster) -> Engine:
     """``engine`` checked against its HyperPod group, tolerating the group's taints."""
+    group = engine_group(where, engine, hyperpod)
+    return tolerating_taints(engine, ((t.key, t.value, t.effect) for t in group.taints))
+
+
+def engine_group(where: str, engine: Engine, hyperpod: HyperPodCluster) -> InstanceGroup:
+    """The HyperPod group ``engine`` runs on, checked: it exists, has the GPUs of one pod and the memory (less the
+    tiered-storage share) of one pod, for the ``ml.g6e`` types kvtiers knows."""
     groups = {g.name: g for g in hyperpod.instance_groups}
     check_instance_group(f"{where}: engine", engine.instance_group, groups)
     group = groups[engine.instance_group]
@@ -146,7 +153,7 @@ def _on_group(where: str, engine: Engine, hyperpod: HyperPodCluster) -> Engine:
             memory_percentage=hyperpod.tiered_storage_memory_percentage,
         )
         check_pod_memory(f"{where}: engine", engine.sizing.memory_gib, instance, tiered_storage_gib=tiered)
-    return tolerating_taints(engine, ((t.key, t.value, t.effect) for t in group.taints))
+    return group
 
 
 def _allow_serving_traffic(traffic: NodeTraffic, engine: Engine, router: Router) -> None:

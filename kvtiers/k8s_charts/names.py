@@ -17,6 +17,11 @@ HYPERPOD_INSTANCE_GROUP = "sagemaker.amazonaws.com/instance-group-name"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
+def pascal_case(name: str) -> str:
+    """``qwen2-7b`` as ``Qwen27b``: a Kubernetes name as a part of a CDK construct id."""
+    return "".join(part.capitalize() for part in name.split("-"))
+
+
 def component_labels(name: str, component: str) -> dict[str, str]:
     return {NAME: name, COMPONENT: component, PART_OF_KEY: PART_OF}
 

@@ -18,9 +18,8 @@ from constructs import Construct
 
 from kvtiers.config.schema import Endpoint, Environment, NewVpc, S3ModelSource
 from kvtiers.constructs.model_access import ModelReadAccess
+from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, policy_name
-from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
 from kvtiers.stacks.platform_stack import PlatformStack
 from kvtiers.stacks.wiring import serving as wiring
 from kvtiers.stacks.wiring.curvine import curvine_l2
@@ -101,47 +100,36 @@ class WorkloadsStack(cdk.Stack):
         if operator is None:
             raise ValueError("operator endpoints need the platform stack's HyperPod Inference Operator")
         for endpoint in endpoints:
-            chart = wiring.operator_endpoint_chart(self.k8s_app, f"operator-{endpoint.name}", env, endpoint.name)
-            operator_endpoint = chart.endpoint
-            # The fingerprint is part of the logical IDs: a change that renames the objects is a new CloudFormation
-            # resource, and CloudFormation deletes the old one (kubectl delete of its manifest) after the update.
-            # Applying the new names in place would leave the old ones running: kubectl's default prune list has
-            # no custom resources (kvtiers.change.kubectl). A change that keeps the name updates in place.
-            pascal = f"{_pascal(endpoint.name)}{operator_endpoint.fingerprint}"
-            after: list[Construct] = [operator.kyverno, *self.l2_ready, self._endpoint_policies(env, endpoint)]
-            if operator_endpoint.curvine_l2:
-                policy = self.add_chart(
-                    f"L2Policy{pascal}",
-                    CurvineL2PolicyChart(self.k8s_app, f"l2-policy-{endpoint.name}", endpoint=operator_endpoint),
-                    after=after,
-                )
-                # Kyverno registers a policy's webhook asynchronously; pods admitted before that escape it. The
-                # endpoint waits until Kyverno reports the policy Ready.
-                ready = eks.KubernetesObjectValue(
-                    self,
-                    f"L2PolicyReady{pascal}",
-                    cluster=self.cluster,
-                    object_type=operator_contract.POLICY_RESOURCE,
-                    object_name=policy_name(operator_endpoint),
-                    object_namespace=operator_endpoint.namespace,
-                    json_path=operator_contract.READY_JSONPATH,
-                    timeout=cdk.Duration.minutes(10),
-                )
-                ready.node.add_dependency(policy)
-                after = [policy, ready]
-            self.endpoints[endpoint.name] = self.add_chart(f"OperatorEndpoint{pascal}", chart, after=after)
+            # The manifests are created in this stack (manifests_scope): their logical IDs are the ones deployed
+            # before the endpoint was one construct.
+            served = OperatorServingEndpoint(
+                self,
+                f"Operator{names.pascal_case(endpoint.name)}",
+                eks_cluster=platform.eks,
+                operator=operator,
+                name=endpoint.name,
+                engine=wiring.engine(env, endpoint),
+                routing=endpoint.routing,
+                api=endpoint.api,
+                l2=self.curvine if wiring.operator_l2(env, endpoint) else None,
+                hyperpod=self.hyperpod,
+                namespace=env.serving.namespace,
+                hash_seed=env.serving.hash_seed,
+                l2_share_group=endpoint.l2_share_group,
+                weights_region=env.region,
+                after=[*self.l2_ready, self._endpoint_policies(env, endpoint)],
+                manifests_scope=self,
+            )
+            for name, manifest in served.manifests.items():
+                self.register(name, manifest, served.charts[name], served.objects[name])
+            self.endpoints[endpoint.name] = served.manifest
             # The name clients invoke changes with the fingerprint: published under a stable output id.
             cdk.CfnOutput(
                 self,
-                f"OperatorEndpointName{_pascal(endpoint.name)}",
-                value=operator_endpoint.object_name,
+                f"OperatorEndpointName{names.pascal_case(endpoint.name)}",
+                value=served.object_name,
                 description=f"{endpoint.name}: the SageMaker endpoint name to invoke (changes when the endpoint's "
                 "immutable fields change)",
-            )
-            cdk.Annotations.of(self.endpoints[endpoint.name]).add_info(
-                f"{endpoint.name}: InferenceEndpointConfig {operator_endpoint.object_name}; a change to its immutable fields "
-                "(intelligentRoutingSpec.enabled, worker environment) changes this name: CloudFormation creates the new "
-                "endpoint and its policy, then deletes the old ones"
             )
 
     def _self_managed_endpoint(self, env: Environment, endpoint: Endpoint) -> None:
@@ -150,7 +138,7 @@ class WorkloadsStack(cdk.Stack):
         if isinstance(endpoint.source, S3ModelSource):
             access = ModelReadAccess(
                 self,
-                f"{_pascal(endpoint.name)}ModelAccess",
+                f"{names.pascal_case(endpoint.name)}ModelAccess",
                 cluster=self.cluster,
                 namespace=env.serving.namespace,
                 service_account=names.engine_service_account_name(endpoint.name),
@@ -161,7 +149,7 @@ class WorkloadsStack(cdk.Stack):
         l2 = self.curvine if env.sizing.endpoint(endpoint.name).l2_enabled else None
         served = wiring.serving_endpoint(
             self,
-            f"Endpoint{_pascal(endpoint.name)}",
+            f"Endpoint{names.pascal_case(endpoint.name)}",
             env,
             endpoint.name,
             eks=self.platform.eks,
@@ -170,7 +158,9 @@ class WorkloadsStack(cdk.Stack):
             after=[*self.l2_ready, self._endpoint_policies(env, endpoint)],
             model_role_arn=role_arn,
         )
-        manifest = self.register(f"Endpoint{_pascal(endpoint.name)}", served.manifest, served.chart, served.objects)
+        manifest = self.register(
+            f"Endpoint{names.pascal_case(endpoint.name)}", served.manifest, served.chart, served.objects
+        )
         if access is not None:
             manifest.node.add_dependency(access)
         self.endpoints[endpoint.name] = manifest
@@ -185,7 +175,7 @@ class WorkloadsStack(cdk.Stack):
             control_plane_cidrs=self.control_plane_cidrs,
             endpoint_name=endpoint.name,
         )
-        return self.add_chart(f"NetworkPolicies{_pascal(endpoint.name)}", chart, after=self.l2_ready)
+        return self.add_chart(f"NetworkPolicies{names.pascal_case(endpoint.name)}", chart, after=self.l2_ready)
 
     def add_chart(self, name: str, chart: cdk8s.Chart, *, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
         """Deploy ``chart`` as one manifest that CloudFormation applies after everything in ``after``."""
@@ -203,7 +193,3 @@ class WorkloadsStack(cdk.Stack):
         self.charts[name] = chart
         self.chart_objects[name] = objects
         return manifest
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("-"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -13,7 +14,8 @@ from constructs import Construct
 from kvtiers import checks
 from kvtiers.k8s_charts import names, operator_addons
 from kvtiers.k8s_charts.hyperpod_operator import contract
-from kvtiers.k8s_charts.l2 import L2Mount
+from kvtiers.k8s_charts.l2 import L2Mount, L2Volume, l2_owner
+from kvtiers.k8s_charts.serving.props import Engine
 from kvtiers.k8s_charts.vllm import ROUTINGS, LMCache, Routing, S3Weights, Weights, vllm_args
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
@@ -28,6 +30,17 @@ L2Backend = Literal["curvine", "tieredstorage"]
 L2_BACKENDS: tuple[str, ...] = get_args(L2Backend)
 L2_VOLUME = "curvine-l2"
 L2_GUARD_VOLUME = "kvtiers-l2-guard"
+ENGINE_FIELDS_NOT_CARRIED = (
+    "tolerations",
+    "model_role_arn",
+    "model_sync_image",
+    "startup_timeout_seconds",
+    "extra_args",
+    "extra_env",
+)
+""":class:`Engine` fields the ``InferenceEndpointConfig`` has no place for: the operator creates the pods, their
+probes and their model volume (S3 weights through its S3 CSI driver), and its CRD has no tolerations, extra
+arguments or extra environment beyond the worker environment kvtiers fingerprints."""
 L2_GUARD_DIR = "/etc/kvtiers"
 """Where the admission policy mounts the L2 guard in the model-server containers (on ``PYTHONPATH``): a path of its
 own, apart from the operator's volumes."""
@@ -128,6 +141,71 @@ class OperatorEndpoint:
                 f"{where}: memory_gib {self.memory_gib} is less than the LMCache L1 of its {self.tensor_parallel_size} "
                 f"GPU worker(s) ({l1_gib:g} GiB)"
             )
+
+    @classmethod
+    def from_engine(
+        cls,
+        *,
+        name: str,
+        namespace: str,
+        engine: Engine,
+        instance_type: str,
+        region: str,
+        routing: Routing,
+        api: Api,
+        hash_seed: str,
+        addon_version: str,
+        l2: L2Volume | None = None,
+        l2_share_group: str | None = None,
+    ) -> OperatorEndpoint:
+        """The operator endpoint of ``engine``, sized and named as the self-managed engines are: pod memory from
+        :attr:`Engine.sizing`, LMCache's L1 per GPU worker ``engine.l1_gib``, and with ``l2`` the Curvine L2 backend
+        on the endpoint's directory of the claim (or its share group's) in the engine's L2 namespace.
+
+        :param l2: the Curvine L2 claim. @default None (no L2)
+        :param l2_share_group: the L2 directory shared with the other endpoints of this group. @default None: a
+            directory of the endpoint's own
+        """
+        unsupported = [
+            f.name
+            for f in dataclasses.fields(Engine)
+            if f.name in ENGINE_FIELDS_NOT_CARRIED and getattr(engine, f.name) != _default(f)
+        ]
+        if unsupported:
+            raise ValueError(
+                f"OperatorEndpoint {name!r}: engine field(s) {unsupported} have no place in the operator's "
+                f"InferenceEndpointConfig (it creates the pods itself); leave them unset (allowed to set: every "
+                f"other Engine field)"
+            )
+        mount = (
+            l2.mount(engine.l2_namespace(hash_seed), owner=l2_owner(endpoint=name, share_group=l2_share_group))
+            if l2 is not None
+            else None
+        )
+        return cls(
+            name=name,
+            namespace=namespace,
+            model=engine.model,
+            weights=engine.weights,
+            region=region,
+            instance_type=instance_type,
+            image=engine.image,
+            replicas=engine.replicas,
+            tensor_parallel_size=engine.tensor_parallel_size,
+            cpu=engine.cpu,
+            memory_gib=engine.sizing.memory_gib,
+            max_model_len=engine.max_model_len,
+            gpu_memory_utilization=engine.gpu_memory_utilization,
+            routing=routing,
+            api=api,
+            lmcache=LMCache(
+                max_local_cpu_size_gib=engine.l1_gib, remote_url=mount.remote_url if mount is not None else None
+            ),
+            hash_seed=hash_seed,
+            addon_version=addon_version,
+            l2_backend="curvine" if mount is not None else None,
+            l2=mount,
+        )
 
     @property
     def curvine_l2(self) -> bool:
@@ -233,6 +311,10 @@ class OperatorEndpoint:
                 },
             },
         }
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 def unsupported_spec_fields(spec: dict[str, Any], addon_version: str) -> list[str]:

@@ -10,7 +10,7 @@ from constructs import Construct
 
 from kvtiers import checks
 from kvtiers.k8s_charts import names
-from kvtiers.k8s_charts.l2 import L2Volume, l2_namespace, l2_owner
+from kvtiers.k8s_charts.l2 import L2Volume, l2_owner
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router
 from kvtiers.k8s_charts.serving.router import RouterDeployment
@@ -63,15 +63,7 @@ class ServingChart(cdk8s.Chart):
         checks.hash_seed("ServingChart", hash_seed)
         if l2_share_group is not None:
             checks.dns_label("ServingChart", "l2_share_group", l2_share_group)
-        self.l2_namespace = l2_namespace(
-            model=engine.model,
-            weights_location=engine.weights_location,
-            revision=engine.revision,
-            dtype=engine.dtype,
-            tensor_parallel_size=engine.tensor_parallel_size,
-            lmcache_version=engine.lmcache,
-            hash_seed=hash_seed,
-        )
+        self.l2_namespace = engine.l2_namespace(hash_seed)
         owner = l2_owner(endpoint=name, share_group=l2_share_group)
         self.l2_mount = l2.mount(self.l2_namespace, owner=owner) if l2 is not None else None
         self.lmcache = LMCache(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from kvtiers import serving_defaults
 from kvtiers.checks import in_range, ipv4_network, one_of
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
+from kvtiers.k8s_charts.l2 import L2Namespace, l2_namespace
 from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import DTYPES, ROUTINGS, Dtype, Routing, S3Weights, Weights, weights_location
 from kvtiers.models import KNOWN_MODELS, ModelShape
@@ -126,6 +127,18 @@ class Engine:
             l1_gib=self.l1_gib,
             shm_gib=self.shm_gib,
             vllm_overhead_gib=self.vllm_overhead_gib,
+        )
+
+    def l2_namespace(self, hash_seed: str) -> L2Namespace:
+        """The L2 namespace of this engine's KV cache with ``hash_seed`` (both serving paths read it here)."""
+        return l2_namespace(
+            model=self.model,
+            weights_location=self.weights_location,
+            revision=self.revision,
+            dtype=self.dtype,
+            tensor_parallel_size=self.tensor_parallel_size,
+            lmcache_version=self.lmcache,
+            hash_seed=hash_seed,
         )
 
     @property

@@ -9,6 +9,7 @@ would otherwise start cdk8s's JavaScript runtime.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from kvtiers.config.schema import Endpoint, Environment, HuggingFaceModelSource, NewVpc, S3ModelSource
@@ -16,12 +17,9 @@ from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import L2Mount, L2Namespace, L2Volume, l2_owner
 from kvtiers.k8s_charts.vllm import (
     HuggingFaceWeights,
-    LMCache,
-    LMCacheController,
     S3Weights,
     Weights,
 )
-from kvtiers.serving_defaults import GIB
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,7 +30,7 @@ if TYPE_CHECKING:
     from kvtiers.constructs.eks_cluster import EksCluster
     from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
     from kvtiers.constructs.serving import ServingEndpoint
-    from kvtiers.k8s_charts.hyperpod_operator import InferenceEndpointConfigChart, OperatorEndpoint
+    from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpoint
     from kvtiers.k8s_charts.namespaces import NamespaceChart
     from kvtiers.k8s_charts.network_policies import (
         ClusterNetwork,
@@ -95,18 +93,6 @@ def weights(e: Endpoint) -> Weights:
     return HuggingFaceWeights(token_secret=source.token_secret, revision=source.revision)
 
 
-def lmcache(env: Environment, e: Endpoint, *, l2: bool) -> LMCache:
-    """The endpoint's LMCache: the sizing's L1 per GPU worker, the L2 directory when ``l2``, and the router's
-    controller for kvaware self-managed endpoints."""
-    sizing = env.sizing.endpoint(e.name)
-    controller = LMCacheController() if e.routing == "kvaware" and e.serving == "self_managed" else None
-    return LMCache(
-        max_local_cpu_size_gib=sizing.l1_bytes / sizing.gpus_per_replica / GIB,
-        remote_url=l2_remote_url(env, e) if l2 else None,
-        controller=controller,
-    )
-
-
 # ------------------------------------------------------------------------------------------------- self-managed
 
 
@@ -118,18 +104,17 @@ def allowed_clients(env: Environment, e: Endpoint) -> tuple[str, ...]:
 def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) -> Engine:
     """The endpoint's engine; its pod memory and model disk come out the same as the environment's sizing (both
     from :func:`kvtiers.serving_defaults.engine_pod_sizing`). The group's taints are not here: the construct that
-    places the engine on its HyperPod group adds their tolerations."""
+    places the engine on its HyperPod group adds their tolerations. An operator endpoint's engine has only the
+    fields the operator carries (``OperatorEndpoint.from_engine``)."""
     from kvtiers.k8s_charts.serving import Engine
 
-    group = env.hyperpod.group(e.instance_group)
     images = env.serving.images
-    return Engine(
+    common = Engine(
         model=e.model,
         weights=weights(e),
         image=images.vllm_image,
         lmcache_version=images.engine.lmcache,
-        model_sync_image=images.model_sync_image,
-        instance_group=group.name,
+        instance_group=env.hyperpod.group(e.instance_group).name,
         replicas=e.replicas,
         tensor_parallel_size=e.tensor_parallel_size,
         dtype=e.dtype,
@@ -139,8 +124,14 @@ def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) 
         l1_gib=e.l1_gib,
         shm_gib=e.shm_gib,
         vllm_overhead_gib=e.vllm_overhead_gib,
-        startup_timeout_seconds=e.startup_timeout_seconds,
         model_shape=e.shape,
+    )
+    if e.serving == "operator":
+        return common
+    return dataclasses.replace(
+        common,
+        model_sync_image=images.model_sync_image,
+        startup_timeout_seconds=e.startup_timeout_seconds,
         model_role_arn=model_role_arn,
     )
 
@@ -220,41 +211,29 @@ def serving_endpoint(
 
 
 def operator_endpoint(env: Environment, name: str) -> OperatorEndpoint:
-    """The operator endpoint ``name``; with the sizing's L2 decision, on the environment's L2 backend."""
+    """The operator endpoint ``name`` as :class:`~kvtiers.constructs.operator_serving.OperatorServingEndpoint`
+    computes it from the same choices (for the CLI and the NetworkPolicies, which build no construct)."""
     from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpoint
 
     e = _serving(env, name, "operator")
-    sizing = env.sizing.endpoint(name)
-    backend = env.inference_operator.l2_backend if sizing.l2_enabled else None
-    curvine = backend == "curvine"
-    return OperatorEndpoint(
+    return OperatorEndpoint.from_engine(
         name=e.name,
         namespace=env.serving.namespace,
-        model=e.model,
-        weights=weights(e),
-        region=env.region,
+        engine=engine(env, e),
         instance_type=env.hyperpod.group(e.instance_group).instance_type,
-        image=env.serving.images.vllm_image,
-        replicas=e.replicas,
-        tensor_parallel_size=sizing.gpus_per_replica,
-        cpu=e.cpu,
-        memory_gib=sizing.pod_memory_gib,
-        max_model_len=e.max_model_len,
-        gpu_memory_utilization=e.gpu_memory_utilization,
+        region=env.region,
         routing=e.routing,
         api=e.api,
-        lmcache=lmcache(env, e, l2=curvine),
         hash_seed=env.serving.hash_seed,
         addon_version=env.inference_operator.addons.inference_operator,
-        l2_backend=backend,
-        l2=l2_mount(env, e) if curvine else None,
+        l2=l2_volume(env) if operator_l2(env, e) else None,
+        l2_share_group=e.l2_share_group,
     )
 
 
-def operator_endpoint_chart(scope: Construct, id: str, env: Environment, name: str) -> InferenceEndpointConfigChart:
-    from kvtiers.k8s_charts.hyperpod_operator import InferenceEndpointConfigChart
-
-    return InferenceEndpointConfigChart(scope, id, endpoint=operator_endpoint(env, name))
+def operator_l2(env: Environment, e: Endpoint) -> bool:
+    """An operator endpoint mounts the Curvine L2: when the sizing turns its L2 on, on the Curvine backend."""
+    return env.sizing.endpoint(e.name).l2_enabled and env.inference_operator.l2_backend == "curvine"
 
 
 def operator_pod_selector(env: Environment, name: str) -> str:

@@ -1,0 +1,200 @@
+"""One endpoint served by the HyperPod Inference Operator, as a CDK construct: its ``InferenceEndpointConfig`` and,
+with the Curvine L2, the Kyverno policy that attaches the L2 to its pods, in the order the pods need them, with the
+node traffic the operator's router needs to reach them, checked against the HyperPod group it runs on.
+
+Why the order: Kyverno registers a policy's webhook asynchronously, and a pod admitted before that escapes the
+policy (no L2 mount, no L2 guard); so the endpoint waits for Kyverno, the policy and the policy's ``Ready``.
+
+Why the fingerprint is in the logical IDs: the operator refuses a change to an endpoint's immutable fields, so such
+a change is a new object under a new name (``<name>-<fingerprint>``). A new logical ID makes CloudFormation create
+the new manifest and delete the old one (kubectl delete of its objects) after the update; applying the new names
+under the old ID would leave the old objects running, since kubectl's default prune list has no custom resources
+(:mod:`kvtiers.change.kubectl`). A change that keeps the name keeps the IDs and updates in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import aws_cdk as cdk
+import cdk8s
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from kvtiers.constructs.curvine import CurvineL2
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
+from kvtiers.constructs.hyperpod_inference import InferenceOperator, allow_invocation_traffic
+from kvtiers.constructs.serving import engine_group
+from kvtiers.k8s_charts.hyperpod_operator import (
+    CurvineL2PolicyChart,
+    InferenceEndpointConfigChart,
+    OperatorEndpoint,
+    policy_name,
+)
+from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
+from kvtiers.k8s_charts.hyperpod_operator.endpoint import Api
+from kvtiers.k8s_charts.names import pascal_case
+from kvtiers.k8s_charts.serving import Engine
+from kvtiers.k8s_charts.vllm import Routing
+from kvtiers.serving_defaults import API, HASH_SEED, NAMESPACE
+
+POLICY_READY_TIMEOUT = cdk.Duration.minutes(10)
+"""How long the endpoint waits for Kyverno to report its policy Ready (the handler's wait; Kyverno takes seconds)."""
+
+
+class OperatorServingEndpoint(Construct):
+    """An operator endpoint: the ``InferenceEndpointConfig`` manifest and, with ``l2``, its L2 policy manifest and
+    the wait for the policy's Ready.
+
+    Attributes: ``endpoint`` (the :class:`OperatorEndpoint`, computed once), ``object_name`` (the SageMaker
+    endpoint name clients invoke; it changes with the fingerprint), ``charts``, ``objects`` (each chart's, rendered
+    once) and ``manifests`` by construct id, ``manifest`` (the endpoint's), ``policy`` and ``policy_ready`` (None
+    without ``l2``).
+
+    Construct ids (in ``manifests_scope``): ``OperatorEndpoint<Name><fingerprint>``, ``L2Policy<Name><fingerprint>``
+    and ``L2PolicyReady<Name><fingerprint>``, where ``<Name>`` is ``name`` in PascalCase.
+
+    :param scope: the parent construct.
+    :param id: the construct id.
+    :param eks_cluster: the EKS cluster. Given the :class:`EksCluster` construct with a system node group, the
+        endpoint opens its invocation port on the HyperPod nodes to the system nodes (the operator's router and
+        controller). An imported cluster's rules are its owner's.
+    :param operator: the Inference Operator: its add-on version decides the spec fields, and the endpoint comes after
+        its Kyverno.
+    :param name: the endpoint's name (at most 43 characters: the policy name derived from it stays within 63).
+    :param engine: the model and its pods, sized as a self-managed engine is (pod memory from
+        :attr:`Engine.sizing`, LMCache's L1 per GPU worker ``engine.l1_gib``). Fields the operator cannot carry
+        (tolerations, extra arguments or environment, model role, model-sync image, startup timeout) are refused.
+    :param routing: the operator's routing strategy (``prefixaware``, ``kvaware``, ``session``, ``roundrobin``).
+    :param api: the OpenAI API clients call, ``completions`` or ``chat``; ``kvaware`` needs ``completions``.
+        @default ``chat``
+    :param l2: the Curvine L2 its pods mount, attached at admission by a Kyverno policy: the endpoint runs in the
+        L2's serving namespace, after its claim and after Kyverno reports the policy Ready. A namespace the L2 created
+        itself must be built for operator endpoints (``CurvineL2(operator_endpoints=True)``). @default None (no L2)
+    :param hyperpod: the HyperPod cluster the endpoint runs on: ``engine.instance_group`` must be one of its groups
+        (whose instance type the operator places the pods by), ``engine.tensor_parallel_size`` at most its GPUs and
+        the pod at most its memory less the tiered-storage share. @default the L2's HyperPod cluster (one of the two
+        is required)
+    :param namespace: the namespace of the endpoint; with ``l2``, its serving namespace. Without ``l2`` the
+        construct does not create it: give the manifest that does in ``after``. @default the L2's serving namespace,
+        else ``serving``
+    :param hash_seed: ``PYTHONHASHSEED`` of the workers, and part of the L2 namespace: every endpoint sharing an L2
+        needs the same. @default ``"0"``
+    :param l2_share_group: the L2 directory shared with the other endpoints of this group (same model and L2
+        namespace). @default None: a directory of the endpoint's own
+    :param weights_region: the region of S3 weights' bucket. @default the stack's region
+    :param after: what the endpoint (and its policy) wait for besides Kyverno and the L2 claim: the namespace's
+        manifest without ``l2``, the namespace's NetworkPolicies. @default none
+    :param manifests_scope: where the manifests are created, for an app that keeps Kubernetes objects in a stack of
+        their own or keeps the logical IDs it deployed with. @default this construct
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        eks_cluster: EksCluster | ClusterLike,
+        operator: InferenceOperator,
+        name: str,
+        engine: Engine,
+        routing: Routing,
+        api: Api = API,
+        l2: CurvineL2 | None = None,
+        hyperpod: HyperPodCluster | None = None,
+        namespace: str | None = None,
+        hash_seed: str = HASH_SEED,
+        l2_share_group: str | None = None,
+        weights_region: str | None = None,
+        after: Sequence[Construct] = (),
+        manifests_scope: Construct | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        where = f"OperatorServingEndpoint {name!r}"
+        if l2 is not None and namespace is not None and namespace != l2.serving_namespace:
+            raise ValueError(
+                f"{where}: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} (the "
+                "claim is mounted only in its own namespace)"
+            )
+        if l2 is not None and l2.serving_namespace_enforce not in (None, "privileged"):
+            raise ValueError(
+                f"{where}: the L2 created its serving namespace {l2.serving_namespace!r} with Pod Security "
+                f"{l2.serving_namespace_enforce!r}, which may refuse the pods the operator writes; build the L2 with "
+                "CurvineL2(..., operator_endpoints=True) (enforce 'privileged'), or give it a "
+                "serving_namespace_manifest of your own"
+            )
+        if namespace is None:
+            namespace = l2.serving_namespace if l2 is not None else NAMESPACE
+        if hyperpod is None and l2 is not None:
+            hyperpod = l2.hyperpod
+        if hyperpod is None:
+            raise ValueError(
+                f"{where}: give hyperpod=HyperPodCluster(...) (or l2=): the operator places the endpoint by the "
+                f"instance type of engine.instance_group {engine.instance_group!r}"
+            )
+        group = engine_group(where, engine, hyperpod)
+        self.endpoint = OperatorEndpoint.from_engine(
+            name=name,
+            namespace=namespace,
+            engine=engine,
+            instance_type=group.instance_type,
+            region=weights_region if weights_region is not None else cdk.Stack.of(self).region,
+            routing=routing,
+            api=api,
+            hash_seed=hash_seed,
+            addon_version=operator.addons.inference_operator,
+            l2=l2.claim if l2 is not None else None,
+            l2_share_group=l2_share_group,
+        )
+        self.object_name = self.endpoint.object_name
+        cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
+        target = manifests_scope if manifests_scope is not None else self
+        suffix = f"{pascal_case(name)}{self.endpoint.fingerprint}"
+        k8s_app = cdk8s.App()
+        self.charts: dict[str, cdk8s.Chart] = {}
+        self.objects: dict[str, list[dict[str, Any]]] = {}
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+
+        def deploy(id: str, chart: cdk8s.Chart, after: Sequence[Construct]) -> eks.KubernetesManifest:
+            objects: list[dict[str, Any]] = chart.to_json()
+            manifest = eks.KubernetesManifest(target, id, cluster=cluster, manifest=objects, overwrite=True)
+            for dependency in after:
+                manifest.node.add_dependency(dependency)
+            self.charts[id] = chart
+            self.objects[id] = objects
+            self.manifests[id] = manifest
+            return manifest
+
+        before: list[Construct] = [operator.kyverno, *([l2.ready] if l2 is not None else []), *after]
+        self.policy: eks.KubernetesManifest | None = None
+        self.policy_ready: eks.KubernetesObjectValue | None = None
+        if self.endpoint.curvine_l2:
+            self.policy = deploy(
+                f"L2Policy{suffix}", CurvineL2PolicyChart(k8s_app, "l2-policy", endpoint=self.endpoint), before
+            )
+            self.policy_ready = eks.KubernetesObjectValue(
+                target,
+                f"L2PolicyReady{suffix}",
+                cluster=cluster,
+                object_type=operator_contract.POLICY_RESOURCE,
+                object_name=policy_name(self.endpoint),
+                object_namespace=namespace,
+                json_path=operator_contract.READY_JSONPATH,
+                timeout=POLICY_READY_TIMEOUT,
+            )
+            self.policy_ready.node.add_dependency(self.policy)
+            before = [self.policy, self.policy_ready]
+        self.manifest = deploy(
+            f"OperatorEndpoint{suffix}",
+            InferenceEndpointConfigChart(k8s_app, "endpoint", endpoint=self.endpoint),
+            before,
+        )
+        cdk.Annotations.of(self.manifest).add_info(
+            f"{name}: InferenceEndpointConfig {self.object_name}; a change to its immutable fields "
+            "(intelligentRoutingSpec.enabled, worker environment) changes this name: CloudFormation creates the new "
+            "endpoint and its policy, then deletes the old ones"
+        )
+        if isinstance(eks_cluster, EksCluster) and eks_cluster.node_traffic is not None:
+            allow_invocation_traffic(eks_cluster.node_traffic)
