@@ -493,3 +493,14 @@ def test_the_endpoint_construct_refuses_the_newer_addon_without_the_curvine_l2(o
         dataclasses.replace(
             operator_props, addon_version="v1.3.0-eksbuild.1", l2_backend=None, l2=None, lmcache=lmcache
         )
+
+
+def test_an_operator_endpoint_on_a_tainted_group_is_refused_at_load(tmp_path):
+    def taint_its_group(raw):
+        endpoint = next(e for e in raw["serving"]["endpoints"] if e.get("serving") == "operator")
+        group = next(g for g in raw["hyperpod"]["instance_groups"] if g["name"] == endpoint["instance_group"])
+        group["taints"] = [{"key": "kvtiers.io/dedicated", "value": "l2", "effect": "NoSchedule"}]
+        group["deep_health_checks"] = []
+
+    message = _refused(_prod_variant(tmp_path, taint_its_group))
+    assert "qwen2-7b-chat" in message and "g6e-small" in message and "no tolerations field" in message

@@ -388,7 +388,7 @@ def test_a_second_manifest_of_the_l2s_serving_namespace_is_refused(chart_dir):
 PROD_OPERATOR_ENDPOINT = "qwen2-7b-chat"
 
 
-def operator_platform(chart_dir: Path, *, operator_endpoints: bool = True) -> dict[str, object]:
+def operator_platform(chart_dir: Path, *, operator_endpoints: bool = True, taints: tuple = ()) -> dict[str, object]:
     """The platform under a team's operator endpoint: an ml.g6e.2xlarge group with the Curvine L2."""
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team-operator", env=cdk.Environment(account=ACCOUNT, region=REGION))
@@ -401,7 +401,15 @@ def operator_platform(chart_dir: Path, *, operator_endpoints: bool = True) -> di
         dependencies=HyperPodDependencies(stack, "HyperPodDependencies", cluster=eks, chart_dir=chart_dir),
         subnet=network.hyperpod_subnet,
         security_group=network.security_group,
-        instance_groups=[InstanceGroup(name="g6e-small", instance_type="ml.g6e.2xlarge", count=2)],
+        instance_groups=[
+            InstanceGroup(
+                name="g6e-small",
+                instance_type="ml.g6e.2xlarge",
+                count=2,
+                taints=taints,
+                **({"deep_health_checks": ()} if taints else {}),
+            )
+        ],
     )
     curvine = CurvineL2(
         stack, "Curvine", eks_cluster=eks, hyperpod=hyperpod, network=network, operator_endpoints=operator_endpoints
@@ -608,6 +616,29 @@ def test_an_operator_endpoint_in_a_baseline_namespace_of_the_l2_is_refused(chart
             operator=operator,
             name="qwen",
             engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small"),
+            routing="prefixaware",
+            l2=curvine,
+        )
+
+
+def test_an_operator_endpoint_on_a_tainted_group_is_refused(chart_dir):
+    """The InferenceEndpointConfig has no tolerations field (CRDs of every reviewed add-on), so its pods could never
+    be scheduled on a group whose taint repels them: refused where it is built, not left Pending on the cluster."""
+    platform = operator_platform(
+        chart_dir, taints=(Taint(key="kvtiers.io/dedicated", value="l2", effect="NoSchedule"),)
+    )
+    stack, eks, curvine = platform["stack"], platform["eks"], platform["curvine"]
+    operator = InferenceOperator(stack, "Operator", cluster=eks, hyperpod_cluster_arn="arn", environment_name="team")
+    with pytest.raises(ValueError, match=r"g6e-small.*kvtiers.io/dedicated.*no tolerations field"):
+        OperatorServingEndpoint(
+            stack,
+            "Chat",
+            eks_cluster=eks,
+            operator=operator,
+            name="chat",
+            engine=Engine(
+                model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small", l1_gib=8
+            ),
             routing="prefixaware",
             l2=curvine,
         )

@@ -1002,6 +1002,10 @@ class Environment(Strict):
                     f"{where}: serving 'operator' with inference_operator.l2_backend 'tieredstorage' needs "
                     "hyperpod.tiered_storage.enabled: true"
                 )
+            if endpoint.serving == "operator":
+                operator_addons.check_group_schedulable(
+                    where, endpoint.instance_group, ((t.key, t.effect) for t in groups[endpoint.instance_group].taints)
+                )
             addon = self.inference_operator.addons.inference_operator
             sources = OPERATOR_ADDON_MODEL_SOURCES.get(addon)
             if endpoint.serving == "operator" and sources is not None and endpoint.source.type not in sources:

@@ -36,6 +36,7 @@ from kvtiers.k8s_charts.hyperpod_operator import (
 from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
 from kvtiers.k8s_charts.hyperpod_operator.endpoint import Api
 from kvtiers.k8s_charts.names import pascal_case
+from kvtiers.k8s_charts.operator_addons import check_group_schedulable
 from kvtiers.k8s_charts.serving import Engine
 from kvtiers.k8s_charts.vllm import Routing
 from kvtiers.serving_defaults import API, HASH_SEED, NAMESPACE
@@ -135,6 +136,7 @@ class OperatorServingEndpoint(Construct):
                 f"instance type of engine.instance_group {engine.instance_group!r}"
             )
         group = engine_group(where, engine, hyperpod)
+        check_group_schedulable(where, group.name, ((t.key, t.effect) for t in group.taints))
         self.endpoint = OperatorEndpoint.from_engine(
             name=name,
             namespace=namespace,
