@@ -388,7 +388,9 @@ def test_a_second_manifest_of_the_l2s_serving_namespace_is_refused(chart_dir):
 PROD_OPERATOR_ENDPOINT = "qwen2-7b-chat"
 
 
-def operator_platform(chart_dir: Path, *, operator_endpoints: bool = True, taints: tuple = ()) -> dict[str, object]:
+def operator_platform(
+    chart_dir: Path, *, operator_endpoints: bool = True, taints: tuple = (), hash_seed: str = "42"
+) -> dict[str, object]:
     """The platform under a team's operator endpoint: an ml.g6e.2xlarge group with the Curvine L2."""
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team-operator", env=cdk.Environment(account=ACCOUNT, region=REGION))
@@ -412,7 +414,13 @@ def operator_platform(chart_dir: Path, *, operator_endpoints: bool = True, taint
         ],
     )
     curvine = CurvineL2(
-        stack, "Curvine", eks_cluster=eks, hyperpod=hyperpod, network=network, operator_endpoints=operator_endpoints
+        stack,
+        "Curvine",
+        eks_cluster=eks,
+        hyperpod=hyperpod,
+        network=network,
+        operator_endpoints=operator_endpoints,
+        hash_seed=hash_seed,
     )
     return {"stack": stack, "eks": eks, "hyperpod": hyperpod, "curvine": curvine}
 
@@ -420,7 +428,7 @@ def operator_platform(chart_dir: Path, *, operator_endpoints: bool = True, taint
 def operator_stack(chart_dir: Path, *, hash_seed: str = "42") -> tuple[cdk.Stack, OperatorServingEndpoint]:
     """A team's operator endpoint, from the construct documentation only: config/prod.yaml's choices for
     ``qwen2-7b-chat`` (an ml.g6e.2xlarge group, S3 weights, the Curvine L2, seed 42)."""
-    platform = operator_platform(chart_dir)
+    platform = operator_platform(chart_dir, hash_seed=hash_seed)
     stack, eks, hyperpod, curvine = (platform[k] for k in ("stack", "eks", "hyperpod", "curvine"))
     assert isinstance(stack, cdk.Stack) and isinstance(eks, EksCluster) and isinstance(hyperpod, HyperPodCluster)
     assert isinstance(curvine, CurvineL2)
@@ -449,7 +457,6 @@ def operator_stack(chart_dir: Path, *, hash_seed: str = "42") -> tuple[cdk.Stack
         ),
         routing="prefixaware",
         l2=curvine,
-        hash_seed=hash_seed,
     )
     return stack, endpoint
 
@@ -641,4 +648,27 @@ def test_an_operator_endpoint_on_a_tainted_group_is_refused(chart_dir):
             ),
             routing="prefixaware",
             l2=curvine,
+        )
+
+
+def test_endpoints_of_one_l2_take_its_seed_and_refuse_another(chart_dir):
+    """One hash seed per L2 (it is part of every endpoint's namespace): given on CurvineL2, inherited."""
+    stack, endpoint = operator_stack(chart_dir, hash_seed="42")
+    assert endpoint.endpoint.hash_seed == "42"
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
+    curvine = next(c for c in stack.node.children if isinstance(c, CurvineL2))
+    with pytest.raises(ValueError, match=r"hash_seed '7' is not the L2's '42'"):
+        OperatorServingEndpoint(
+            stack,
+            "Other",
+            eks_cluster=eks,
+            operator=operator,
+            name="other",
+            engine=Engine(
+                model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small", l1_gib=8
+            ),
+            routing="prefixaware",
+            l2=curvine,
+            hash_seed="7",
         )

@@ -21,7 +21,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IValidation
 
-from kvtiers import serving_defaults
+from kvtiers import checks, serving_defaults
 from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS
 from kvtiers.change.manifests import MANIFEST_RESOURCE_TYPE, ObjectRef, manifest_resources
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE
@@ -95,6 +95,8 @@ class CurvineL2(Construct):
     :param claim_name: the claim serving pods mount. @default ``curvine-l2``
     :param claim_size_gib: nominal size of the claim (Curvine does not enforce it). @default 100
     :param mount_path: where serving pods mount the claim. @default ``/mnt/curvine/l2cache``
+    :param hash_seed: ``PYTHONHASHSEED`` of every serving pod that uses this L2 (LMCache's chunk hashes), part of
+        every endpoint's L2 namespace; the endpoint constructs take it from here. @default ``"0"``
     :param janitor_image: the image the L2 janitor runs in (one with Python 3 that the nodes already pull). @default
         the default engine image
     :param janitor_interval_seconds: time between janitor runs (at least 60). @default 600
@@ -133,6 +135,7 @@ class CurvineL2(Construct):
         claim_name: str = DEFAULT_CLAIM_NAME,
         claim_size_gib: int = DEFAULT_CLAIM_SIZE_GIB,
         mount_path: str = DEFAULT_MOUNT_PATH,
+        hash_seed: str = serving_defaults.HASH_SEED,
         janitor_image: str = DEFAULT_ENGINE_IMAGE,
         janitor_interval_seconds: int = DEFAULT_JANITOR_INTERVAL_SECONDS,
         network_policies: cdk8s.Chart | None = None,
@@ -150,7 +153,9 @@ class CurvineL2(Construct):
             raise ValueError(
                 f"CurvineL2: worker_groups {unknown} are not groups of the HyperPod cluster {list(groups)}"
             )
+        checks.hash_seed("CurvineL2", hash_seed)
         self.claim = L2Volume(claim_name=claim_name, mount_path=mount_path)
+        self.hash_seed = hash_seed
         self.serving_namespace = serving_namespace
         self.serving_namespace_enforce: PssLevel | None = (
             serving_enforce_level(operator_endpoints) if serving_namespace_manifest is None else None

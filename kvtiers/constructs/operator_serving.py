@@ -26,7 +26,7 @@ from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
 from kvtiers.constructs.hyperpod_inference import InferenceOperator, allow_invocation_traffic
-from kvtiers.constructs.serving import engine_group
+from kvtiers.constructs.serving import endpoint_hash_seed, engine_group
 from kvtiers.k8s_charts.hyperpod_operator import (
     CurvineL2PolicyChart,
     InferenceEndpointConfigChart,
@@ -39,7 +39,7 @@ from kvtiers.k8s_charts.names import pascal_case
 from kvtiers.k8s_charts.operator_addons import check_group_schedulable
 from kvtiers.k8s_charts.serving import Engine
 from kvtiers.k8s_charts.vllm import Routing
-from kvtiers.serving_defaults import API, HASH_SEED, NAMESPACE
+from kvtiers.serving_defaults import API, NAMESPACE
 
 POLICY_READY_TIMEOUT = cdk.Duration.minutes(10)
 """How long the endpoint waits for Kyverno to report its policy Ready (the handler's wait; Kyverno takes seconds)."""
@@ -81,8 +81,8 @@ class OperatorServingEndpoint(Construct):
     :param namespace: the namespace of the endpoint; with ``l2``, its serving namespace. Without ``l2`` the
         construct does not create it: give the manifest that does in ``after``. @default the L2's serving namespace,
         else ``serving``
-    :param hash_seed: ``PYTHONHASHSEED`` of the workers, and part of the L2 namespace: every endpoint sharing an L2
-        needs the same. @default ``"0"``
+    :param hash_seed: ``PYTHONHASHSEED`` of the workers, and part of the L2 namespace. With ``l2`` it is the L2's
+        (``CurvineL2(hash_seed=)``; another value is refused). @default the L2's, else ``"0"``
     :param l2_share_group: the L2 directory shared with the other endpoints of this group (same model and L2
         namespace). @default None: a directory of the endpoint's own
     :param weights_region: the region of S3 weights' bucket. @default the stack's region
@@ -106,7 +106,7 @@ class OperatorServingEndpoint(Construct):
         l2: CurvineL2 | None = None,
         hyperpod: HyperPodCluster | None = None,
         namespace: str | None = None,
-        hash_seed: str = HASH_SEED,
+        hash_seed: str | None = None,
         l2_share_group: str | None = None,
         weights_region: str | None = None,
         after: Sequence[Construct] = (),
@@ -114,6 +114,7 @@ class OperatorServingEndpoint(Construct):
     ) -> None:
         super().__init__(scope, id)
         where = f"OperatorServingEndpoint {name!r}"
+        hash_seed = endpoint_hash_seed(where, hash_seed, l2)
         if l2 is not None and namespace is not None and namespace != l2.serving_namespace:
             raise ValueError(
                 f"{where}: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} (the "

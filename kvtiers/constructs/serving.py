@@ -59,8 +59,8 @@ class ServingEndpoint(Construct):
     :param namespace: the namespace of the engines and the router; with ``l2``, its serving namespace (which the L2
         creates). Without ``l2`` the chart does not create it: give the manifest that does in ``after``. @default the
         L2's serving namespace, else ``serving``
-    :param hash_seed: ``PYTHONHASHSEED`` of every pod, and part of the L2 namespace: every endpoint sharing an L2 needs
-        the same. @default ``"0"``
+    :param hash_seed: ``PYTHONHASHSEED`` of every pod, and part of the L2 namespace. With ``l2`` it is the L2's
+        (``CurvineL2(hash_seed=)``; another value is refused). @default the L2's, else ``"0"``
     :param l2_share_group: the L2 directory shared with the other endpoints of this group (same model and L2
         namespace). @default None: a directory of the endpoint's own
     :param after: what the manifest waits for besides the L2 claim: the namespace's manifest when there is no
@@ -79,11 +79,12 @@ class ServingEndpoint(Construct):
         l2: CurvineL2 | None = None,
         hyperpod: HyperPodCluster | None = None,
         namespace: str | None = None,
-        hash_seed: str = HASH_SEED,
+        hash_seed: str | None = None,
         l2_share_group: str | None = None,
         after: Sequence[Construct] = (),
     ) -> None:
         super().__init__(scope, id)
+        hash_seed = endpoint_hash_seed(f"ServingEndpoint {name!r}", hash_seed, l2)
         if l2 is not None and namespace is not None and namespace != l2.serving_namespace:
             raise ValueError(
                 f"ServingEndpoint: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} "
@@ -123,6 +124,18 @@ class ServingEndpoint(Construct):
             self.manifest.node.add_dependency(dependency)
         if isinstance(eks_cluster, EksCluster) and eks_cluster.node_traffic is not None:
             _allow_serving_traffic(eks_cluster.node_traffic, engine, router)
+
+
+def endpoint_hash_seed(where: str, hash_seed: str | None, l2: CurvineL2 | None) -> str:
+    """One seed per L2: the L2's, unless the endpoint gives one (which must then be the L2's)."""
+    if l2 is None:
+        return hash_seed if hash_seed is not None else HASH_SEED
+    if hash_seed is not None and hash_seed != l2.hash_seed:
+        raise ValueError(
+            f"{where}: hash_seed {hash_seed!r} is not the L2's {l2.hash_seed!r}; every endpoint of one L2 uses the "
+            "L2's seed (CurvineL2(hash_seed=...))"
+        )
+    return l2.hash_seed
 
 
 def tolerating_taints(engine: Engine, taints: Iterable[tuple[str, str, TaintEffect]]) -> Engine:

@@ -81,6 +81,7 @@ def curvine_l2(
         claim_name=env.serving.l2_claim_name,
         claim_size_gib=env.serving.l2_claim_size_gib,
         mount_path=env.serving.l2_mount_path,
+        hash_seed=env.serving.hash_seed,
         janitor_image=env.serving.images.vllm_image,
         janitor_interval_seconds=c.eviction.janitor_interval_seconds,
         network_policies=network_policies,
