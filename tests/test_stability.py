@@ -28,9 +28,9 @@ PROD_LOCKED_LOGICAL_IDS = {
     "workloads": {
         # The operator endpoint's IDs carry its fingerprint: a new fingerprint is a new endpoint (on purpose), but the
         # same fingerprint under another ID would be created and then deleted by the old ID's cleanup (one name).
-        "OperatorEndpointQwen27bChat53f6b86dEAE1AC57": "Custom::AWSCDK-EKS-KubernetesResource",
-        "L2PolicyQwen27bChat53f6b86d75D6E1F5": "Custom::AWSCDK-EKS-KubernetesResource",
-        "L2PolicyReadyQwen27bChat53f6b86d2FDEE89D": "Custom::AWSCDK-EKS-KubernetesObjectValue",
+        "OperatorEndpointQwen27bChat9aa6d08aA860456D": "Custom::AWSCDK-EKS-KubernetesResource",
+        "L2PolicyQwen27bChat9aa6d08aC1BE5AE3": "Custom::AWSCDK-EKS-KubernetesResource",
+        "L2PolicyReadyQwen27bChat9aa6d08a7D05F8E6": "Custom::AWSCDK-EKS-KubernetesObjectValue",
     },
 }
 
