@@ -13,6 +13,13 @@ from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.secrets import (
+    HF_TOKEN_PATH,
+    ROUTER_KEY_TO_ENV,
+    EndpointSecrets,
+    secrets_mount,
+    secrets_volume,
+)
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
 from kvtiers.k8s_charts.serving.drain import DRAIN_MAX_SECONDS, node_loss_tolerations
 from kvtiers.k8s_charts.serving.extras import with_extra_args, with_extra_env
@@ -20,6 +27,9 @@ from kvtiers.k8s_charts.serving.lmcache import config_checksum
 from kvtiers.k8s_charts.serving.props import Router
 from kvtiers.k8s_charts.vllm import LMCacheController
 
+ROUTER_ENTRYPOINT = "/opt/venv/bin/vllm-router"
+"""The router image's ``ENTRYPOINT`` (production-stack vllm-stack-0.1.12 ``docker/Dockerfile``), which the API-key
+start command runs after reading the key."""
 READINESS_TIMEOUT_SECONDS = 5
 READINESS_FAILURES = 6
 """Readiness: /health answers from the router's event loop, which a burst of requests (and kvaware's tokenizer)
@@ -116,6 +126,7 @@ class RouterDeployment(Construct):
         router: Router,
         controller: LMCacheController | None,
         hash_seed: str,
+        secrets: EndpointSecrets | None = None,
     ) -> None:
         super().__init__(scope, id)
         ns = namespace
@@ -147,15 +158,9 @@ class RouterDeployment(Construct):
             k8s.EnvVar(name="HOME", value=ROUTER_HOME),
             k8s.EnvVar(name="HF_HOME", value=f"{ROUTER_HOME}/.cache/huggingface"),
         ]
-        if controller is not None and router.hf_token_secret:
-            env.append(
-                k8s.EnvVar(
-                    name="HF_TOKEN",
-                    value_from=k8s.EnvVarSource(
-                        secret_key_ref=k8s.SecretKeySelector(name=router.hf_token_secret, key="token")
-                    ),
-                )
-            )
+        if controller is not None and secrets is not None and secrets.hf_token_secret is not None:
+            # kvaware loads the model's tokenizer from the Hub; huggingface_hub reads the token file at each use.
+            env.append(k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH))
         ports = [k8s.ContainerPort(name="http", container_port=names.ROUTER_PORT)]
         service_ports = [
             k8s.ServicePort(
@@ -181,6 +186,15 @@ class RouterDeployment(Construct):
             for volume, (_, limit) in ROUTER_WRITABLE.items()
         ]
         mounts = [k8s.VolumeMount(name=volume, mount_path=path) for volume, (path, _) in ROUTER_WRITABLE.items()]
+        if secrets is not None:
+            volumes.append(secrets_volume(name))
+            mounts.append(secrets_mount())
+        api_key = secrets is not None and secrets.api_key_secret is not None
+        if api_key and "VLLM_API_KEY" in router.extra_env:
+            raise ValueError(
+                "Router: extra_env VLLM_API_KEY: the router's key comes from the endpoint's Secrets Manager secret "
+                "(EndpointSecrets.api_key_secret)"
+            )
         annotations = None
         self.scripts = None
         if controller is not None:
@@ -208,6 +222,8 @@ class RouterDeployment(Construct):
         container = k8s.Container(
             name="router",
             image=router.image,
+            # With an API key: the key file's first key as VLLM_API_KEY, then the image's entrypoint.
+            command=["/bin/sh", "-c", ROUTER_KEY_TO_ENV, ROUTER_ENTRYPOINT] if api_key else None,
             args=with_extra_args(
                 "Router", router_args(name=name, namespace=ns, router=router, controller=controller), router.extra_args
             ),
