@@ -93,14 +93,17 @@ def test_each_endpoint_mounts_only_its_own_provider_class_read_only(env, charts)
             assert mounts and all(m["readOnly"] and m["mountPath"] == SECRETS_DIR for m in mounts)
 
 
-def test_the_hf_token_is_a_file_never_an_env_value(env, charts):
-    spc = provider_class(charts["llama-8b"])
+def test_the_hf_token_is_a_file_never_an_env_value(charts):
+    hub = two_endpoint_env(source={"type": "huggingface", "token_secret": "kvtiers/hf-token"})
+    objs = render(hub, "llama-8b")
+    spc = provider_class(objs)
     objects = {o["objectAlias"]: o["objectName"] for o in yaml.safe_load(spc["spec"]["parameters"]["objects"])}
-    assert objects[HF_TOKEN_FILE] == "hf-token"
-    router = router_deployment(charts["llama-8b"])["spec"]["template"]["spec"]["containers"][0]
+    assert objects[HF_TOKEN_FILE] == "kvtiers/hf-token"
+    router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
     assert env_of(router)["HF_TOKEN_PATH"]["value"] == f"{SECRETS_DIR}/{HF_TOKEN_FILE}"
-    for objs in charts.values():
-        for container in (vllm(objs), router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]):
+    assert env_of(vllm(objs))["HF_TOKEN_PATH"]["value"] == f"{SECRETS_DIR}/{HF_TOKEN_FILE}"
+    for rendered in (*charts.values(), objs):
+        for container in (vllm(rendered), router_deployment(rendered)["spec"]["template"]["spec"]["containers"][0]):
             assert not {"HF_TOKEN", "VLLM_API_KEY"} & set(env_of(container))
             assert not any("secretKeyRef" in (e.get("valueFrom") or {}) for e in container.get("env", []))
 
@@ -366,3 +369,82 @@ def test_router_and_engine_wrappers_use_posix_sh_only():
             if done.returncode == 127 and shell == "dash":
                 continue
             assert done.returncode == 0, (shell, done.stderr)
+
+
+# ------------------------------------------------------------------------------------------------- kvaware tokenizer
+
+
+TINY_TOKENIZER = """
+import json, pathlib, sys
+from tokenizers import Tokenizer, models, pre_tokenizers
+out = pathlib.Path(sys.argv[1])
+out.mkdir(parents=True)
+tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0, "hello": 1, "kv": 2, "tiers": 3}, unk_token="[UNK]"))
+tok.pre_tokenizer = pre_tokenizers.Whitespace()
+tok.save(str(out / "tokenizer.json"))
+(out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]"}))
+(out / "special_tokens_map.json").write_text(json.dumps({"unk_token": "[UNK]"}))
+(out / "config.json").write_text(json.dumps({"model_type": "llama"}))
+(out / "model-00001-of-00001.safetensors").write_text("weights")
+"""
+
+
+def test_a_kvaware_router_with_s3_weights_loads_the_engines_tokenizer_offline(tmp_path):
+    """The router's init container copies the S3 prefix's tokenizer files into the Hugging Face cache under the
+    served model name; the router venv's transformers (5.24.0, the router's pin) then resolves
+    ``AutoTokenizer.from_pretrained(<model>)`` from that copy with ``HF_HUB_OFFLINE=1``, as production-stack does."""
+    import fnmatch
+    import shlex
+    import shutil
+
+    if not ROUTER_VENV.exists():
+        pytest.skip("no .venv-router (make test builds it)")
+    env = two_endpoint_env()
+    objs = render(env, "llama-8b")  # kvaware, S3 weights
+    pod = router_deployment(objs)["spec"]["template"]["spec"]
+    router = pod["containers"][0]
+    assert env_of(router)["HF_HUB_OFFLINE"]["value"] == "1"
+    (init,) = pod["initContainers"]
+    assert init["image"] == env.serving.images.model_sync_image
+    assert {m["name"] for m in init["volumeMounts"]} <= {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    # The rendered script: sync (its filters) into the snapshot, then refs/main. The S3 copy is played by a local
+    # directory, filtered as `aws s3 sync --exclude '*' --include ...` filters (the last matching filter wins).
+    script = init["command"][2]
+    sync, refs = script.split(" && ", 1)
+    words = shlex.split(sync)
+    assert words[:3] == ["aws", "s3", "sync"] and words[3] == "s3://kvtiers-models/llama/3.1-8b-instruct"
+    snapshot = words[4]
+    filters = [(words[i], words[i + 1]) for i in range(5, len(words) - 1) if words[i] in ("--exclude", "--include")]
+    source = tmp_path / "s3"
+    made = subprocess.run([str(ROUTER_VENV), "-c", TINY_TOKENIZER, str(source)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    home = tmp_path / "home"
+    hf_home = env_of(router)["HF_HOME"]["value"]
+    root = str(Path(hf_home).parent.parent)  # the router's HOME, an emptyDir
+    local = lambda path: home / Path(path).relative_to(root)
+    copied = []
+    for f in source.iterdir():
+        keep = True
+        for kind, pattern in filters:
+            if fnmatch.fnmatch(f.name, pattern):
+                keep = kind == "--include"
+        if keep:
+            copied.append(f.name)
+            local(snapshot).mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, local(snapshot) / f.name)
+    assert "model-00001-of-00001.safetensors" not in copied and "tokenizer.json" in copied
+    done = subprocess.run(["/bin/sh", "-c", refs.replace(root, str(home))], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    code = (
+        "import sys; from transformers import AutoTokenizer; "
+        "print(AutoTokenizer.from_pretrained(sys.argv[1]).encode('hello kv tiers', add_special_tokens=False))"
+    )
+    variables = {"HF_HOME": str(local(hf_home)), "HF_HUB_OFFLINE": "1", "PATH": os.environ["PATH"]}
+    loaded = subprocess.run(
+        [str(ROUTER_VENV), "-c", code, "meta-llama/Llama-3.1-8B-Instruct"],
+        capture_output=True,
+        text=True,
+        env=variables,
+    )
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.split("\n")[-2] == "[1, 2, 3]"

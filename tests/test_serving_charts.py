@@ -26,7 +26,6 @@ SECOND = {
         "type": "s3",
         "bucket": "kvtiers-models",
         "prefix": "llama/3.1-8b-instruct",
-        "hf_token_secret": "hf-token",
     },
     "instance_group": "g6e-serving",
     "replicas": 2,
@@ -327,7 +326,7 @@ def test_huggingface_source_uses_a_cache_dir_and_the_token_secret():
     raw["serving"]["endpoints"][0]["source"] = {"type": "huggingface", "token_secret": "hf-token"}
     objs = render(Environment.model_validate(raw), "qwen2-7b")
     variables = env_of(vllm(objs))
-    assert variables["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hf-token", "key": "token"}
+    assert variables["HF_TOKEN_PATH"]["value"] == "/var/run/kvtiers/secrets/hf-token" and "HF_TOKEN" not in variables
     assert variables["HF_HOME"]["value"].startswith("/models/")
     assert "initContainers" not in engine_deployment(objs)["spec"]["template"]["spec"]
 

@@ -548,10 +548,6 @@ class S3ModelSource(Strict):
     """Version of the weights under the prefix (for example the Hugging Face commit they were copied from). Part
     of the L2 namespace: replacing the weights in place without changing it would let engines read the old model's
     KV. Default: none (``kvtiers plan`` shows the namespace as unpinned)."""
-    hf_token_secret: SecretName | None = None
-    """Secrets Manager secret (name, in the environment's account and region) holding a Hugging Face token, for
-    kvaware's router, which loads the model's tokenizer from the Hub by model id: required for gated models. You
-    create it before the first deploy (README, "First deploy"). Default: none."""
 
 
 class HuggingFaceModelSource(Strict):
@@ -723,17 +719,12 @@ class Endpoint(Strict):
                 "session for chat clients"
             )
         shape = KNOWN_MODELS.get(self.model)
-        token = (
-            self.source.token_secret if isinstance(self.source, HuggingFaceModelSource) else self.source.hf_token_secret
-        )
-        if self.routing == "kvaware" and shape is not None and shape.gated and token is None:
-            field = (
-                "source.token_secret" if isinstance(self.source, HuggingFaceModelSource) else "source.hf_token_secret"
-            )
+        hub = isinstance(self.source, HuggingFaceModelSource)
+        if self.routing == "kvaware" and hub and shape is not None and shape.gated and self.hf_token_secret is None:
             raise ValueError(
-                f"routing 'kvaware' with the gated model {self.model!r} needs {field}: the router loads the tokenizer "
-                "from the Hugging Face Hub and, without a token, retries on every request and falls back to a blocking "
-                "/tokenize call to an engine"
+                f"routing 'kvaware' with the gated model {self.model!r} needs source.token_secret: the router loads the "
+                "tokenizer from the Hugging Face Hub and, without a token, retries on every request and falls back to a "
+                "blocking /tokenize call to an engine (with S3 weights it copies the tokenizer from S3 instead)"
             )
         if self.routing == "kvaware" and self.router_replicas > 1:
             raise ValueError(
@@ -774,8 +765,7 @@ class Endpoint(Strict):
     @property
     def hf_token_secret(self) -> str | None:
         """The Secrets Manager secret with the Hugging Face token, whichever source names it."""
-        source = self.source
-        return source.token_secret if isinstance(source, HuggingFaceModelSource) else source.hf_token_secret
+        return self.source.token_secret if isinstance(self.source, HuggingFaceModelSource) else None
 
     @property
     def kv_aware_threshold(self) -> int | None:

@@ -158,6 +158,9 @@ class WorkloadsStack(cdk.Stack):
             )
             role_arn = access.role.role_arn
         secrets = self._endpoint_secret_access(env, endpoint, access)
+        if access is not None and secrets is None and endpoint.routing == "kvaware":
+            # kvaware's router copies the tokenizer from the same S3 prefix (with the secrets' access, it is bound).
+            access.add_service_account(names.router_name(endpoint.name))
         l2 = self.curvine if env.sizing.endpoint(endpoint.name).l2_enabled else None
         served = wiring.serving_endpoint(
             self,

@@ -14,8 +14,8 @@ from kvtiers.k8s_charts.l2 import L2Volume, l2_namespace, l2_owner
 from kvtiers.k8s_charts.secrets import EndpointSecrets, secret_provider_class
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router
-from kvtiers.k8s_charts.serving.router import RouterDeployment
-from kvtiers.k8s_charts.vllm import LMCache, LMCacheController
+from kvtiers.k8s_charts.serving.router import RouterDeployment, TokenizerCopy
+from kvtiers.k8s_charts.vllm import LMCache, LMCacheController, S3Weights
 from kvtiers.serving_defaults import HASH_SEED
 
 MAX_NAME_LENGTH, _ = names.longest_endpoint_name("self_managed")
@@ -105,6 +105,11 @@ class ServingChart(cdk8s.Chart):
             controller=self.lmcache.controller,
             hash_seed=hash_seed,
             secrets=secrets,
+            tokenizer=(
+                TokenizerCopy(model=engine.model, weights=engine.weights, image=engine.model_sync_image)
+                if router.routing == "kvaware" and isinstance(engine.weights, S3Weights)
+                else None
+            ),
         )
         self.secret_provider_class = (
             secret_provider_class(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import cast
@@ -25,7 +27,7 @@ from kvtiers.k8s_charts.serving.drain import DRAIN_MAX_SECONDS, node_loss_tolera
 from kvtiers.k8s_charts.serving.extras import with_extra_args, with_extra_env
 from kvtiers.k8s_charts.serving.lmcache import config_checksum
 from kvtiers.k8s_charts.serving.props import Router
-from kvtiers.k8s_charts.vllm import LMCacheController
+from kvtiers.k8s_charts.vllm import LMCacheController, S3Weights
 
 ROUTER_ENTRYPOINT = "/opt/venv/bin/vllm-router"
 """The router image's ``ENTRYPOINT`` (production-stack vllm-stack-0.1.12 ``docker/Dockerfile``), which the API-key
@@ -63,6 +65,59 @@ NLB_ANNOTATIONS = {
     # AWS Load Balancer Controller, when installed, reads the scheme annotation instead.
     "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
 }
+
+
+ROUTER_HF_HOME = f"{ROUTER_HOME}/.cache/huggingface"
+TOKENIZER_FILES = (
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab*",
+    "merges.txt",
+    "*.model",
+    "*.tiktoken",
+    "config.json",
+    "generation_config.json",
+    "chat_template*",
+)
+"""What the router copies of the S3 weights: the tokenizer and the configs ``AutoTokenizer`` reads (transformers
+5.24.0), never the weights."""
+TOKENIZER_SYNC_RESOURCES = {"cpu": "250m", "memory": "512Mi"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizerCopy:
+    """kvaware with S3 weights: the router's tokenizer is the engines' own, copied from their S3 prefix at start into
+    the router's Hugging Face cache under the served model name, so that production-stack's
+    ``AutoTokenizer.from_pretrained(<served model name>)`` (``routing_logic.py``) resolves it offline
+    (``HF_HUB_OFFLINE=1``) and never from the Hub by name, which could differ from the weights served."""
+
+    model: str
+    """The served model name (``org/name``), which the router looks up."""
+    weights: S3Weights
+    image: str
+    """The AWS CLI image (the engines' ``model_sync_image``)."""
+
+    @property
+    def commit(self) -> str:
+        """A stand-in commit for the cache's ``refs/main``: fixed by the weights' location and revision."""
+        return hashlib.sha1(f"{self.weights.url}@{self.weights.revision or ''}".encode()).hexdigest()
+
+    @property
+    def repo_dir(self) -> str:
+        return f"{ROUTER_HF_HOME}/hub/models--{self.model.replace('/', '--')}"
+
+    @property
+    def snapshot_dir(self) -> str:
+        return f"{self.repo_dir}/snapshots/{self.commit}"
+
+    def command(self) -> list[str]:
+        includes = " ".join(f"--include '{pattern}'" for pattern in TOKENIZER_FILES)
+        script = (
+            f"aws s3 sync '{self.weights.url}' '{self.snapshot_dir}' --only-show-errors --exclude '*' {includes} && "
+            f"mkdir -p '{self.repo_dir}/refs' && printf %s {self.commit} > '{self.repo_dir}/refs/main'"
+        )
+        return ["/bin/sh", "-c", script]
 
 
 @cache
@@ -127,6 +182,7 @@ class RouterDeployment(Construct):
         controller: LMCacheController | None,
         hash_seed: str,
         secrets: EndpointSecrets | None = None,
+        tokenizer: TokenizerCopy | None = None,
     ) -> None:
         super().__init__(scope, id)
         ns = namespace
@@ -156,8 +212,27 @@ class RouterDeployment(Construct):
         env = [
             k8s.EnvVar(name="PYTHONHASHSEED", value=hash_seed),
             k8s.EnvVar(name="HOME", value=ROUTER_HOME),
-            k8s.EnvVar(name="HF_HOME", value=f"{ROUTER_HOME}/.cache/huggingface"),
+            k8s.EnvVar(name="HF_HOME", value=ROUTER_HF_HOME),
         ]
+        init_containers = None
+        if tokenizer is not None:
+            # The copy is the only tokenizer: no Hub lookup (and no Hub egress or token needed for it).
+            env.append(k8s.EnvVar(name="HF_HUB_OFFLINE", value="1"))
+            sync = {k: quantity(v) for k, v in TOKENIZER_SYNC_RESOURCES.items()}
+            init_containers = [
+                k8s.Container(
+                    name="tokenizer-sync",
+                    image=tokenizer.image,
+                    command=tokenizer.command(),
+                    env=[k8s.EnvVar(name="HOME", value="/tmp")],
+                    resources=k8s.ResourceRequirements(requests=sync, limits=dict(sync)),
+                    volume_mounts=[
+                        k8s.VolumeMount(name="home", mount_path=ROUTER_HOME),
+                        k8s.VolumeMount(name="tmp", mount_path="/tmp"),
+                    ],
+                    security_context=container_security_context(),
+                )
+            ]
         if controller is not None and secrets is not None and secrets.hf_token_secret is not None:
             # kvaware loads the model's tokenizer from the Hub; huggingface_hub reads the token file at each use.
             env.append(k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH))
@@ -311,6 +386,7 @@ class RouterDeployment(Construct):
                                 ]
                             )
                         ),
+                        init_containers=init_containers,
                         containers=[container],
                     ),
                 ),
