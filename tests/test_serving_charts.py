@@ -439,7 +439,8 @@ def test_rendering_is_deterministic(env):
 
 
 def test_pod_identity_association_names_the_engine_service_account(prod_synth):
-    """The S3 weights role is bound to the service account the engine pods actually run as."""
+    """The S3 weights role is bound to the service accounts the engine and router pods actually run as (the router
+    reads its endpoint's API key with it, and kvaware's copies the tokenizer from the weights' prefix)."""
     resources = prod_synth.template_json(prod_synth.graph.workloads)["Resources"]
     associations = {
         r["Properties"]["ServiceAccount"] for r in resources.values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"
@@ -449,9 +450,18 @@ def test_pod_identity_association_names_the_engine_service_account(prod_synth):
         for name, chart in prod_synth.graph.workloads.charts.items()
         if name.startswith("Endpoint")
         for o in chart.to_json()
-        if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-engine")
+        if o["kind"] == "Deployment" and o["metadata"]["name"].endswith(("-engine", "-router"))
     }
-    assert associations == accounts == {"llama31-70b-engine", "qwen25-32b-engine"}
+    assert (
+        associations
+        == accounts
+        == {
+            "llama31-70b-engine",
+            "qwen25-32b-engine",
+            "llama31-70b-router",
+            "qwen25-32b-router",
+        }
+    )
 
 
 # ------------------------------------------------------------------------------------------- rollouts and drains

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cdk8s
-from cdk8s_plus_33 import k8s
-from constructs import Construct
+if TYPE_CHECKING:
+    # The charts' types, imported where used: ``kvtiers plan`` reads EndpointSecrets without cdk8s's runtime.
+    import cdk8s
+    from cdk8s_plus_33 import k8s
+    from constructs import Construct
 
 SECRET_PROVIDER_CLASS_API = "secrets-store.csi.x-k8s.io/v1"
 SECRETS_STORE_DRIVER = "secrets-store.csi.k8s.io"
@@ -48,10 +50,11 @@ ENGINE_KEYS_TO_CONFIG = (
     f'n=0; {{ echo "api-key:"; for k in $keys; do case "$k" in *[!{KEY_CHARACTERS}]*) '
     f'echo "kvtiers: {SECRETS_DIR}/{API_KEY_FILE} holds a character outside [{KEY_CHARACTERS}]" >&2; exit 1;; esac; '
     f"n=$((n+1)); echo \"  - '$k'\"; done; }} > {VLLM_KEY_CONFIG} || exit 1; "
-    f'[ "$n" -gt 0 ] || {{ echo "kvtiers: {SECRETS_DIR}/{API_KEY_FILE} holds no key" >&2; exit 1; }}'
+    f'[ "$n" -gt 0 ] || {{ echo "kvtiers: {SECRETS_DIR}/{API_KEY_FILE} holds no key" >&2; exit 1; }}; set +f'
 )
 """The engine's start wrapper, first part: every whitespace-separated key of the mounted file as vLLM's ``api-key``
-list in :data:`VLLM_KEY_CONFIG` (mode 0600), or a start failure that says why (no key, a character a YAML scalar or
+list in :data:`VLLM_KEY_CONFIG` (mode 0600; globbing off while the keys are split, on again for what follows), or a
+start failure that says why (no key, a character a YAML scalar or
 an HTTP header could not carry). The keys never reach the command line (``/proc/<pid>/cmdline``) or the
 environment."""
 ENGINE_CONFIG_ARGS = ("--config", VLLM_KEY_CONFIG)
@@ -115,6 +118,7 @@ def secret_provider_class(
     scope: Construct, id: str, *, endpoint: str, namespace: str, labels: dict[str, str], secrets: EndpointSecrets
 ) -> cdk8s.ApiObject:
     """The endpoint's ``SecretProviderClass`` (provider ``aws``, Pod Identity)."""
+    import cdk8s
     import yaml
 
     spec: dict[str, Any] = {
@@ -138,6 +142,8 @@ def secret_provider_class(
 
 def secrets_volume(endpoint: str) -> k8s.Volume:
     """The inline CSI volume (allowed by Pod Security ``restricted``), read-only."""
+    from cdk8s_plus_33 import k8s
+
     return k8s.Volume(
         name=VOLUME_NAME,
         csi=k8s.CsiVolumeSource(
@@ -149,4 +155,6 @@ def secrets_volume(endpoint: str) -> k8s.Volume:
 
 
 def secrets_mount() -> k8s.VolumeMount:
+    from cdk8s_plus_33 import k8s
+
     return k8s.VolumeMount(name=VOLUME_NAME, mount_path=SECRETS_DIR, read_only=True)
