@@ -448,3 +448,19 @@ def test_a_kvaware_router_with_s3_weights_loads_the_engines_tokenizer_offline(tm
     )
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert loaded.stdout.split("\n")[-2] == "[1, 2, 3]"
+
+
+def test_bad_secret_settings_name_the_file_the_field_and_what_is_allowed(tmp_path):
+    from kvtiers.config import ConfigError, load_environment
+
+    raw = yaml.safe_load(yaml.safe_dump(DEV))
+    raw["serving"]["endpoints"][0]["source"]["token_secret"] = "my token"
+    raw["serving"]["endpoints"][0]["api_key"] = "maybe"
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as error:
+        load_environment(path)
+    message = str(error.value)
+    assert str(path) in message
+    assert "serving.endpoints.0.source.token_secret" in message and "A-Za-z0-9/_+=.@-" in message
+    assert "serving.endpoints.0.api_key" in message and "boolean" in message
