@@ -51,6 +51,14 @@ KUBE_PROXY_VERSION = "v1.34.3-eksbuild.2"
 """kube-proxy's minor version is the cluster's."""
 EKS_POD_IDENTITY_AGENT_VERSION = "v1.3.9-eksbuild.3"
 EBS_CSI_DRIVER_VERSION = "v1.50.1-eksbuild.1"
+SECRETS_STORE_CSI_PROVIDER_VERSION = "v3.1.1-eksbuild.1"
+"""``aws-secrets-store-csi-driver-provider`` (ASCP: the Secrets Store CSI driver 1.6.0 and the AWS provider 3.1.1, chart
+``secrets-store-csi-driver-provider-aws`` 3.1.1). AWS listed this build for Kubernetes 1.35 and 1.36; that it is
+offered for 1.34 is unconfirmed (docs/aws-prerequisites.md has the command that answers it)."""
+SECRETS_ROTATION_POLL_INTERVAL = "3600s"
+"""How often the CSI driver re-reads every mounted secret (``rotationPollInterval``): each poll is a paid
+Secrets Manager call per pod and secret, and a key change needs a pod restart anyway (vLLM and the router read keys
+at start), so an hour, as the AWS provider's README recommends, rather than the driver's 2 minutes."""
 
 # The HyperPod Inference Operator add-on and its prerequisites, pinned likewise (docs/operator-contract.md).
 INFERENCE_OPERATOR_VERSION = "v1.0.0-eksbuild.1"

@@ -7,6 +7,7 @@ from kubernetes.client import AppsV1Api, CoreV1Api
 
 from kvtiers.cli.verify import crosspod, k8s, runner
 from kvtiers.k8s_charts import names as chart_names
+from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
 from tests.fakes.kube_server import FakeEngine, FakeKube, json_reply
 
@@ -33,7 +34,8 @@ def by_name(results):
 
 
 def kube_checks(env, api):
-    results = runner.run(env, runner.Clients(sagemaker=None, kube=api), show_progress=False, **FAST)
+    clients = runner.Clients(sagemaker=None, kube=api, secretsmanager=secrets_manager.for_environment(env))
+    results = runner.run(env, clients, show_progress=False, **FAST)
     return by_name(r for r in results if r.area != "hyperpod")
 
 
@@ -52,12 +54,14 @@ def test_healthy_cluster_passes_every_kubernetes_check(world, dev_env):
         "engine pods Ready",
         "router available",
         "router sees engines",
+        "API key required",
         crosspod.NAME,
     }
     cross = results[crosspod.NAME]
     assert "stored 1941" in cross.detail and "hit 1941" in cross.detail and "100%" in cross.detail
     # the check went through the API server's proxy subresource, not pod IPs
-    assert any("/pods/qwen2-7b-engine-1:8000/proxy/v1/completions" in path for _, path in kube.log)
+    # dev's endpoint has an API key, which the proxy cannot carry: vLLM's /invocations runs the same completion
+    assert any("/pods/qwen2-7b-engine-1:8000/proxy/invocations" in path for _, path in kube.log)
     assert any("/services/qwen2-7b-router:80/proxy/engines" in path for _, path in kube.log)
 
 
@@ -183,7 +187,7 @@ def test_cross_pod_store_never_happens(world, dev_env, dev_objects):
     original = handles["engines"]["qwen2-7b-engine-0"]
 
     def no_store(method, path, body):
-        if path == "/v1/completions":
+        if path == "/" + crosspod.completions_path(next(e for e in dev_env.serving.endpoints if e.name == "qwen2-7b")):
             return json_reply(200, {"choices": [{"text": "x"}], "usage": {"prompt_tokens": 1941}})
         return original(method, path, body)
 

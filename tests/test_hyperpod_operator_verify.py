@@ -10,6 +10,7 @@ from kvtiers.cli.verify import k8s, runner
 from kvtiers.config import load_environment
 from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
+from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
 from tests.fakes.kube_server import FakeKube
 
@@ -113,7 +114,12 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
 def kube_results(env, kube, sagemaker=None, *, deployed=True):
     if deployed and sagemaker is None:
         sagemaker = FakeSageMaker([wiring.operator_endpoint(env, e.name).object_name for e in operator_endpoints(env)])
-    clients = runner.Clients(sagemaker=sagemaker, kube=kube.api_client(), sagemaker_runtime=stubbed_runtime(env))
+    clients = runner.Clients(
+        sagemaker=sagemaker,
+        kube=kube.api_client(),
+        sagemaker_runtime=stubbed_runtime(env),
+        secretsmanager=secrets_manager.for_environment(env),
+    )
     results = runner.run(env, clients, show_progress=False, metrics_timeout=0.3, poll=0.05)
     return [r for r in results if r.area != "hyperpod"]
 

@@ -20,12 +20,14 @@ from kvtiers.change import Action, deploy
 from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodDependencies, HyperPodNetwork, InstanceGroup
 from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.eks_cluster import NATIVE_OIDC_PROVIDER_FLAG, as_cluster_interface
+from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess, SecretsStoreCsi
 from kvtiers.constructs.hyperpod_cluster import Taint
 from kvtiers.constructs.hyperpod_inference import InferenceOperator
 from kvtiers.constructs.network import NewVpcOptions
 from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.constructs.serving import ServingEndpoint
 from kvtiers.k8s_charts.namespaces import NamespaceChart
+from kvtiers.k8s_charts.secrets import EndpointSecrets
 from kvtiers.k8s_charts.serving import Engine, Router
 from kvtiers.k8s_charts.vllm import HuggingFaceWeights, S3Weights
 from tests.fakes.hyperpod_chart import write_stand_in_checkout
@@ -98,6 +100,18 @@ def library_stack(
         masters=1,
         serving_namespace_manifest=namespace,
     )
+    # The endpoint's API key from Secrets Manager, readable by its router's and engines' Pod Identity role only.
+    store = SecretsStoreCsi(stack, "SecretsStore", eks_cluster=eks, key_alias="alias/team/serving-secrets")
+    key_name = "kvtiers/kvtiers-dev/qwen2-7b/api-key"
+    access = EndpointSecretAccess(
+        stack,
+        "QwenSecrets",
+        cluster=eks.cluster,
+        namespace=curvine.serving_namespace,
+        key=store.key,
+        api_key_secret_name=key_name,
+        service_accounts=["qwen2-7b-router", "qwen2-7b-engine"],
+    )
     endpoint = ServingEndpoint(
         stack,
         "Qwen",
@@ -111,6 +125,8 @@ def library_stack(
         ),
         router=Router(routing="prefixaware"),
         l2=curvine,
+        secrets=EndpointSecrets(region=REGION, api_key_secret=key_name),
+        after=[access],
     )
     return stack, endpoint
 

@@ -176,6 +176,16 @@ def bench(
     max_tokens: int = typer.Option(8, "--max-tokens", min=1, help="Tokens generated per request."),
     timeout: float = typer.Option(120.0, "--timeout", min=0.1, help="Per-request timeout in seconds."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="Bearer token."),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="Environment file: with --endpoint, read the endpoint's API key from Secrets Manager.",
+    ),
+    endpoint: str | None = typer.Option(None, "--endpoint", help="The endpoint of --config whose API key to send."),
+    profile: str | None = typer.Option(
+        None, "--profile", help="AWS profile for Secrets Manager. Default: the usual chain."
+    ),
     csv_path: Path | None = typer.Option(None, "--csv", help="Also write the rows as CSV to this file."),
     plot: Path | None = typer.Option(None, "--plot", help="Also plot TTFT vs prompt length to this PNG."),
     min_speedup: float | None = typer.Option(
@@ -189,6 +199,17 @@ def bench(
     from kvtiers.cli.openai_client import BenchError, StreamingClient
 
     sizes = _lengths(lengths)
+    if (config is None) != (endpoint is None):
+        raise typer.BadParameter("give --config and --endpoint together (the endpoint whose API key to send)")
+    if config is not None and endpoint is not None:
+        from kvtiers.cli.api_key import ApiKeyError, endpoint_api_key
+
+        if api_key:
+            raise typer.BadParameter("give either --api-key or --config/--endpoint, not both")
+        try:
+            api_key = endpoint_api_key(_load(config), endpoint, profile=profile)
+        except ApiKeyError as exc:
+            output.fail(str(exc))
     if plot:
         try:
             bm.check_plotting()

@@ -28,6 +28,17 @@ class Completion:
     text: str
 
 
+def unauthorized(where: str, authorization: str | None) -> str:
+    """The message for an HTTP 401: which key was sent, never the key."""
+    from kvtiers.cli.api_key import UNAUTHORIZED_HINT
+
+    if authorization:
+        return (
+            f"{where}: HTTP 401 Unauthorized: the server refused the API key sent (rotated? a key of another endpoint?)"
+        )
+    return f"{where}: HTTP 401 Unauthorized without an API key: {UNAUTHORIZED_HINT}"
+
+
 class StreamingClient:
     def __init__(self, url: str, model: str, timeout: float = 120.0, max_tokens: int = 8, api_key: str | None = None):
         self.url = url.rstrip("/")
@@ -68,6 +79,8 @@ class StreamingClient:
     def connect(self) -> None:
         """Open the persistent connection (GET /v1/models) so that no timed request pays for it."""
         response = self._request("GET", "/v1/models")
+        if response.status_code == 401:
+            raise BenchError(unauthorized(f"{self.url}/v1/models", self._http.headers.get("Authorization")))
         if response.status_code >= 500:
             raise BenchError(f"{self.url}/v1/models: HTTP {response.status_code}: {response.text[:200]}")
 
@@ -108,6 +121,10 @@ class StreamingClient:
         start = time.perf_counter()
         try:
             with self._http.stream("POST", "/v1/completions", json=body) as response:
+                if response.status_code == 401:
+                    raise BenchError(
+                        unauthorized(f"{self.url}/v1/completions", self._http.headers.get("Authorization"))
+                    )
                 if response.status_code >= 400:
                     response.read()
                     raise BenchError(f"{self.url}/v1/completions: HTTP {response.status_code}: {response.text[:300]}")

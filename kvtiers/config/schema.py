@@ -78,6 +78,8 @@ G6eInstanceType = Literal[
 assert set(G6eInstanceType.__args__) == set(G6E_INSTANCE_TYPES)  # type: ignore[attr-defined]
 
 DnsLabel = Annotated[str, Field(pattern=DNS1123_LABEL, max_length=63)]
+SecretName = Annotated[str, Field(pattern=r"^[A-Za-z0-9/_+=.@-]{1,512}$")]
+"""A Secrets Manager secret name (not an ARN): letters, digits and ``/_+=.@-``."""
 AbsolutePath = Annotated[str, Field(pattern=r"^/[^\s]*$", min_length=2)]
 
 
@@ -204,6 +206,8 @@ class EksAddonVersions(Strict):
     """kube-proxy's minor version is the cluster's."""
     eks_pod_identity_agent: str = platform.EKS_POD_IDENTITY_AGENT_VERSION
     aws_ebs_csi_driver: str = platform.EBS_CSI_DRIVER_VERSION
+    aws_secrets_store_csi_driver_provider: str = platform.SECRETS_STORE_CSI_PROVIDER_VERSION
+    """ASCP: delivers the endpoints' API keys and Hugging Face tokens from Secrets Manager as files."""
 
     @model_validator(mode="after")
     def _pinned(self) -> EksAddonVersions:
@@ -560,15 +564,14 @@ class S3ModelSource(Strict):
     """Version of the weights under the prefix (for example the Hugging Face commit they were copied from). Part
     of the L2 namespace: replacing the weights in place without changing it would let engines read the old model's
     KV. Default: none (``kvtiers plan`` shows the namespace as unpinned)."""
-    hf_token_secret: DnsLabel | None = None
-    """Kubernetes Secret (key ``token``) with a Hugging Face token, for kvaware's router, which loads the model's
-    tokenizer from the Hub by model id: required for gated models. Default: none."""
 
 
 class HuggingFaceModelSource(Strict):
     type: Literal["huggingface"]
-    token_secret: DnsLabel | None = None
-    """Kubernetes Secret (key ``token``) with the HF token, for gated models. Default: none (public model)."""
+    token_secret: SecretName | None = None
+    """Secrets Manager secret (name, in the environment's account and region) holding a Hugging Face token, for gated
+    models; engines and a kvaware router read it as a file (``HF_TOKEN_PATH``). You create it before the first deploy
+    (README, "First deploy"). Default: none (public model)."""
     revision: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
     """Model commit to pin. Default: the main branch at pod start."""
 
@@ -679,6 +682,12 @@ class Endpoint(Strict):
     """IPv4 CIDRs that may call the endpoint's router: its NetworkPolicy and, with ``internal_load_balancer``, the
     load balancer's source ranges. Self-managed endpoints only. Default: internal, the VPC's CIDR (``network.cidr``).
     ``kvtiers verify`` also reaches the router through the API server's proxy (the EKS subnets)."""
+    api_key: bool | None = None
+    """Clients must send ``Authorization: Bearer <key>``: kvtiers generates the endpoint's key in Secrets Manager
+    (``kvtiers/<environment>/<endpoint>/api-key``, encrypted with the environment's serving-secrets KMS key) and
+    delivers it to the engines and the router as a file. ``false`` serves without a key (anyone the NetworkPolicy
+    admits may call it). Self-managed endpoints only: an operator endpoint's clients authenticate with IAM
+    (SageMaker ``InvokeEndpoint``), so ``true`` is refused there. Default: on for self-managed endpoints."""
     startup_timeout_seconds: int = Field(default=serving_defaults.STARTUP_TIMEOUT_SECONDS, ge=60)
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
@@ -726,17 +735,12 @@ class Endpoint(Strict):
                 "session for chat clients"
             )
         shape = KNOWN_MODELS.get(self.model)
-        token = (
-            self.source.token_secret if isinstance(self.source, HuggingFaceModelSource) else self.source.hf_token_secret
-        )
-        if self.routing == "kvaware" and shape is not None and shape.gated and token is None:
-            field = (
-                "source.token_secret" if isinstance(self.source, HuggingFaceModelSource) else "source.hf_token_secret"
-            )
+        hub = isinstance(self.source, HuggingFaceModelSource)
+        if self.routing == "kvaware" and hub and shape is not None and shape.gated and self.hf_token_secret is None:
             raise ValueError(
-                f"routing 'kvaware' with the gated model {self.model!r} needs {field}: the router loads the tokenizer "
-                "from the Hugging Face Hub and, without a token, retries on every request and falls back to a blocking "
-                "/tokenize call to an engine"
+                f"routing 'kvaware' with the gated model {self.model!r} needs source.token_secret: the router loads the "
+                "tokenizer from the Hugging Face Hub and, without a token, retries on every request and falls back to a "
+                "blocking /tokenize call to an engine (with S3 weights it copies the tokenizer from S3 instead)"
             )
         if self.routing == "kvaware" and self.router_replicas > 1:
             raise ValueError(
@@ -755,6 +759,12 @@ class Endpoint(Strict):
                 )
         if self.routing == "session" and not self.session_key:
             raise ValueError("routing 'session' needs session_key (the header or body field with the session id)")
+        if self.serving == "operator" and self.api_key:
+            raise ValueError(
+                "api_key: true applies to serving 'self_managed' only: the Inference Operator's InferenceEndpointConfig "
+                "has no API-key field; clients of an operator endpoint authenticate with IAM (SageMaker InvokeEndpoint). "
+                "Remove api_key or set it to false"
+            )
         if self.serving == "operator" and self.allowed_clients is not None:
             raise ValueError(
                 "allowed_clients applies to serving 'self_managed' only: clients reach an operator endpoint through "
@@ -762,6 +772,16 @@ class Endpoint(Strict):
             )
         assert self.dtype in DTYPE_BYTES
         return self
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether clients need the endpoint's API key (``api_key``, default on for self-managed endpoints)."""
+        return self.api_key if self.api_key is not None else self.serving == "self_managed"
+
+    @property
+    def hf_token_secret(self) -> str | None:
+        """The Secrets Manager secret with the Hugging Face token, whichever source names it."""
+        return self.source.token_secret if isinstance(self.source, HuggingFaceModelSource) else None
 
     @property
     def kv_aware_threshold(self) -> int | None:
@@ -951,6 +971,24 @@ class Environment(Strict):
     """Settings of the HyperPod Inference Operator path (``serving: operator`` endpoints)."""
     observability: Observability = Observability()
     """Metrics, rules, alerts and the dashboard's data source. Default: off."""
+
+    def api_key_secret_name(self, endpoint: str) -> str:
+        """The Secrets Manager secret with ``endpoint``'s API keys (the stack creates it; ``kvtiers bench`` and
+        ``verify`` read it)."""
+        return f"kvtiers/{self.name}/{endpoint}/api-key"
+
+    @property
+    def serving_secrets_key_alias(self) -> str:
+        """The KMS key that encrypts the serving secrets (API keys, and the Hugging Face token you create)."""
+        return f"alias/kvtiers/{self.name}/serving-secrets"
+
+    @property
+    def serving_secrets(self) -> bool:
+        """Whether any self-managed endpoint reads a secret (an API key or a Hugging Face token): the platform then
+        installs ASCP and the serving-secrets key."""
+        return any(
+            e.serving == "self_managed" and (e.authenticated or e.hf_token_secret) for e in self.serving.endpoints
+        )
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Environment:

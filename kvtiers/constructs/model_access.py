@@ -68,11 +68,30 @@ class ModelReadAccess(Construct):
         self.role.add_to_policy(
             iam.PolicyStatement(sid="ReadWeights", actions=["s3:GetObject"], resources=[self.weights_arn])
         )
+        self._cluster, self._namespace = cluster, namespace
         self.association = eks_l1.CfnPodIdentityAssociation(
             self,
             "Association",
             cluster_name=cluster.cluster_name,
             namespace=namespace,
+            service_account=service_account,
+            role_arn=self.role.role_arn,
+        )
+
+    def add_service_account(self, service_account: str) -> eks_l1.CfnPodIdentityAssociation:
+        """Bind another service account of the namespace to the role (a kvaware router copying the tokenizer)."""
+        check.matches(
+            "ModelReadAccess",
+            "service_account",
+            service_account,
+            DNS1123_SUBDOMAIN,
+            "a Kubernetes service account name",
+        )
+        return eks_l1.CfnPodIdentityAssociation(
+            self,
+            f"Association{service_account}",
+            cluster_name=self._cluster.cluster_name,
+            namespace=self._namespace,
             service_account=service_account,
             role_arn=self.role.role_arn,
         )

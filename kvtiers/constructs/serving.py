@@ -30,6 +30,7 @@ from kvtiers.k8s_charts.names import (
     LMCACHE_CONTROLLER_REPLY_PORT,
     LMCACHE_WORKER_PORT_BASE,
 )
+from kvtiers.k8s_charts.secrets import EndpointSecrets
 from kvtiers.k8s_charts.serving import Engine, Router, ServingChart
 from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.platform_defaults import TaintEffect
@@ -63,6 +64,9 @@ class ServingEndpoint(Construct):
         (``CurvineL2(hash_seed=)``; another value is refused). @default the L2's, else ``"0"``
     :param l2_share_group: the L2 directory shared with the other endpoints of this group (same model and L2
         namespace). @default None: a directory of the endpoint's own
+    :param secrets: the Secrets Manager secrets its pods read as files (API keys, a Hugging Face token): see
+        :class:`~kvtiers.k8s_charts.serving.ServingChart`; give the access construct that lets them read them
+        (:class:`~kvtiers.constructs.endpoint_secrets.EndpointSecretAccess`) in ``after``. @default None
     :param after: what the manifest waits for besides the L2 claim: the namespace's manifest when there is no
         ``l2``, the namespace's NetworkPolicies. @default none
     """
@@ -81,6 +85,7 @@ class ServingEndpoint(Construct):
         namespace: str | None = None,
         hash_seed: str | None = None,
         l2_share_group: str | None = None,
+        secrets: EndpointSecrets | None = None,
         after: Sequence[Construct] = (),
     ) -> None:
         super().__init__(scope, id)
@@ -113,6 +118,7 @@ class ServingEndpoint(Construct):
             hash_seed=hash_seed,
             l2=l2.claim if l2 is not None else None,
             l2_share_group=l2_share_group,
+            secrets=secrets,
         )
         self.objects: list[dict[str, Any]] = self.chart.to_json()
         cluster = eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster

@@ -259,8 +259,11 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
             if e.kvaware:
                 # The engines register with the controller hosted in the router (pull and reply sockets).
                 router_ingress.append(k8s.NetworkPolicyIngressRule(from_=[engines], ports=controller))
-                # kvaware tokenizes in the router: the Hugging Face tokenizer download.
+                # kvaware tokenizes in the router: the tokenizer from the Hugging Face Hub, or with S3 weights the
+                # engines' own tokenizer files from S3 (through the gateway endpoint) with Pod Identity credentials.
                 router_egress.append(k8s.NetworkPolicyEgressRule(to=[ip_peer(ANYWHERE)], ports=tcp(HTTPS_PORT)))
+                if e.s3_weights:
+                    router_egress.append(k8s.NetworkPolicyEgressRule(to=[ip_peer(POD_IDENTITY_AGENT)], ports=tcp(80)))
             _policy(
                 self,
                 f"{e.name}-router",

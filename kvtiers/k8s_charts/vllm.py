@@ -88,10 +88,9 @@ class S3Weights:
 
 @dataclass(frozen=True, kw_only=True)
 class HuggingFaceWeights:
-    """Model weights downloaded from the Hugging Face Hub by model id."""
+    """Model weights downloaded from the Hugging Face Hub by model id (a gated model's token comes from the chart's
+    ``EndpointSecrets.hf_token_secret``)."""
 
-    token_secret: str | None = None
-    """Kubernetes Secret (key ``token``) with a Hugging Face token, for gated models. @default None (public model)"""
     revision: str | None = None
     """Model commit to serve. @default None (the main branch when the pod starts)"""
 

@@ -11,6 +11,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from kvtiers.change.record import EndpointRecord
 from kvtiers.config.schema import Environment
+from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.kubernetes_versions import Support, support, support_note
 from kvtiers.stacks import nag as findings
@@ -101,6 +102,8 @@ def acknowledge_findings(graph: DeployGraph) -> None:
         for access in graph.workloads.node.find_all():
             if isinstance(access, ModelReadAccess):
                 findings.acknowledge_model_access(access)
+            elif isinstance(access, EndpointSecretAccess):
+                findings.acknowledge_endpoint_secrets(access)
 
 
 def synthesize(app: cdk.App, graph: DeployGraph) -> Path:

@@ -22,6 +22,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import IConstruct
 
 from kvtiers.constructs.eks_cluster import EksCluster
+from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
 from kvtiers.constructs.model_access import ModelReadAccess
@@ -268,6 +269,17 @@ def acknowledge_inference_operator(operator: InferenceOperator) -> None:
             )
         ),
     )
+
+
+def acknowledge_endpoint_secrets(access: EndpointSecretAccess) -> None:
+    if access.api_key is not None:
+        acknowledge(
+            access.api_key,
+            "an endpoint's API key rotates by the runbook (docs/runbooks.md, Rotate an endpoint's API key): vLLM and "
+            "the router read keys only when they start, so a new key needs an ordered restart of engines and routers "
+            "with old and new key accepted together, which a Secrets Manager rotation Lambda cannot do",
+            "AwsSolutions-SMG4",
+        )
 
 
 def acknowledge_model_access(access: ModelReadAccess) -> None:

@@ -24,6 +24,7 @@ from kvtiers.stacks.wiring import platform as wiring
 
 if TYPE_CHECKING:
     # Built only when the environment asks for them (see the wiring): their modules cost synth time otherwise.
+    from kvtiers.constructs.endpoint_secrets import SecretsStoreCsi
     from kvtiers.constructs.hyperpod_inference import InferenceOperator
     from kvtiers.constructs.observability import Observability
 
@@ -48,6 +49,7 @@ class PlatformStack(cdk.Stack):
         cluster = self.eks.cluster
         self.node_traffic: NodeTraffic | None = self.eks.node_traffic
         self.observability: Observability | None = wiring.observability(self, "Observability", env, network, cluster)
+        self.serving_secrets: SecretsStoreCsi | None = wiring.serving_secrets(self, "ServingSecrets", env, self.eks)
         self.hyperpod_dependencies: HyperPodDependencies | None = None
         self.hyperpod: HyperPodCluster | None = None
         self.inference_operator: InferenceOperator | None = None

@@ -17,6 +17,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from kvtiers.config.schema import Endpoint, Environment, NewVpc, S3ModelSource
+from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.k8s_charts import names
@@ -146,6 +147,10 @@ class WorkloadsStack(cdk.Stack):
                 prefix=endpoint.source.prefix,
             )
             role_arn = access.role.role_arn
+        secrets = self._endpoint_secret_access(env, endpoint, access)
+        if access is not None and secrets is None and endpoint.routing == "kvaware":
+            # kvaware's router copies the tokenizer from the same S3 prefix (with the secrets' access, it is bound).
+            access.add_service_account(names.router_name(endpoint.name))
         l2 = self.curvine if env.sizing.endpoint(endpoint.name).l2_enabled else None
         served = wiring.serving_endpoint(
             self,
@@ -161,9 +166,35 @@ class WorkloadsStack(cdk.Stack):
         manifest = self.register(
             f"Endpoint{names.pascal_case(endpoint.name)}", served.manifest, served.chart, served.objects
         )
-        if access is not None:
-            manifest.node.add_dependency(access)
+        for dependency in (access, secrets):
+            if dependency is not None:
+                manifest.node.add_dependency(dependency)
         self.endpoints[endpoint.name] = manifest
+
+    def _endpoint_secret_access(
+        self, env: Environment, endpoint: Endpoint, access: ModelReadAccess | None
+    ) -> EndpointSecretAccess | None:
+        """The endpoint's API-key secret and the role its router and engines read their secrets with: the engines'
+        S3 weights role when they have one (a service account has one Pod Identity association), else a new one."""
+        api_key = env.api_key_secret_name(endpoint.name) if endpoint.authenticated else None
+        if api_key is None and endpoint.hf_token_secret is None:
+            return None
+        store = self.platform.serving_secrets
+        assert store is not None, "the platform installs ASCP when an endpoint reads a secret (env.serving_secrets)"
+        accounts = [names.router_name(endpoint.name)]
+        if access is None:
+            accounts.append(names.engine_service_account_name(endpoint.name))
+        return EndpointSecretAccess(
+            self,
+            f"{names.pascal_case(endpoint.name)}Secrets",
+            cluster=self.cluster,
+            namespace=env.serving.namespace,
+            key=store.key,
+            api_key_secret_name=api_key,
+            hf_token_secret_name=endpoint.hf_token_secret,
+            service_accounts=accounts,
+            role=access.role if access is not None else None,
+        )
 
     def _endpoint_policies(self, env: Environment, endpoint: Endpoint) -> eks.KubernetesManifest:
         """The endpoint's NetworkPolicies, in a manifest of their own (before its pods): removing or renaming the

@@ -16,6 +16,7 @@ from pathlib import Path
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.hyperpod_operator import policy
 from kvtiers.k8s_charts.names import CURVINE_JANITOR
+from kvtiers.k8s_charts.secrets import VLLM_KEY_CONFIG
 from kvtiers.stacks.wiring.serving import operator_endpoint
 from tests.fakes import kyverno
 from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply, matches
@@ -177,7 +178,13 @@ def _engine(
         worker = host if handles["placement"]["worker"] == "local" else handles["placement"]["worker"]
         handles["curvine"].write(f"{env.curvine.fs_path}/pvc-1234/{endpoint}/{abs(hash(prompt))}.pt", [worker, worker])
 
-    engine = FakeEngine(model, handles["l2"], lmcache=exports_lmcache_metrics(container), on_store=store)
+    engine = FakeEngine(
+        model,
+        handles["l2"],
+        lmcache=exports_lmcache_metrics(container),
+        on_store=store,
+        keyed=VLLM_KEY_CONFIG in (container.get("args") or ()),
+    )
     handles["engines"][pod] = engine
     kube.proxy("pods", namespace, pod, port, engine)
     return engine
@@ -236,6 +243,7 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                 for p in pods
             ],
             "health": 200,
+            "pods": [p["metadata"]["name"] for p in pods],
             # kvaware: LMCache's controller in the router counts one worker per engine pod and rank
             "registered": sum(handles["ranks"][p["metadata"]["name"]] for p in pods) if kvaware else None,
         }
@@ -257,6 +265,9 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                 return json_reply(200, state["engines"])
             if path == "/health":
                 return json_reply(state["health"], {"status": "healthy" if state["health"] == 200 else "down"})
+            if path.startswith("/v1/") and method == "POST" and state["pods"]:
+                # production-stack forwards the request (and its headers) to an engine and relays its answer.
+                return handles["engines"][state["pods"][0]](method, path, body)
             return json_reply(404, {})
 
         for service in by_kind.get("Service", ()):

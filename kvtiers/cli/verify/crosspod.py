@@ -28,6 +28,14 @@ CROSS_POD_MIN_TOKENS = 1925
 """The source design's cross-pod check: a 1,925-token prompt stored by pod A, read in full by pod B."""
 
 
+def completions_path(endpoint: Endpoint) -> str:
+    """Where the check sends its completion through the API server's pod proxy, which removes the ``Authorization``
+    header: ``v1/completions``, or, on an endpoint with an API key, vLLM's SageMaker route ``invocations``, which
+    runs the same completion handler without the key check (vLLM 0.12.0 ``entrypoints/sagemaker/routes.py``; the
+    engines' NetworkPolicy admits only the router and the API server's proxy to it)."""
+    return "invocations" if endpoint.authenticated else "v1/completions"
+
+
 def engine_port(endpoint: Endpoint) -> int:
     """Where an endpoint's engines serve the OpenAI API and /metrics."""
     return names.OPERATOR_PORT if endpoint.serving == "operator" else names.ENGINE_PORT
@@ -118,7 +126,7 @@ def check_cross_pod(
                 f"{first.name} /metrics has no lmcache:* counters",
                 "LMCache not loaded in vLLM (kv-transfer-config LMCacheConnectorV1) or PROMETHEUS_MULTIPROC_DIR unset",
             )
-        response = first.call("v1/completions", "POST", request)
+        response = first.call(completions_path(endpoint), "POST", request)
         if not response.ok:
             return failed(area, NAME, f"{first.name} completion: HTTP {response.status}: {response.text[:200]}", hint)
         tokens = int(response.json().get("usage", {}).get("prompt_tokens", 0))
@@ -131,7 +139,7 @@ def check_cross_pod(
         )
         if stored <= 0:
             return failed(area, NAME, f"{first.name} stored 0 of {tokens} tokens within {timeout:.0f} s", hint)
-        response = second.call("v1/completions", "POST", request)
+        response = second.call(completions_path(endpoint), "POST", request)
         if not response.ok:
             return failed(area, NAME, f"{second.name} completion: HTTP {response.status}: {response.text[:200]}", hint)
         hit = _wait_for(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvtiers.cli import output
-from kvtiers.cli.verify import aws, crosspod, k8s, kvaware, leftovers, placement, tiers
+from kvtiers.cli.verify import api_key, aws, crosspod, k8s, kvaware, leftovers, placement, tiers
 from kvtiers.cli.verify.result import CheckResult, failed
 from kvtiers.config.schema import Endpoint, Environment
 
@@ -24,6 +24,8 @@ class Clients:
     """A ``kubernetes.client.ApiClient``."""
     sagemaker_runtime: Any = None
     """``sagemaker-runtime``: invokes operator endpoints the way clients do. ``None``: that check fails saying so."""
+    secretsmanager: Any = None
+    """Reads authenticated endpoints' API keys. ``None``: the API-key check fails saying so."""
 
 
 def real_clients(env: Environment, kube_context: str | None = None, profile: str | None = None) -> Clients:
@@ -42,8 +44,13 @@ def real_clients(env: Environment, kube_context: str | None = None, profile: str
         raise SetupError(
             f"kubeconfig: {exc} (run: aws eks update-kubeconfig --name {env.eks.cluster_name} --region {env.region})"
         ) from None
-    runtime = boto3.Session(profile_name=profile, region_name=env.region).client("sagemaker-runtime")
-    return Clients(sagemaker=sagemaker, kube=client.ApiClient(configuration), sagemaker_runtime=runtime)
+    session = boto3.Session(profile_name=profile, region_name=env.region)
+    return Clients(
+        sagemaker=sagemaker,
+        kube=client.ApiClient(configuration),
+        sagemaker_runtime=session.client("sagemaker-runtime"),
+        secretsmanager=session.client("secretsmanager"),
+    )
 
 
 def _guard(area: str, name: str, fn: Callable[[], list[CheckResult] | CheckResult]) -> list[CheckResult]:
@@ -97,6 +104,8 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
             )
             continue
         yield area, "router", lambda e=endpoint: k8s.check_router(core, apps, api, env, e)
+        if endpoint.authenticated:
+            yield area, api_key.NAME, lambda e=endpoint: api_key.check_api_key(clients.secretsmanager, api, env, e)
         if endpoint.routing == "kvaware":
             yield area, kvaware.NAME, lambda e=endpoint: kvaware.check_kvaware_registration(core, api, env, e)
     if cross_pod:

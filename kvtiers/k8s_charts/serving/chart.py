@@ -11,10 +11,11 @@ from constructs import Construct
 from kvtiers import checks
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import L2Volume, l2_owner
+from kvtiers.k8s_charts.secrets import EndpointSecrets, secret_provider_class
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router
-from kvtiers.k8s_charts.serving.router import RouterDeployment
-from kvtiers.k8s_charts.vllm import LMCache, LMCacheController
+from kvtiers.k8s_charts.serving.router import RouterDeployment, TokenizerCopy
+from kvtiers.k8s_charts.vllm import LMCache, LMCacheController, S3Weights
 from kvtiers.serving_defaults import HASH_SEED
 
 MAX_NAME_LENGTH, _ = names.longest_endpoint_name("self_managed")
@@ -43,6 +44,10 @@ class ServingChart(cdk8s.Chart):
     :param l2_share_group: the L2 directory this endpoint shares with the other endpoints of the group (the same
         model and L2 namespace; the caller checks that). @default None: a directory of its own, which no other
         endpoint's pods mount
+    :param secrets: the Secrets Manager secrets the engines and the router read as files (the endpoint's API keys,
+        a Hugging Face token), through the endpoint's ``SecretProviderClass``; the pods' ServiceAccounts need a Pod
+        Identity role that may read them (:class:`kvtiers.constructs.endpoint_secrets.EndpointSecretAccess`).
+        @default None: no API key (anyone the NetworkPolicies admit may call the endpoint) and no Hugging Face token
     """
 
     def __init__(
@@ -57,6 +62,7 @@ class ServingChart(cdk8s.Chart):
         hash_seed: str = HASH_SEED,
         l2: L2Volume | None = None,
         l2_share_group: str | None = None,
+        secrets: EndpointSecrets | None = None,
     ) -> None:
         checks.dns_label("ServingChart", "name", name, MAX_NAME_LENGTH)
         checks.dns_label("ServingChart", "namespace", namespace)
@@ -81,6 +87,7 @@ class ServingChart(cdk8s.Chart):
             lmcache=self.lmcache,
             hash_seed=hash_seed,
             l2=self.l2_mount,
+            secrets=secrets,
         )
         self.router = RouterDeployment(
             self,
@@ -90,4 +97,22 @@ class ServingChart(cdk8s.Chart):
             router=router,
             controller=self.lmcache.controller,
             hash_seed=hash_seed,
+            secrets=secrets,
+            tokenizer=(
+                TokenizerCopy(model=engine.model, weights=engine.weights, image=engine.model_sync_image)
+                if router.routing == "kvaware" and isinstance(engine.weights, S3Weights)
+                else None
+            ),
+        )
+        self.secret_provider_class = (
+            secret_provider_class(
+                self,
+                "Secrets",
+                endpoint=name,
+                namespace=namespace,
+                labels=names.component_labels(name, "secrets"),
+                secrets=secrets,
+            )
+            if secrets is not None
+            else None
         )

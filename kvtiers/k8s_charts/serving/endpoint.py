@@ -12,6 +12,15 @@ from constructs import Construct
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.kvtiers_engine_drain import POD_IP_ENV
 from kvtiers.k8s_charts.l2 import L2Mount
+from kvtiers.k8s_charts.secrets import (
+    ENGINE_CONFIG_ARGS,
+    ENGINE_KEYS_TO_CONFIG,
+    HF_TOKEN_PATH,
+    RUN_DIR,
+    EndpointSecrets,
+    secrets_mount,
+    secrets_volume,
+)
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
 from kvtiers.k8s_charts.serving.drain import (
     DRAIN_SCRIPT,
@@ -53,11 +62,18 @@ before vLLM starts, then vLLM with the container's arguments. vLLM 0.12.0 never 
 container) and counts on from the dead run's values."""
 
 
-def start_command(vllm_binary: str) -> list[str]:
-    """``vllm serve`` after the metrics wipe; the container's ``args`` follow as ``$@``."""
-    return ["/bin/sh", "-c", WIPE_AND_SERVE, vllm_binary]
+def start_command(vllm_binary: str, *, api_key: bool = False) -> list[str]:
+    """``vllm serve`` after the metrics wipe; the container's ``args`` follow as ``$@``. With ``api_key``, the
+    mounted key file is first written as vLLM's ``--config`` file (:data:`~kvtiers.k8s_charts.secrets.ENGINE_KEYS_TO_CONFIG`),
+    which the arguments name."""
+    script = f"{ENGINE_KEYS_TO_CONFIG}; {WIPE_AND_SERVE}" if api_key else WIPE_AND_SERVE
+    return ["/bin/sh", "-c", script, vllm_binary]
 
 
+RUN_DIR_SIZE = "1Mi"
+API_KEY_FLAGS = frozenset({"--api-key"})
+"""Refused in ``extra_args``: a key on the command line would replace the endpoint's keys (CLI flags win over the
+``--config`` file) and show in ``/proc/<pid>/cmdline``."""
 CONFIG_CHECKSUM_ANNOTATION = "kvtiers.io/lmcache-config-sha256"
 MODEL_ROLE_ANNOTATION = "kvtiers.io/model-role-arn"
 PROBE_PERIOD_SECONDS = 10
@@ -111,10 +127,12 @@ class EngineDeployment(Construct):
         lmcache: LMCache,
         hash_seed: str,
         l2: L2Mount | None,
+        secrets: EndpointSecrets | None = None,
     ) -> None:
         super().__init__(scope, id)
         ns = namespace
         labels = names.engine_pod_labels(name)
+        api_key = secrets is not None and secrets.api_key_secret is not None
         self.name = names.engine_name(name)
         router_host = names.router_host(name, ns)
         self.config_text = render_lmcache_config(
@@ -197,6 +215,18 @@ class EngineDeployment(Construct):
         for volume, (path, limit, _why) in ENGINE_WRITABLE.items():
             volumes.append(k8s.Volume(name=volume, empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(limit))))
             mounts.append(k8s.VolumeMount(name=volume, mount_path=path))
+        if secrets is not None:
+            volumes.append(secrets_volume(name))
+            mounts.append(secrets_mount())
+        if api_key:
+            # vLLM's key file, written at start from the mounted secret: memory only, this pod only.
+            volumes.append(
+                k8s.Volume(
+                    name="run-kvtiers",
+                    empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=quantity(RUN_DIR_SIZE)),
+                )
+            )
+            mounts.append(k8s.VolumeMount(name="run-kvtiers", mount_path=RUN_DIR))
         if l2 is not None:
             volumes.append(
                 k8s.Volume(
@@ -237,15 +267,9 @@ class EngineDeployment(Construct):
         revision = None
         if isinstance(weights, HuggingFaceWeights):
             env.append(k8s.EnvVar(name="HF_HOME", value=f"{MODELS_DIR}/hf-cache"))
-            if weights.token_secret:
-                env.append(
-                    k8s.EnvVar(
-                        name="HF_TOKEN",
-                        value_from=k8s.EnvVarSource(
-                            secret_key_ref=k8s.SecretKeySelector(name=weights.token_secret, key="token")
-                        ),
-                    )
-                )
+            if secrets is not None and secrets.hf_token_secret is not None:
+                # huggingface_hub reads the file at each use: a rotated token needs no restart for new downloads.
+                env.append(k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH))
             revision = weights.revision
         args = vllm_args(
             model_path=engine.model_path,
@@ -258,6 +282,15 @@ class EngineDeployment(Construct):
             port=names.ENGINE_PORT,
             revision=revision,
         )
+        if api_key:
+            args += ENGINE_CONFIG_ARGS
+        refused = [a for a in engine.extra_args if a.split("=", 1)[0].replace("_", "-") in API_KEY_FLAGS]
+        if refused:
+            raise ValueError(
+                f"Engine: extra_args {refused[0]!r}: the endpoint's API keys come from Secrets Manager "
+                "(EndpointSecrets.api_key_secret); a key on the command line would replace them and show in the "
+                "process list"
+            )
         args = with_extra_args("Engine", args, engine.extra_args, kv_flags=ENGINE_KV_FLAGS)
 
         ports = [k8s.ContainerPort(name="http", container_port=names.ENGINE_PORT)]
@@ -277,7 +310,7 @@ class EngineDeployment(Construct):
             name="vllm",
             image=engine.image,
             # A command (without --enable-sleep-mode) also tells the router's discovery not to probe sleep mode.
-            command=start_command(engine.vllm_binary),
+            command=start_command(engine.vllm_binary, api_key=api_key),
             args=args,
             env=env,
             ports=ports,

@@ -188,9 +188,6 @@ class Router:
     """Who may call the router through the load balancer (IPv4 CIDRs): its ``loadBalancerSourceRanges``, which the
     AWS cloud provider writes into the nodes' security groups; required with ``internal_load_balancer`` (without
     them it admits ``0.0.0.0/0``). The router's NetworkPolicy is the serving NetworkPolicy chart's. @default ()"""
-    hf_token_secret: str | None = None
-    """kvaware tokenizes prompts with the model's Hugging Face tokenizer: gated models need the token (Secret key
-    ``token``). @default None"""
     kv_aware_threshold: int | None = None
     """kvaware only: the router routes by load instead of by cache when more than this many of a prompt's tokens are
     not cached (``--kv-aware-threshold``; production-stack vllm-stack-0.1.12 ``routing_logic.py``: it falls back when

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import cast
@@ -13,13 +15,23 @@ from cdk8s_plus_33 import k8s
 from constructs import Construct
 
 from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.secrets import (
+    HF_TOKEN_PATH,
+    ROUTER_KEY_TO_ENV,
+    EndpointSecrets,
+    secrets_mount,
+    secrets_volume,
+)
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
 from kvtiers.k8s_charts.serving.drain import DRAIN_MAX_SECONDS, node_loss_tolerations
 from kvtiers.k8s_charts.serving.extras import with_extra_args, with_extra_env
 from kvtiers.k8s_charts.serving.lmcache import config_checksum
 from kvtiers.k8s_charts.serving.props import Router
-from kvtiers.k8s_charts.vllm import LMCacheController
+from kvtiers.k8s_charts.vllm import LMCacheController, S3Weights
 
+ROUTER_ENTRYPOINT = "/opt/venv/bin/vllm-router"
+"""The router image's ``ENTRYPOINT`` (production-stack vllm-stack-0.1.12 ``docker/Dockerfile``), which the API-key
+start command runs after reading the key."""
 READINESS_TIMEOUT_SECONDS = 5
 READINESS_FAILURES = 6
 """Readiness: /health answers from the router's event loop, which a burst of requests (and kvaware's tokenizer)
@@ -80,6 +92,59 @@ NLB_ANNOTATIONS = {
     "service.beta.kubernetes.io/aws-load-balancer-healthcheck-healthy-threshold": str(NLB_HEALTH_CHECK_THRESHOLD),
     "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold": str(NLB_HEALTH_CHECK_THRESHOLD),
 }
+
+
+ROUTER_HF_HOME = f"{ROUTER_HOME}/.cache/huggingface"
+TOKENIZER_FILES = (
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab*",
+    "merges.txt",
+    "*.model",
+    "*.tiktoken",
+    "config.json",
+    "generation_config.json",
+    "chat_template*",
+)
+"""What the router copies of the S3 weights: the tokenizer and the configs ``AutoTokenizer`` reads (transformers
+5.24.0), never the weights."""
+TOKENIZER_SYNC_RESOURCES = {"cpu": "250m", "memory": "512Mi"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizerCopy:
+    """kvaware with S3 weights: the router's tokenizer is the engines' own, copied from their S3 prefix at start into
+    the router's Hugging Face cache under the served model name, so that production-stack's
+    ``AutoTokenizer.from_pretrained(<served model name>)`` (``routing_logic.py``) resolves it offline
+    (``HF_HUB_OFFLINE=1``) and never from the Hub by name, which could differ from the weights served."""
+
+    model: str
+    """The served model name (``org/name``), which the router looks up."""
+    weights: S3Weights
+    image: str
+    """The AWS CLI image (the engines' ``model_sync_image``)."""
+
+    @property
+    def commit(self) -> str:
+        """A stand-in commit for the cache's ``refs/main``: fixed by the weights' location and revision."""
+        return hashlib.sha1(f"{self.weights.url}@{self.weights.revision or ''}".encode()).hexdigest()
+
+    @property
+    def repo_dir(self) -> str:
+        return f"{ROUTER_HF_HOME}/hub/models--{self.model.replace('/', '--')}"
+
+    @property
+    def snapshot_dir(self) -> str:
+        return f"{self.repo_dir}/snapshots/{self.commit}"
+
+    def command(self) -> list[str]:
+        includes = " ".join(f"--include '{pattern}'" for pattern in TOKENIZER_FILES)
+        script = (
+            f"aws s3 sync '{self.weights.url}' '{self.snapshot_dir}' --only-show-errors --exclude '*' {includes} && "
+            f"mkdir -p '{self.repo_dir}/refs' && printf %s {self.commit} > '{self.repo_dir}/refs/main'"
+        )
+        return ["/bin/sh", "-c", script]
 
 
 @cache
@@ -143,6 +208,8 @@ class RouterDeployment(Construct):
         router: Router,
         controller: LMCacheController | None,
         hash_seed: str,
+        secrets: EndpointSecrets | None = None,
+        tokenizer: TokenizerCopy | None = None,
     ) -> None:
         super().__init__(scope, id)
         ns = namespace
@@ -172,17 +239,30 @@ class RouterDeployment(Construct):
         env = [
             k8s.EnvVar(name="PYTHONHASHSEED", value=hash_seed),
             k8s.EnvVar(name="HOME", value=ROUTER_HOME),
-            k8s.EnvVar(name="HF_HOME", value=f"{ROUTER_HOME}/.cache/huggingface"),
+            k8s.EnvVar(name="HF_HOME", value=ROUTER_HF_HOME),
         ]
-        if controller is not None and router.hf_token_secret:
-            env.append(
-                k8s.EnvVar(
-                    name="HF_TOKEN",
-                    value_from=k8s.EnvVarSource(
-                        secret_key_ref=k8s.SecretKeySelector(name=router.hf_token_secret, key="token")
-                    ),
+        init_containers = None
+        if tokenizer is not None:
+            # The copy is the only tokenizer: no Hub lookup (and no Hub egress or token needed for it).
+            env.append(k8s.EnvVar(name="HF_HUB_OFFLINE", value="1"))
+            sync = {k: quantity(v) for k, v in TOKENIZER_SYNC_RESOURCES.items()}
+            init_containers = [
+                k8s.Container(
+                    name="tokenizer-sync",
+                    image=tokenizer.image,
+                    command=tokenizer.command(),
+                    env=[k8s.EnvVar(name="HOME", value="/tmp")],
+                    resources=k8s.ResourceRequirements(requests=sync, limits=dict(sync)),
+                    volume_mounts=[
+                        k8s.VolumeMount(name="home", mount_path=ROUTER_HOME),
+                        k8s.VolumeMount(name="tmp", mount_path="/tmp"),
+                    ],
+                    security_context=container_security_context(),
                 )
-            )
+            ]
+        if controller is not None and secrets is not None and secrets.hf_token_secret is not None:
+            # kvaware loads the model's tokenizer from the Hub; huggingface_hub reads the token file at each use.
+            env.append(k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH))
         ports = [k8s.ContainerPort(name="http", container_port=names.ROUTER_PORT)]
         service_ports = [
             k8s.ServicePort(
@@ -208,6 +288,15 @@ class RouterDeployment(Construct):
             for volume, (_, limit) in ROUTER_WRITABLE.items()
         ]
         mounts = [k8s.VolumeMount(name=volume, mount_path=path) for volume, (path, _) in ROUTER_WRITABLE.items()]
+        if secrets is not None:
+            volumes.append(secrets_volume(name))
+            mounts.append(secrets_mount())
+        api_key = secrets is not None and secrets.api_key_secret is not None
+        if api_key and "VLLM_API_KEY" in router.extra_env:
+            raise ValueError(
+                "Router: extra_env VLLM_API_KEY: the router's key comes from the endpoint's Secrets Manager secret "
+                "(EndpointSecrets.api_key_secret)"
+            )
         annotations = None
         self.scripts = None
         if controller is not None:
@@ -235,6 +324,8 @@ class RouterDeployment(Construct):
         container = k8s.Container(
             name="router",
             image=router.image,
+            # With an API key: the key file's first key as VLLM_API_KEY, then the image's entrypoint.
+            command=["/bin/sh", "-c", ROUTER_KEY_TO_ENV, ROUTER_ENTRYPOINT] if api_key else None,
             args=with_extra_args(
                 "Router", router_args(name=name, namespace=ns, router=router, controller=controller), router.extra_args
             ),
@@ -306,6 +397,7 @@ class RouterDeployment(Construct):
                             )
                         ],
                         affinity=k8s.Affinity(node_affinity=self._node_affinity(router)),
+                        init_containers=init_containers,
                         containers=[container],
                     ),
                 ),

@@ -26,6 +26,7 @@ from kvtiers.constructs.node_traffic import PortRule
 from kvtiers.k8s_charts.tolerations import tolerating
 
 if TYPE_CHECKING:
+    from kvtiers.constructs.endpoint_secrets import SecretsStoreCsi
     from kvtiers.constructs.hyperpod_inference import InferenceOperator
     from kvtiers.constructs.observability import Observability
 
@@ -163,6 +164,21 @@ def inference_operator(
         kyverno_chart_version=env.inference_operator.kyverno_chart_version,
         model_buckets=sorted({e.source.bucket for e in endpoints if isinstance(e.source, S3ModelSource)}),
         controller_node_labels=SYSTEM_NODE_LABELS if env.eks.system_nodegroup.enabled else None,
+    )
+
+
+def serving_secrets(scope: Construct, id: str, env: Environment, eks: EksCluster) -> SecretsStoreCsi | None:
+    """ASCP and the serving secrets' KMS key, when an endpoint reads a secret (an API key, a Hugging Face token)."""
+    if not env.serving_secrets:
+        return None
+    from kvtiers.constructs.endpoint_secrets import SecretsStoreCsi
+
+    return SecretsStoreCsi(
+        scope,
+        id,
+        eks_cluster=eks,
+        key_alias=env.serving_secrets_key_alias,
+        version=env.eks.addons.aws_secrets_store_csi_driver_provider,
     )
 
 

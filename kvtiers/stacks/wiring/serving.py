@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from kvtiers.config.schema import Endpoint, Environment, HuggingFaceModelSource, NewVpc, S3ModelSource
+from kvtiers.config.schema import Endpoint, Environment, NewVpc, S3ModelSource
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import L2Mount, L2Namespace, L2Volume, l2_owner
+from kvtiers.k8s_charts.secrets import EndpointSecrets
 from kvtiers.k8s_charts.vllm import (
     HuggingFaceWeights,
     S3Weights,
@@ -90,7 +91,15 @@ def weights(e: Endpoint) -> Weights:
     source = e.source
     if isinstance(source, S3ModelSource):
         return S3Weights(bucket=source.bucket, prefix=source.prefix, revision=source.revision)
-    return HuggingFaceWeights(token_secret=source.token_secret, revision=source.revision)
+    return HuggingFaceWeights(revision=source.revision)
+
+
+def endpoint_secrets(env: Environment, e: Endpoint) -> EndpointSecrets | None:
+    """The Secrets Manager secrets the endpoint's pods read: its API keys (``api_key``), its Hugging Face token."""
+    api_key = env.api_key_secret_name(e.name) if e.authenticated else None
+    if api_key is None and e.hf_token_secret is None:
+        return None
+    return EndpointSecrets(region=env.region, api_key_secret=api_key, hf_token_secret=e.hf_token_secret)
 
 
 # ------------------------------------------------------------------------------------------------- self-managed
@@ -139,7 +148,6 @@ def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) 
 def router(env: Environment, e: Endpoint) -> Router:
     from kvtiers.k8s_charts.serving import Router
 
-    source = e.source
     return Router(
         image=env.serving.images.router_image,
         routing=e.routing,
@@ -147,7 +155,6 @@ def router(env: Environment, e: Endpoint) -> Router:
         session_key=e.session_key,
         internal_load_balancer=e.internal_load_balancer,
         client_cidrs=allowed_clients(env, e),
-        hf_token_secret=source.token_secret if isinstance(source, HuggingFaceModelSource) else source.hf_token_secret,
         kv_aware_threshold=e.kv_aware_threshold,
     )
 
@@ -171,6 +178,7 @@ def serving_chart(
         hash_seed=env.serving.hash_seed,
         l2=l2_volume(env) if env.sizing.endpoint(name).l2_enabled else None,
         l2_share_group=e.l2_share_group,
+        secrets=endpoint_secrets(env, e),
     )
 
 
@@ -203,6 +211,7 @@ def serving_endpoint(
         hash_seed=env.serving.hash_seed,
         l2=l2,
         l2_share_group=e.l2_share_group,
+        secrets=endpoint_secrets(env, e),
         after=after,
     )
 

@@ -1,0 +1,36 @@
+"""Secrets Manager's ``GetSecretValue`` for the verify and bench tests: named secrets, and botocore's own
+``ClientError`` (with AWS's error code) for a secret that does not exist or may not be read."""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+
+class FakeSecretsManager:
+    def __init__(self, secrets: dict[str, str], denied: tuple[str, ...] = ()) -> None:
+        self.secrets, self.denied = dict(secrets), denied
+        self.reads: list[str] = []
+
+    def get_secret_value(self, *, SecretId: str) -> dict:
+        self.reads.append(SecretId)
+        if SecretId in self.denied:
+            raise ClientError(
+                {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "GetSecretValue"
+            )
+        if SecretId not in self.secrets:
+            raise ClientError(
+                {"Error": {"Code": "ResourceNotFoundException", "Message": "Secrets Manager can't find it"}},
+                "GetSecretValue",
+            )
+        return {"Name": SecretId, "SecretString": self.secrets[SecretId]}
+
+
+def for_environment(env) -> FakeSecretsManager:
+    """Every authenticated endpoint's secret, holding a new and an old key."""
+    return FakeSecretsManager(
+        {
+            env.api_key_secret_name(e.name): f"new-{e.name} old-{e.name}"
+            for e in env.serving.endpoints
+            if e.authenticated
+        }
+    )

@@ -1,0 +1,158 @@
+"""``kvtiers bench`` and ``kvtiers verify`` against an endpoint with API keys: vLLM 0.12.0's own
+``AuthenticationMiddleware`` (from the engine image's wheel) in front of a small streaming server, over real HTTP;
+keys from Secrets Manager (its ``GetSecretValue`` answers and errors)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import boto3
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from kvtiers.cli.api_key import ApiKeyError, read_api_key
+from kvtiers.cli.main import app
+from kvtiers.cli.verify import api_key, runner
+from kvtiers.config import load_environment
+from tests.conftest import CONFIG_DIR, ROOT
+from tests.fakes import secrets_manager
+from tests.fakes.cluster import build_healthy
+from tests.fakes.kube_server import FakeKube
+from tests.upstream import vllm_source
+
+KEYS = ["NewKey123", "OldKey456"]
+ROUTER_PYTHON = ROOT / ".venv-router" / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """vLLM 0.12.0's key check with :data:`KEYS`, serving over HTTP (``tests/fakes/keyed_vllm_server.py``)."""
+    if not ROUTER_PYTHON.exists():
+        pytest.skip("no .venv-router (make test builds it): FastAPI and uvicorn at the router's pins")
+    source = tmp_path_factory.mktemp("vllm") / "api_server.py"
+    source.write_text(vllm_source("vllm/entrypoints/openai/api_server.py"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).parent / "fakes" / "keyed_vllm_server.py"
+    process = subprocess.Popen([str(ROUTER_PYTHON), str(script), str(source), str(port), *KEYS])
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"{url}/seen", timeout=1)
+            break
+        except httpx.HTTPError:
+            assert process.poll() is None and time.monotonic() < deadline, "the keyed server did not start"
+            time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def seen(url: str) -> list[str | None]:
+    return httpx.get(f"{url}/seen").json()
+
+
+def bench(*args):
+    return CliRunner().invoke(
+        app, ["bench", "--model", "test-model", "--timeout", "10", "--lengths", "20", "--repeats", "1", *args]
+    )
+
+
+def test_bench_without_a_key_says_the_endpoint_needs_one(server):
+    result = bench("--url", server)
+    assert result.exit_code == 1
+    assert "HTTP 401 Unauthorized without an API key" in result.output and "--endpoint" in result.output
+
+
+def test_bench_with_a_wrong_key_says_it_was_refused(server):
+    result = bench("--url", server, "--api-key", "WrongKey")
+    assert result.exit_code == 1
+    assert "refused the API key sent" in result.output and "WrongKey" not in result.output
+
+
+def test_bench_reads_the_endpoints_key_from_secrets_manager_and_sends_it(server, monkeypatch):
+    env = load_environment(CONFIG_DIR / "dev.yaml")
+    store = secrets_manager.FakeSecretsManager({env.api_key_secret_name("qwen2-7b"): " ".join(reversed(KEYS))})
+    regions: list[str] = []
+
+    class Session:
+        def __init__(self, profile_name=None, region_name=None) -> None:
+            regions.append(region_name)
+
+        def client(self, service: str):
+            assert service == "secretsmanager"
+            return store
+
+    monkeypatch.setattr(boto3, "Session", Session)
+    before = len(seen(server))
+    result = bench("--url", server, "-c", str(CONFIG_DIR / "dev.yaml"), "--endpoint", "qwen2-7b", "--json")
+    assert result.exit_code == 0, result.output
+    assert store.reads == [env.api_key_secret_name("qwen2-7b")] and regions == [env.region]
+    # the first key of the secret (a rotation puts the new one first), accepted by vLLM's check
+    sent = seen(server)[before:]
+    assert sent and set(sent) == {"Bearer OldKey456"}
+
+
+def test_read_api_key_names_the_secret_and_the_cause():
+    store = secrets_manager.FakeSecretsManager({"empty": "  \n"}, denied=("denied",))
+    for name, why in (
+        ("missing", "ResourceNotFoundException"),
+        ("denied", "AccessDeniedException"),
+        ("empty", "holds no key"),
+    ):
+        with pytest.raises(ApiKeyError, match=why) as error:
+            read_api_key(store, name)
+        assert name in str(error.value)
+
+
+# ------------------------------------------------------------------------------------------------- verify
+
+
+@pytest.fixture
+def keyed_world(dev_env, dev_objects):
+    with FakeKube() as kube:
+        build_healthy(kube, dev_env, dev_objects)
+        yield kube
+
+
+def endpoint(env):
+    return next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
+
+
+def test_verify_passes_when_the_router_answers_401_without_a_key(keyed_world, dev_env):
+    check = api_key.check_api_key(
+        secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
+    )
+    assert check.ok, check
+    assert "401" in check.detail
+
+
+def test_verify_fails_when_engines_serve_without_the_key(keyed_world, dev_env):
+    handles_engines = [h for h in keyed_world.proxies.values() if hasattr(h, "keyed")]
+    assert handles_engines, "the rendered engines start with the key file"
+    for engine in handles_engines:
+        engine.keyed = False
+    check = api_key.check_api_key(
+        secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
+    )
+    assert not check.ok and "HTTP 200, not 401" in check.detail
+
+
+def test_verify_fails_naming_a_missing_secret(keyed_world, dev_env):
+    check = api_key.check_api_key(
+        secrets_manager.FakeSecretsManager({}), keyed_world.api_client(), dev_env, endpoint(dev_env)
+    )
+    assert not check.ok and dev_env.api_key_secret_name("qwen2-7b") in check.detail
+
+
+def test_verify_runs_the_api_key_check_only_on_authenticated_endpoints(dev_env):
+    steps = [(a, n) for a, n, _ in runner.steps(dev_env, runner.Clients(sagemaker=None, kube=None), False, 1, 1)]
+    assert ("endpoint:qwen2-7b", api_key.NAME) in steps

@@ -1,0 +1,466 @@
+"""Endpoint secrets (issue 25): API keys and Hugging Face tokens from Secrets Manager, as files through ASCP.
+
+The start wrappers run for real in ``/bin/sh``; the key file they write is read by vLLM 0.12.0's own config-file
+loader (extracted from the engine image's wheel); the IAM is evaluated on the synthesized prod template.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvtiers.config.schema import Environment
+from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.secrets import (
+    API_KEY_FILE,
+    ENGINE_KEYS_TO_CONFIG,
+    HF_TOKEN_FILE,
+    ROUTER_KEY_TO_ENV,
+    SECRETS_DIR,
+    SECRETS_STORE_DRIVER,
+    VLLM_KEY_CONFIG,
+    EndpointSecrets,
+)
+from kvtiers.k8s_charts.serving.endpoint import start_command
+from tests.test_observability_rules import upstream_text
+from tests.test_serving_charts import (
+    DEV,
+    env_of,
+    render,
+    router_deployment,
+    two_endpoint_env,
+    vllm,
+)
+from tests.upstream import vllm_source
+
+DRIVER_CRD = (
+    "kubernetes-sigs/secrets-store-csi-driver@v1.6.0:"
+    "charts/secrets-store-csi-driver/crds/secrets-store.csi.x-k8s.io_secretproviderclasses.yaml"
+)
+
+
+@pytest.fixture(scope="module")
+def env() -> Environment:
+    return two_endpoint_env()
+
+
+@pytest.fixture(scope="module")
+def charts(env):
+    return {name: render(env, name) for name in ("qwen2-7b", "llama-8b")}
+
+
+def provider_class(objs: list[dict]) -> dict:
+    found = [o for o in objs if o["kind"] == "SecretProviderClass"]
+    assert len(found) == 1
+    return found[0]
+
+
+def pod_spec(deployment: dict) -> dict:
+    return deployment["spec"]["template"]["spec"]
+
+
+def engine_pod(objs):
+    return pod_spec(next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-engine")))
+
+
+# ------------------------------------------------------------------------------------------------- rendered objects
+
+
+def test_each_endpoint_mounts_only_its_own_provider_class_read_only(env, charts):
+    for name, objs in charts.items():
+        spc = provider_class(objs)
+        assert spc["metadata"]["name"] == f"{name}-secrets"
+        params = spc["spec"]["parameters"]
+        assert params["usePodIdentity"] == "true" and params["region"] == env.region
+        objects = {o["objectAlias"]: o["objectName"] for o in yaml.safe_load(params["objects"])}
+        assert objects[API_KEY_FILE] == env.api_key_secret_name(name) == f"kvtiers/{env.name}/{name}/api-key"
+        for pod in (engine_pod(objs), pod_spec(router_deployment(objs))):
+            csi = [v for v in pod["volumes"] if "csi" in v]
+            assert [v["csi"] for v in csi] == [
+                {
+                    "driver": SECRETS_STORE_DRIVER,
+                    "readOnly": True,
+                    "volumeAttributes": {"secretProviderClass": spc["metadata"]["name"]},
+                }
+            ]
+            mounts = [m for c in pod["containers"] for m in c["volumeMounts"] if m["name"] == csi[0]["name"]]
+            assert mounts and all(m["readOnly"] and m["mountPath"] == SECRETS_DIR for m in mounts)
+
+
+def test_the_hf_token_is_a_file_never_an_env_value(charts):
+    hub = two_endpoint_env(source={"type": "huggingface", "token_secret": "kvtiers/hf-token"})
+    objs = render(hub, "llama-8b")
+    spc = provider_class(objs)
+    objects = {o["objectAlias"]: o["objectName"] for o in yaml.safe_load(spc["spec"]["parameters"]["objects"])}
+    assert objects[HF_TOKEN_FILE] == "kvtiers/hf-token"
+    router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+    assert env_of(router)["HF_TOKEN_PATH"]["value"] == f"{SECRETS_DIR}/{HF_TOKEN_FILE}"
+    assert env_of(vllm(objs))["HF_TOKEN_PATH"]["value"] == f"{SECRETS_DIR}/{HF_TOKEN_FILE}"
+    for rendered in (*charts.values(), objs):
+        for container in (vllm(rendered), router_deployment(rendered)["spec"]["template"]["spec"]["containers"][0]):
+            assert not {"HF_TOKEN", "VLLM_API_KEY"} & set(env_of(container))
+            assert not any("secretKeyRef" in (e.get("valueFrom") or {}) for e in container.get("env", []))
+
+
+def test_an_endpoint_without_api_key_renders_no_key_and_no_wrapper():
+    raw = {**DEV, "serving": {**DEV["serving"], "endpoints": [{**DEV["serving"]["endpoints"][0], "api_key": False}]}}
+    env = Environment.model_validate(raw)
+    objs = render(env, "qwen2-7b")
+    assert not [o for o in objs if o["kind"] == "SecretProviderClass"]
+    assert "--config" not in vllm(objs)["args"]
+    assert "command" not in router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_operator_endpoints_refuse_api_key_true_naming_the_field():
+    operator = {**DEV["serving"]["endpoints"][0], "serving": "operator", "api_key": True}
+    with pytest.raises(ValueError, match=r"api_key: true applies to serving 'self_managed' only"):
+        Environment.model_validate({**DEV, "serving": {**DEV["serving"], "endpoints": [operator]}})
+
+
+def test_secret_names_are_checked_where_the_props_are_built():
+    with pytest.raises(ValueError, match="api_key_secret 'bad name'"):
+        EndpointSecrets(region="us-east-1", api_key_secret="bad name")
+    with pytest.raises(ValueError, match="give api_key_secret, hf_token_secret or both"):
+        EndpointSecrets(region="us-east-1")
+
+
+def test_the_provider_class_is_valid_against_the_drivers_crd(charts):
+    """Schema of ``SecretProviderClass`` v1 as Secrets Store CSI driver v1.6.0 (the one ASCP 3.1.1 locks) installs it."""
+    import jsonschema
+
+    text = upstream_text(DRIVER_CRD)
+    if text is None:
+        pytest.skip("secrets-store-csi-driver v1.6.0 not available offline (set KVTIERS_UPSTREAM_MIRRORS)")
+    crd = yaml.safe_load(text)
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    schema = version["schema"]["openAPIV3Schema"]
+    for objs in charts.values():
+        jsonschema.validate(provider_class(objs), schema)
+    # The schema is not vacuous: a parameter that is not a string is refused.
+    bad = provider_class(charts["qwen2-7b"])
+    bad = {**bad, "spec": {**bad["spec"], "parameters": {"usePodIdentity": True}}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+# ------------------------------------------------------------------------------------------------- the start wrappers
+
+
+def vllm_config_loader():
+    """``FlexibleArgumentParser.load_config_file`` of vLLM 0.12.0, from the wheel, as a plain function."""
+    source = vllm_source("vllm/utils/argparse_utils.py")
+    module = ast.parse(source)
+    parser = next(n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "FlexibleArgumentParser")
+    method = next(n for n in parser.body if isinstance(n, ast.FunctionDef) and n.name == "load_config_file")
+    namespace: dict = {"yaml": yaml, "logger": logging.getLogger("vllm")}
+    exec(compile(ast.Module(body=[method], type_ignores=[]), "argparse_utils.py", "exec"), namespace)  # noqa: S102 - the pinned wheel's own code
+    return lambda path: namespace["load_config_file"](None, path)
+
+
+def run_engine_wrapper(tmp_path: Path, key_file: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """The rendered engine command, with the secrets and run directories moved under ``tmp_path`` and vLLM replaced
+    by a script that prints its arguments."""
+    secrets, run = tmp_path / "secrets", tmp_path / "run"
+    secrets.mkdir()
+    run.mkdir()
+    (secrets / API_KEY_FILE).write_text(key_file)
+    config = run / Path(VLLM_KEY_CONFIG).name
+    fake_vllm = tmp_path / "vllm"
+    fake_vllm.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    fake_vllm.chmod(0o755)
+    shell, flag, script, _ = start_command("vllm", api_key=True)
+    script = script.replace(SECRETS_DIR, str(secrets)).replace(VLLM_KEY_CONFIG, str(config))
+    env = {"PATH": os.environ["PATH"], "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    args = ["serve-model", "--config", str(config)]
+    done = subprocess.run([shell, flag, script, str(fake_vllm), *args], capture_output=True, text=True, env=env)
+    return done, config
+
+
+def test_the_engine_wrapper_turns_every_key_into_vllms_own_config(tmp_path):
+    done, config = run_engine_wrapper(tmp_path, "NewKey123\nOldKey456 \n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["serve", "serve-model", "--config", str(config)]
+    assert oct(config.stat().st_mode & 0o777) == "0o600"
+    assert vllm_config_loader()(str(config)) == ["--api-key", "NewKey123", "OldKey456"]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [("", "holds no key"), ("  \n", "holds no key"), ("good bad'quote", "holds a character outside")],
+)
+def test_the_engine_refuses_to_start_without_a_usable_key(tmp_path, content, why):
+    done, _ = run_engine_wrapper(tmp_path, content)
+    assert done.returncode != 0
+    assert why in done.stderr
+    assert "serve" not in done.stdout
+
+
+def test_the_engine_command_carries_no_key(charts):
+    for objs in charts.values():
+        container = vllm(objs)
+        assert container["command"][2].startswith(ENGINE_KEYS_TO_CONFIG)
+        assert container["args"][-2:] == ["--config", VLLM_KEY_CONFIG]
+        assert "--api-key" not in container["args"]
+
+
+def test_the_router_wrapper_exports_the_first_key_and_runs_the_entrypoint(tmp_path, charts):
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / API_KEY_FILE).write_text("NewKey123 OldKey456\n")
+    probe = tmp_path / "router"
+    probe.write_text('#!/bin/sh\necho "key=$VLLM_API_KEY"; printf "%s\\n" "$@"\n')
+    probe.chmod(0o755)
+    command = router_deployment(charts["qwen2-7b"])["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[2] == ROUTER_KEY_TO_ENV and command[3] == "/opt/venv/bin/vllm-router"
+    script = command[2].replace(SECRETS_DIR, str(secrets))
+    done = subprocess.run(
+        [command[0], command[1], script, str(probe), "--port", "8000"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["key=NewKey123", "--port", "8000"]
+    (secrets / API_KEY_FILE).write_text("")
+    done = subprocess.run([command[0], command[1], script, str(probe)], capture_output=True, text=True)
+    assert done.returncode != 0 and "holds no key" in done.stderr
+
+
+def test_extra_args_cannot_replace_the_endpoints_keys(env):
+    import cdk8s
+
+    from kvtiers.stacks.wiring import serving as wiring
+
+    endpoint = next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
+    engine = wiring.engine(env, endpoint)
+    import dataclasses
+
+    from kvtiers.k8s_charts.serving import ServingChart
+
+    for extra in (("--api-key", "x"), ("--api_key=x",)):
+        with pytest.raises(ValueError, match="API keys come from Secrets Manager"):
+            ServingChart(
+                cdk8s.App(),
+                "x",
+                name="qwen2-7b",
+                namespace="serving",
+                engine=dataclasses.replace(engine, extra_args=extra),
+                router=wiring.router(env, endpoint),
+                secrets=wiring.endpoint_secrets(env, endpoint),
+            )
+
+
+# ------------------------------------------------------------------------------------------------- huggingface_hub
+
+
+ROUTER_VENV = Path(__file__).resolve().parent.parent / ".venv-router" / "bin" / "python"
+
+
+def test_huggingface_hub_in_the_router_venv_reads_the_token_file(tmp_path):
+    """``HF_TOKEN_PATH`` with the router's pinned huggingface_hub, read at each call (a rotated file is seen)."""
+    if not ROUTER_VENV.exists():
+        pytest.skip("no .venv-router (make test builds it)")
+    token = tmp_path / HF_TOKEN_FILE
+    token.write_text("hf_first\n")
+    code = (
+        "import pathlib, sys; from huggingface_hub import get_token; print(get_token()); "
+        "pathlib.Path(sys.argv[1]).write_text('hf_second'); print(get_token())"
+    )
+    env = {"HF_TOKEN_PATH": str(token), "HF_HOME": str(tmp_path / "hf"), "PATH": os.environ["PATH"]}
+    done = subprocess.run([str(ROUTER_VENV), "-c", code, str(token)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["hf_first", "hf_second"]
+
+
+# ------------------------------------------------------------------------------------------------- IAM (prod synth)
+
+
+def _resources(template: dict, kind: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def _refs(value) -> set[str]:
+    """Every logical ID ``value`` refers to (Ref, Fn::GetAtt)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        if "Ref" in value:
+            found.add(value["Ref"])
+        if "Fn::GetAtt" in value:
+            found.add(value["Fn::GetAtt"][0])
+        for v in value.values():
+            found |= _refs(v)
+    elif isinstance(value, list):
+        for v in value:
+            found |= _refs(v)
+    return found
+
+
+def test_each_endpoints_role_reads_only_its_own_secrets(prod_synth, prod_env_objects):
+    env, _ = prod_env_objects
+    template = prod_synth.template_json(prod_synth.graph.workloads)
+    secrets = {
+        props["Properties"]["Name"]: logical
+        for logical, props in _resources(template, "AWS::SecretsManager::Secret").items()
+    }
+    self_managed = [e for e in env.serving.endpoints if e.serving == "self_managed"]
+    assert sorted(secrets) == sorted(env.api_key_secret_name(e.name) for e in self_managed)
+    associations = _resources(template, "AWS::EKS::PodIdentityAssociation").values()
+    policies = _resources(template, "AWS::IAM::Policy").values()
+    for endpoint in self_managed:
+        accounts = {names.router_name(endpoint.name), names.engine_service_account_name(endpoint.name)}
+        roles = {
+            next(iter(_refs(a["Properties"]["RoleArn"])))
+            for a in associations
+            if a["Properties"]["ServiceAccount"] in accounts
+        }
+        assert len(roles) == 1, f"{endpoint.name}: router and engines share one role, got {roles}"
+        role = roles.pop()
+        statements = [
+            s
+            for p in policies
+            if role in _refs(p["Properties"].get("Roles", []))
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        reads = [s for s in statements if any(a.startswith("secretsmanager:") for a in _as_list(s["Action"]))]
+        assert reads and all(s["Effect"] == "Allow" for s in reads)
+        readable = set().union(*(_refs(s["Resource"]) for s in reads))
+        own = secrets[env.api_key_secret_name(endpoint.name)]
+        others = set(secrets.values()) - {own}
+        assert own in readable and not readable & others, f"{endpoint.name} reads {readable}"
+        assert not any(r == "*" for s in reads for r in _as_list(s["Resource"]))
+        decrypt = [s for s in statements if "kms:Decrypt" in _as_list(s["Action"])]
+        assert decrypt, endpoint.name
+        for s in decrypt:
+            assert s["Condition"]["StringEquals"]["kms:ViaService"] == {
+                "Fn::Join": ["", ["secretsmanager.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]
+            }
+            context = s["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]
+            assert own in _refs(context) and not _refs(context) & others
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def test_the_platform_pins_the_ascp_addon_with_rotation_and_tolerations(prod_synth, prod_env_objects):
+    env, _ = prod_env_objects
+    template = prod_synth.template_json(prod_synth.graph.platform)
+    addons = {a["Properties"]["AddonName"]: a["Properties"] for a in _resources(template, "AWS::EKS::Addon").values()}
+    addon = addons["aws-secrets-store-csi-driver-provider"]
+    assert addon["AddonVersion"] == env.eks.addons.aws_secrets_store_csi_driver_provider
+    import json
+
+    config = json.loads(addon["ConfigurationValues"])
+    assert config["secrets-store-csi-driver"] == {"enableSecretRotation": True, "rotationPollInterval": "3600s"}
+    assert config["tolerations"] == [{"operator": "Exists"}]
+    assert "syncSecret" not in json.dumps(config)
+    keys = _resources(template, "AWS::KMS::Alias")
+    assert {k["Properties"]["AliasName"] for k in keys.values()} >= {env.serving_secrets_key_alias}
+
+
+def test_router_and_engine_wrappers_use_posix_sh_only():
+    """The images' /bin/sh is dash (Debian python:3.12-slim, Ubuntu vLLM): the scripts must parse there."""
+    for script in (ENGINE_KEYS_TO_CONFIG, ROUTER_KEY_TO_ENV):
+        for shell in ("/bin/sh", "dash"):
+            done = subprocess.run([shell, "-n", "-c", script], capture_output=True, text=True)
+            if done.returncode == 127 and shell == "dash":
+                continue
+            assert done.returncode == 0, (shell, done.stderr)
+
+
+# ------------------------------------------------------------------------------------------------- kvaware tokenizer
+
+
+TINY_TOKENIZER = """
+import json, pathlib, sys
+from tokenizers import Tokenizer, models, pre_tokenizers
+out = pathlib.Path(sys.argv[1])
+out.mkdir(parents=True)
+tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0, "hello": 1, "kv": 2, "tiers": 3}, unk_token="[UNK]"))
+tok.pre_tokenizer = pre_tokenizers.Whitespace()
+tok.save(str(out / "tokenizer.json"))
+(out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]"}))
+(out / "special_tokens_map.json").write_text(json.dumps({"unk_token": "[UNK]"}))
+(out / "config.json").write_text(json.dumps({"model_type": "llama"}))
+(out / "model-00001-of-00001.safetensors").write_text("weights")
+"""
+
+
+def test_a_kvaware_router_with_s3_weights_loads_the_engines_tokenizer_offline(tmp_path):
+    """The router's init container copies the S3 prefix's tokenizer files into the Hugging Face cache under the
+    served model name; the router venv's transformers (5.24.0, the router's pin) then resolves
+    ``AutoTokenizer.from_pretrained(<model>)`` from that copy with ``HF_HUB_OFFLINE=1``, as production-stack does."""
+    import fnmatch
+    import shlex
+    import shutil
+
+    if not ROUTER_VENV.exists():
+        pytest.skip("no .venv-router (make test builds it)")
+    env = two_endpoint_env()
+    objs = render(env, "llama-8b")  # kvaware, S3 weights
+    pod = router_deployment(objs)["spec"]["template"]["spec"]
+    router = pod["containers"][0]
+    assert env_of(router)["HF_HUB_OFFLINE"]["value"] == "1"
+    (init,) = pod["initContainers"]
+    assert init["image"] == env.serving.images.model_sync_image
+    assert {m["name"] for m in init["volumeMounts"]} <= {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    # The rendered script: sync (its filters) into the snapshot, then refs/main. The S3 copy is played by a local
+    # directory, filtered as `aws s3 sync --exclude '*' --include ...` filters (the last matching filter wins).
+    script = init["command"][2]
+    sync, refs = script.split(" && ", 1)
+    words = shlex.split(sync)
+    assert words[:3] == ["aws", "s3", "sync"] and words[3] == "s3://kvtiers-models/llama/3.1-8b-instruct"
+    snapshot = words[4]
+    filters = [(words[i], words[i + 1]) for i in range(5, len(words) - 1) if words[i] in ("--exclude", "--include")]
+    source = tmp_path / "s3"
+    made = subprocess.run([str(ROUTER_VENV), "-c", TINY_TOKENIZER, str(source)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    home = tmp_path / "home"
+    hf_home = env_of(router)["HF_HOME"]["value"]
+    root = str(Path(hf_home).parent.parent)  # the router's HOME, an emptyDir
+    local = lambda path: home / Path(path).relative_to(root)
+    copied = []
+    for f in source.iterdir():
+        keep = True
+        for kind, pattern in filters:
+            if fnmatch.fnmatch(f.name, pattern):
+                keep = kind == "--include"
+        if keep:
+            copied.append(f.name)
+            local(snapshot).mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, local(snapshot) / f.name)
+    assert "model-00001-of-00001.safetensors" not in copied and "tokenizer.json" in copied
+    done = subprocess.run(["/bin/sh", "-c", refs.replace(root, str(home))], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    code = (
+        "import sys; from transformers import AutoTokenizer; "
+        "print(AutoTokenizer.from_pretrained(sys.argv[1]).encode('hello kv tiers', add_special_tokens=False))"
+    )
+    variables = {"HF_HOME": str(local(hf_home)), "HF_HUB_OFFLINE": "1", "PATH": os.environ["PATH"]}
+    loaded = subprocess.run(
+        [str(ROUTER_VENV), "-c", code, "meta-llama/Llama-3.1-8B-Instruct"],
+        capture_output=True,
+        text=True,
+        env=variables,
+    )
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.split("\n")[-2] == "[1, 2, 3]"
+
+
+def test_bad_secret_settings_name_the_file_the_field_and_what_is_allowed(tmp_path):
+    from kvtiers.config import ConfigError, load_environment
+
+    raw = yaml.safe_load(yaml.safe_dump(DEV))
+    raw["serving"]["endpoints"][0]["source"]["token_secret"] = "my token"
+    raw["serving"]["endpoints"][0]["api_key"] = "maybe"
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as error:
+        load_environment(path)
+    message = str(error.value)
+    assert str(path) in message
+    assert "serving.endpoints.0.source.token_secret" in message and "A-Za-z0-9/_+=.@-" in message
+    assert "serving.endpoints.0.api_key" in message and "boolean" in message
