@@ -28,7 +28,6 @@ from kvtiers.k8s_charts.secrets import (
     EndpointSecrets,
 )
 from kvtiers.k8s_charts.serving.endpoint import start_command
-from tests.test_observability_rules import upstream_text
 from tests.test_serving_charts import (
     DEV,
     env_of,
@@ -37,7 +36,7 @@ from tests.test_serving_charts import (
     two_endpoint_env,
     vllm,
 )
-from tests.upstream import vllm_source
+from tests.upstream import require_upstream, vllm_source
 
 DRIVER_CRD = (
     "kubernetes-sigs/secrets-store-csi-driver@v1.6.0:"
@@ -134,9 +133,7 @@ def test_the_provider_class_is_valid_against_the_drivers_crd(charts):
     """Schema of ``SecretProviderClass`` v1 as Secrets Store CSI driver v1.6.0 (the one ASCP 3.1.1 locks) installs it."""
     import jsonschema
 
-    text = upstream_text(DRIVER_CRD)
-    if text is None:
-        pytest.skip("secrets-store-csi-driver v1.6.0 not available offline (set KVTIERS_UPSTREAM_MIRRORS)")
+    text = require_upstream(DRIVER_CRD)
     crd = yaml.safe_load(text)
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
     schema = version["schema"]["openAPIV3Schema"]

@@ -1,6 +1,6 @@
 """Upstream source at the pinned versions: the engine image's vLLM wheel (downloaded from PyPI by ``make test``,
-never unpacked), the LMCache packages of the contract venvs, and the two components on no package registry (Curvine,
-production-stack's router), read from bare git mirrors that ``make upstream-mirrors`` clones at their pinned tags.
+never unpacked), the LMCache packages of the contract venvs, and the components on no package registry (Curvine,
+production-stack's router, the Secrets Store CSI driver's CRDs), read from bare git mirrors that ``make upstream-mirrors`` clones at their pinned tags.
 
 Without those mirrors the tests that read Curvine or the router skip, naming :data:`MIRROR_SKIP`; the test session's
 summary counts them (``tests/conftest.py``), so a run says how much of the upstream contract it did not check.
@@ -31,6 +31,7 @@ DEFAULT_MIRRORS = ROOT / ".upstream" / "mirrors"
 MIRRORED: dict[str, tuple[str, str]] = {
     "CurvineIO/curvine": ("v0.4.1", "709f24781f35a0ea8dda01b12212ede007712498"),
     "vllm-project/production-stack": ("vllm-stack-0.1.12", "66b60661aa3052810859a417559e9e830772a091"),
+    "kubernetes-sigs/secrets-store-csi-driver": ("v1.6.0", "4960f9637c51ad9cb9ef264481bc6d9a98bf1f1c"),
 }
 """Repository → (the pinned tag, the commit it pointed at when kvtiers was reviewed against it)."""
 
