@@ -50,7 +50,7 @@ from tests.fakes.kube_server import FakeKube
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_engine_drain import free_port, with_flags
 from tests.test_lmcache_contract import kvaware_env
-from tests.upstream import MIRROR_SKIP, mirror_git_dir
+from tests.upstream import MIRROR_SKIP, mirror_git_dir, skip_without_mirror
 
 ROUTER_VENV = ROOT / ".venv-router"
 STUBS = ROOT / "tests" / "stubs"
@@ -84,7 +84,13 @@ def skip_reason() -> str | None:
     return None if tag.returncode == 0 else f"{git_dir} has no tag {RELEASE}"
 
 
-pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
+@pytest.fixture(scope="module", autouse=True)
+def _router_source_available() -> None:
+    reason = skip_reason()
+    if reason is not None and MIRROR_SKIP in reason:
+        skip_without_mirror(reason)
+    elif reason is not None:
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.upstream import MIRRORED, fetch_mirrors
 
 
@@ -38,3 +39,25 @@ def test_a_tag_at_the_reviewed_commit_is_mirrored_and_a_moved_tag_is_refused(tmp
     assert git("--git-dir", str(mirrored), "show", "v1:f", cwd=tmp_path) == "x"
     with pytest.raises(SystemExit, match="kvtiers reviewed 0{40}"):
         fetch_mirrors(tmp_path / "moved", {"acme/widget": ("v1", "0" * 40)}, host=f"file://{tmp_path / 'host'}")
+
+
+def test_where_the_mirrors_are_required_a_missing_one_fails_the_check(tmp_path):
+    """The pull-request workflow fetches the mirrors and sets KVTIERS_UPSTREAM_REQUIRED=1: a check that still finds
+    none fails there, so a green run there has read the upstream source."""
+    import os
+    import sys
+
+    test = tmp_path / "test_needs_mirror.py"
+    test.write_text(
+        "from tests.upstream import require_upstream\n"
+        "def test_it():\n"
+        "    require_upstream('CurvineIO/curvine@v0.4.1:README.md')\n"
+    )
+    env = {**os.environ, "KVTIERS_UPSTREAM_MIRRORS": str(tmp_path / "none"), "PYTHONPATH": str(ROOT)}
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(test)]
+    skipped = subprocess.run(run, env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout
+    failed = subprocess.run(
+        run, env={**env, "KVTIERS_UPSTREAM_REQUIRED": "1"}, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert failed.returncode == 1 and "KVTIERS_UPSTREAM_REQUIRED=1" in failed.stdout, failed.stdout

@@ -69,13 +69,25 @@ def upstream_text(source: str) -> str | None:
     return shown.stdout
 
 
-def require_upstream(source: str) -> str:
-    """:func:`upstream_text`, skipping the calling test (with :data:`MIRROR_SKIP`) when its mirror is missing."""
+MIRRORS_REQUIRED = os.environ.get("KVTIERS_UPSTREAM_REQUIRED") == "1"
+"""Set where the mirrors were fetched (the pull-request workflow): a missing one then fails instead of skipping."""
+
+
+def skip_without_mirror(reason: str) -> None:
+    """Skip the calling test for a missing mirror (fail it where the mirrors are required)."""
     import pytest
 
+    if MIRRORS_REQUIRED:
+        pytest.fail(f"{reason} (KVTIERS_UPSTREAM_REQUIRED=1)")
+    pytest.skip(reason)
+
+
+def require_upstream(source: str) -> str:
+    """:func:`upstream_text`, skipping the calling test (with :data:`MIRROR_SKIP`) when its mirror is missing."""
     text = upstream_text(source)
     if text is None:
-        pytest.skip(f"{source}: {MIRROR_SKIP}")
+        skip_without_mirror(f"{source}: {MIRROR_SKIP}")
+    assert text is not None
     return text
 
 
