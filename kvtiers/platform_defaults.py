@@ -91,7 +91,8 @@ EBS_VOLUME_GB = 500
 """Secondary EBS per node, mounted at /opt/sagemaker: images, kubelet volumes and logs."""
 MAX_EBS_VOLUME_GB = 16384
 TIERED_STORAGE_ENABLED = True
-"""LMCache's L1 on HyperPod (the operator's tiered-storage backend) uses this memory tier."""
+"""On, as in the source design; only the Inference Operator's ``tieredstorage`` KV backend reads this memory tier,
+not kvtiers' own serving paths (HyperPodCluster says so in an info annotation)."""
 TIERED_STORAGE_MEMORY_PERCENTAGE = 20
 """20 % of node memory, the value the source design measured with."""
 

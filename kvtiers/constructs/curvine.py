@@ -107,7 +107,9 @@ class CurvineL2(Construct):
         engines meet) as the manifest ``ServingNamespace``, retained when it leaves the stack (CloudFormation then
         never runs its ``kubectl delete``, which would delete the namespace and every endpoint, claim and janitor in
         it); so moving to a manifest of your own later keeps the namespace. No other manifest may declare the same
-        namespace on the same cluster (synth fails): deleting either would delete it
+        namespace on the same cluster (synth fails): deleting either would delete it. A manifest given here is retained
+        too and must have ``overwrite=True``. Move to one of your own only in a deploy after one of this version (a
+        stack deployed before retention existed deletes the old manifest under its old policy)
     :param operator_endpoints: endpoints of the HyperPod Inference Operator will run in the serving namespace this
         construct creates, so it enforces Pod Security ``privileged`` there (the operator writes its pods' security
         context, which kvtiers does not know; warn and audit still report). @default False: ``baseline``, which the
@@ -260,12 +262,32 @@ class CurvineL2(Construct):
                 names=(serving_namespace,),
                 enforce={serving_namespace: serving_enforce_level(operator_endpoints)},
             )
+            for obj in namespace.node.find_all():
+                if isinstance(obj, cdk8s.ApiObject):
+                    # A change of the object itself, so that the retention below reaches a stack deployed before it
+                    # existed with a real update (a change of the DeletionPolicy alone may not be one).
+                    obj.metadata.add_annotation(RETAINED_ANNOTATION, "true")
             serving_namespace_manifest = deploy("ServingNamespace", namespace, [])
-            cast(cdk.CfnResource, serving_namespace_manifest.node.default_child).apply_removal_policy(
-                cdk.RemovalPolicy.RETAIN
-            )
             self.node.add_validation(_OneNamespaceManifest(serving_namespace_manifest, serving_namespace))
+        if isinstance(serving_namespace_manifest, eks.KubernetesManifest):
+            _retain_namespace_manifest(serving_namespace_manifest)
         self.ready = deploy("CurvineStorage", storage, [csi, serving_namespace_manifest])
+
+
+RETAINED_ANNOTATION = "kvtiers.io/retained"
+
+
+def _retain_namespace_manifest(manifest: eks.KubernetesManifest) -> None:
+    """The manifest that creates the serving namespace is never deleted with the stack's resources (the kubectl
+    handler's Delete is ``kubectl delete``, which takes the claim, the janitor and every endpoint with it: on a removal,
+    on a new logical ID, and on the rollback of a deploy that created it). It must apply over a namespace that may
+    already exist (``overwrite``: the handler's create is ``kubectl create`` otherwise, which fails on it)."""
+    if _properties(manifest).get("Overwrite") is not True:
+        raise ValueError(
+            f"CurvineL2: serving_namespace_manifest {manifest.node.path} needs overwrite=True: the namespace may "
+            "already exist (created by this construct before), and the kubectl handler's create without it fails"
+        )
+    cast(cdk.CfnResource, manifest.node.default_child).apply_removal_policy(cdk.RemovalPolicy.RETAIN)
 
 
 @jsii.implements(IValidation)

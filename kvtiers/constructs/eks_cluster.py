@@ -201,6 +201,12 @@ class EksCluster(Construct):
             # warns on every synth); an app that set the flag either way keeps its choice (turning it on replaces a
             # deployed provider: cx-api FEATURE_FLAGS.md).
             self.node.set_context(NATIVE_OIDC_PROVIDER_FLAG, True)
+            cdk.Annotations.of(self).add_info(
+                f"kvtiers:native-oidc-provider: {NATIVE_OIDC_PROVIDER_FLAG} is unset in this app, so EksCluster uses "
+                "the native AWS::IAM::OIDCProvider. If this cluster was deployed with the custom-resource provider "
+                "(an operator's roles trust it), set the flag to false in cdk.json to keep it: IAM refuses a second "
+                "provider for the same issuer, and the deploy would roll back"
+            )
         access = _endpoint_access(endpoint_access, public_access_cidrs)
         try:
             release(kubernetes_version)

@@ -141,7 +141,9 @@ class HyperPodCluster(Construct):
     :param node_recovery: ``"Automatic"`` or ``"None"``. @default ``"Automatic"``: HyperPod replaces unhealthy
         nodes without an operator
     :param tiered_storage_enabled: HyperPod tiered storage (managed tiered KV cache memory on every node).
-        @default on: LMCache's L1 on HyperPod (the operator's tiered-storage backend) uses this memory tier
+        @default on, as in the source design kvtiers reproduces; only the Inference Operator's ``tieredstorage`` KV
+        backend reads it, not kvtiers' own serving paths (Curvine L2), so turn it off to give that memory to the
+        engines' L1 (an info annotation says so when it is on)
     :param tiered_storage_memory_percentage: share of node memory, 0 to 100, reserved for tiered storage when it is
         on. @default 20, the value the source design measured with
     :param lifecycle_dir: folder uploaded as lifecycle scripts; must hold ``on_create.sh``. @default the project's
@@ -252,6 +254,13 @@ class HyperPodCluster(Construct):
         self.lifecycle_bucket.grant_read(self.execution_role)
         self.key.grant(self.execution_role, "kms:CreateGrant", "kms:DescribeKey")
 
+        if tiered_storage_enabled:
+            cdk.Annotations.of(self).add_info(
+                f"kvtiers:tiered-storage: HyperPod reserves {tiered_storage_memory_percentage} % of every node's memory "
+                "for tiered storage, which only the Inference Operator's tieredstorage KV backend reads; kvtiers' "
+                "serving paths (the Curvine L2) do not, and the endpoints' fit checks subtract it. "
+                "tiered_storage_enabled=False gives that memory to the engines"
+            )
         tiered = sagemaker.CfnCluster.TieredStorageConfigProperty(
             mode="Enable" if tiered_storage_enabled else "Disable",
             instance_memory_allocation_percentage=tiered_storage_memory_percentage if tiered_storage_enabled else None,
