@@ -51,3 +51,14 @@ def test_the_hyperpod_cluster_says_what_its_tiered_storage_memory_is_for(enabled
     assert bool(infos) is enabled
     if enabled:
         assert "20 %" in str(infos[0].entry.data) and "tiered_storage_enabled=False" in str(infos[0].entry.data)
+
+
+def test_an_add_on_installed_twice_is_named_not_a_construct_id_clash():
+    stack = cdk.Stack(
+        cdk.App(context=cdk_context()), "twice", env=cdk.Environment(account="111111111111", region="us-east-1")
+    )
+    network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az2"))
+    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
+    eks.add_addon("aws-ebs-csi-driver", "v1.47.0-eksbuild.1")
+    with pytest.raises(ValueError, match=r"add-on 'aws-ebs-csi-driver' is already installed on this cluster"):
+        eks.add_addon("aws-ebs-csi-driver", "v1.48.0-eksbuild.1")

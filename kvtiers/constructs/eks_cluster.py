@@ -316,7 +316,14 @@ class EksCluster(Construct):
         service_account: str | None = None,
         configuration_values: Mapping[str, Any] | None = None,
     ) -> eks_l1.CfnAddon:
-        """A pinned EKS add-on installed after the Pod Identity agent (its role, if any, is handed out by it)."""
+        """A pinned EKS add-on installed after the Pod Identity agent (its role, if any, is handed out by it). One per
+        name: EKS installs an add-on once per cluster."""
+        if name in self.addons:
+            raise ValueError(
+                f"EksCluster: add-on {name!r} is already installed on this cluster (version "
+                f"{self.addons[name].addon_version}); a construct that needs it (CurvineL2 installs aws-ebs-csi-driver) "
+                "and your own add_addon cannot both install it: keep one"
+            )
         addon = pinned_addon(
             self,
             pascal_case(name),
