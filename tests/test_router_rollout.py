@@ -66,6 +66,7 @@ WORKER_TIMEOUT_SECONDS = 6
 """The router's ``--lmcache-worker-timeout`` in the drill (30 s by default, 40 s as kvtiers renders it): the window in
 which a departed engine's index still answers lookups is this plus the health-check interval."""
 CLIENTS = 4
+DRILL_KEY = "drill-key-0123456789"
 
 
 def mirror() -> Path | None:
@@ -242,6 +243,11 @@ class Drill:
             )
         )
         env = {e["name"]: e["value"] for e in router["env"] if "value" in e and e["name"] != "PYTHONPATH"}
+        if "KVTIERS_API_KEY_FILE" in env:
+            # The endpoint's key as the CSI driver mounts it; the drill's client sends it (the router checks it).
+            key_file = self.tmp / "api-key"
+            key_file.write_text(f"{DRILL_KEY}\n")
+            env["KVTIERS_API_KEY_FILE"] = str(key_file)
         env.update(
             PATH=os.environ["PATH"],
             HOME=str(self.tmp),
@@ -277,7 +283,9 @@ class Drill:
     def complete(self, prompt: str) -> int:
         body = json.dumps({"model": "test-model", "prompt": prompt, "max_tokens": 2}).encode()
         request = urllib.request.Request(
-            f"{self.url}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+            f"{self.url}/v1/completions",
+            data=body,
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {DRILL_KEY}"},
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:

@@ -16,8 +16,10 @@ from constructs import Construct
 
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.secrets import (
+    API_KEY_FILE,
     HF_TOKEN_PATH,
     ROUTER_KEY_TO_ENV,
+    SECRETS_DIR,
     EndpointSecrets,
     secrets_mount,
     secrets_volume,
@@ -48,6 +50,9 @@ ROUTER_WRITABLE = {"home": (ROUTER_HOME, "2Gi"), "tmp": ("/tmp", "1Gi")}
 KVAWARE_FALLBACK_MODULE = "kvtiers_kvaware_fallback"
 """kvaware: the module the router loads with ``--callbacks`` (``kvtiers/k8s_charts/kvtiers_kvaware_fallback.py``): a
 cache match on an engine that is no longer an endpoint is routed as a miss, never to the departed pod."""
+ROUTER_AUTH_MODULE = "kvtiers_router_auth"
+"""With an API key: the module the router loads with ``--callbacks`` (``kvtiers/k8s_charts/kvtiers_router_auth.py``):
+401 for a request without a key on every route the router proxies; it imports kvaware's fallback first."""
 ROUTER_SCRIPTS_DIR = "/etc/kvtiers"
 SCRIPTS_CHECKSUM_ANNOTATION = "kvtiers.io/router-scripts-sha256"
 PRESTOP_DELAY_SECONDS = 10
@@ -148,14 +153,26 @@ class TokenizerCopy:
 
 
 @cache
-def kvaware_fallback_source() -> str:
-    """The module's file, read without importing it (it imports the router's code)."""
-    spec = importlib.util.find_spec(f"kvtiers.k8s_charts.{KVAWARE_FALLBACK_MODULE}")
+def router_module_source(module: str) -> str:
+    """A module the router imports (shipped in its ConfigMap), read without importing it (it may import the
+    router's code)."""
+    spec = importlib.util.find_spec(f"kvtiers.k8s_charts.{module}")
     assert spec is not None and spec.origin is not None
     return Path(spec.origin).read_text()
 
 
-def router_args(*, name: str, namespace: str, router: Router, controller: LMCacheController | None) -> list[str]:
+def kvaware_fallback_source() -> str:
+    return router_module_source(KVAWARE_FALLBACK_MODULE)
+
+
+def router_modules(*, controller: LMCacheController | None, api_key: bool) -> tuple[str, ...]:
+    """The kvtiers modules the router loads, the one ``--callbacks`` names last."""
+    return (*([KVAWARE_FALLBACK_MODULE] if controller is not None else []), *([ROUTER_AUTH_MODULE] if api_key else []))
+
+
+def router_args(
+    *, name: str, namespace: str, router: Router, controller: LMCacheController | None, api_key: bool = False
+) -> list[str]:
     """The router's command line: discover the endpoint's engine pods, route by ``router.routing``."""
     args = [
         "--host",
@@ -188,9 +205,10 @@ def router_args(*, name: str, namespace: str, router: Router, controller: LMCach
             # Consistent with the engines' heartbeat (the same LMCacheController): a live engine is never dropped.
             "--lmcache-worker-timeout",
             str(controller.worker_timeout_seconds),
-            "--callbacks",
-            f"{KVAWARE_FALLBACK_MODULE}.callbacks",
         ]
+    modules = router_modules(controller=controller, api_key=api_key)
+    if modules:
+        args += ["--callbacks", f"{modules[-1]}.callbacks"]
     return args
 
 
@@ -299,8 +317,13 @@ class RouterDeployment(Construct):
             )
         annotations = None
         self.scripts = None
-        if controller is not None:
-            scripts = {f"{KVAWARE_FALLBACK_MODULE}.py": kvaware_fallback_source()}
+        modules = router_modules(controller=controller, api_key=api_key)
+        if api_key:
+            env.append(k8s.EnvVar(name="KVTIERS_API_KEY_FILE", value=f"{SECRETS_DIR}/{API_KEY_FILE}"))
+            if len(modules) > 1:
+                env.append(k8s.EnvVar(name="KVTIERS_ROUTER_MODULES", value=" ".join(modules[:-1])))
+        if modules:
+            scripts = {f"{module}.py": router_module_source(module) for module in modules}
             self.scripts = k8s.KubeConfigMap(
                 self,
                 "Scripts",
@@ -327,7 +350,9 @@ class RouterDeployment(Construct):
             # With an API key: the key file's first key as VLLM_API_KEY, then the image's entrypoint.
             command=["/bin/sh", "-c", ROUTER_KEY_TO_ENV, ROUTER_ENTRYPOINT] if api_key else None,
             args=with_extra_args(
-                "Router", router_args(name=name, namespace=ns, router=router, controller=controller), router.extra_args
+                "Router",
+                router_args(name=name, namespace=ns, router=router, controller=controller, api_key=api_key),
+                router.extra_args,
             ),
             env=with_extra_env("Router", env, router.extra_env),
             ports=ports,
