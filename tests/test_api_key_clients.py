@@ -1,6 +1,6 @@
-"""``kvtiers bench`` and ``kvtiers verify`` against an endpoint with API keys: vLLM 0.12.0's own
-``AuthenticationMiddleware`` (from the engine image's wheel) in front of a small streaming server, over real HTTP;
-keys from Secrets Manager (its ``GetSecretValue`` answers and errors)."""
+"""``kvtiers bench`` and ``kvtiers verify`` against an endpoint with API keys, and the router's key check itself:
+``kvtiers_router_auth`` (the module the router loads) in front of a small streaming server as production-stack calls
+it, over real HTTP in the router venv; keys from Secrets Manager (its ``GetSecretValue`` answers and errors)."""
 
 from __future__ import annotations
 
@@ -18,28 +18,34 @@ from kvtiers.cli.api_key import ApiKeyError, read_api_key
 from kvtiers.cli.main import app
 from kvtiers.cli.verify import api_key, runner
 from kvtiers.config import load_environment
+from kvtiers.k8s_charts import kvtiers_router_auth
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
 from tests.fakes.kube_server import FakeKube
-from tests.upstream import vllm_source
 
 KEYS = ["NewKey123", "OldKey456"]
 ROUTER_PYTHON = ROOT / ".venv-router" / "bin" / "python"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """vLLM 0.12.0's key check with :data:`KEYS`, serving over HTTP (``tests/fakes/keyed_vllm_server.py``)."""
+def key_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("secrets") / "api-key"
+    path.write_text(" ".join(KEYS) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(key_file):
+    """The router's key check with :data:`KEYS` in its key file, serving over HTTP (``keyed_router_server.py``)."""
     if not ROUTER_PYTHON.exists():
         pytest.skip("no .venv-router (make test builds it): FastAPI and uvicorn at the router's pins")
-    source = tmp_path_factory.mktemp("vllm") / "api_server.py"
-    source.write_text(vllm_source("vllm/entrypoints/openai/api_server.py"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    script = Path(__file__).parent / "fakes" / "keyed_vllm_server.py"
-    process = subprocess.Popen([str(ROUTER_PYTHON), str(script), str(source), str(port), *KEYS])
+    script = Path(__file__).parent / "fakes" / "keyed_router_server.py"
+    module = Path(kvtiers_router_auth.__file__)
+    process = subprocess.Popen([str(ROUTER_PYTHON), str(script), str(module), str(port), str(key_file)])
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -119,7 +125,7 @@ def test_read_api_key_names_the_secret_and_the_cause():
 @pytest.fixture
 def keyed_world(dev_env, dev_objects):
     with FakeKube() as kube:
-        build_healthy(kube, dev_env, dev_objects)
+        kube.handles = build_healthy(kube, dev_env, dev_objects)
         yield kube
 
 
@@ -135,11 +141,10 @@ def test_verify_passes_when_the_router_answers_401_without_a_key(keyed_world, de
     assert "401" in check.detail
 
 
-def test_verify_fails_when_engines_serve_without_the_key(keyed_world, dev_env):
-    handles_engines = [h for h in keyed_world.proxies.values() if hasattr(h, "keyed")]
-    assert handles_engines, "the rendered engines start with the key file"
-    for engine in handles_engines:
-        engine.keyed = False
+def test_verify_fails_when_the_router_serves_without_the_key(keyed_world, dev_env):
+    router = keyed_world.handles["routers"]["qwen2-7b"]
+    assert router["keyed"], "the rendered router loads the key check"
+    router["keyed"] = False
     check = api_key.check_api_key(
         secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
     )
@@ -156,3 +161,31 @@ def test_verify_fails_naming_a_missing_secret(keyed_world, dev_env):
 def test_verify_runs_the_api_key_check_only_on_authenticated_endpoints(dev_env):
     steps = [(a, n) for a, n, _ in runner.steps(dev_env, runner.Clients(sagemaker=None, kube=None), False, 1, 1)]
     assert ("endpoint:qwen2-7b", api_key.NAME) in steps
+
+
+# ------------------------------------------------------------------------------------------------- the router's check
+
+
+def completion(url: str, header: str | None) -> int:
+    headers = {"Authorization": header} if header is not None else {}
+    return httpx.post(f"{url}/v1/completions", json={"model": "m", "prompt": "a b"}, headers=headers).status_code
+
+
+def test_the_router_refuses_what_vllm_would_and_takes_every_key_of_the_file(server):
+    assert completion(server, None) == 401
+    assert completion(server, "Bearer wrong") == 401
+    assert completion(server, f"Basic {KEYS[0]}") == 401
+    assert completion(server, f"bearer {KEYS[1]}") == 200  # the scheme is case-insensitive, as vLLM's
+    assert completion(server, f"Bearer {KEYS[0]}") == 200
+
+
+def test_a_rotated_key_file_is_read_without_a_restart(server, key_file):
+    original = key_file.read_text()
+    try:
+        key_file.write_text("Rotated789\n")
+        assert completion(server, "Bearer Rotated789") == 200
+        assert completion(server, f"Bearer {KEYS[0]}") == 401
+        key_file.write_text("")
+        assert completion(server, "Bearer Rotated789") == 401, "an empty file refuses everything"
+    finally:
+        key_file.write_text(original)

@@ -60,8 +60,8 @@ def test_healthy_cluster_passes_every_kubernetes_check(world, dev_env):
     cross = results[crosspod.NAME]
     assert "stored 1941" in cross.detail and "hit 1941" in cross.detail and "100%" in cross.detail
     # the check went through the API server's proxy subresource, not pod IPs
-    # dev's endpoint has an API key, which the proxy cannot carry: vLLM's /invocations runs the same completion
-    assert any("/pods/qwen2-7b-engine-1:8000/proxy/invocations" in path for _, path in kube.log)
+    # (the engines take no key: the router checks it)
+    assert any("/pods/qwen2-7b-engine-1:8000/proxy/v1/completions" in path for _, path in kube.log)
     assert any("/services/qwen2-7b-router:80/proxy/engines" in path for _, path in kube.log)
 
 

@@ -6,8 +6,6 @@ loader (extracted from the engine image's wheel); the IAM is evaluated on the sy
 
 from __future__ import annotations
 
-import ast
-import logging
 import os
 import subprocess
 from pathlib import Path
@@ -19,18 +17,15 @@ from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.secrets import (
     API_KEY_FILE,
-    ENGINE_KEYS_TO_CONFIG,
     HF_TOKEN_FILE,
-    ROUTER_KEY_TO_ENV,
     SECRETS_DIR,
     SECRETS_STORE_DRIVER,
-    VLLM_KEY_CONFIG,
     EndpointSecrets,
 )
-from kvtiers.k8s_charts.serving.endpoint import start_command
 from tests.test_serving_charts import (
     DEV,
     env_of,
+    flag,
     render,
     router_deployment,
     two_endpoint_env,
@@ -79,7 +74,9 @@ def test_each_endpoint_mounts_only_its_own_provider_class_read_only(env, charts)
         assert params["usePodIdentity"] == "true" and params["region"] == env.region
         objects = {o["objectAlias"]: o["objectName"] for o in yaml.safe_load(params["objects"])}
         assert objects[API_KEY_FILE] == env.api_key_secret_name(name) == f"kvtiers/{env.name}/{name}/api-key"
-        for pod in (engine_pod(objs), pod_spec(router_deployment(objs))):
+        # The router checks the keys; the engines take none (they mount the class only for a Hugging Face token).
+        assert not [v for v in engine_pod(objs)["volumes"] if "csi" in v]
+        for pod in (pod_spec(router_deployment(objs)),):
             csi = [v for v in pod["volumes"] if "csi" in v]
             assert [v["csi"] for v in csi] == [
                 {
@@ -112,8 +109,8 @@ def test_an_endpoint_without_api_key_renders_no_key_and_no_wrapper():
     env = Environment.model_validate(raw)
     objs = render(env, "qwen2-7b")
     assert not [o for o in objs if o["kind"] == "SecretProviderClass"]
-    assert "--config" not in vllm(objs)["args"]
-    assert "command" not in router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+    router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+    assert "--callbacks" not in router["args"] and "KVTIERS_API_KEY_FILE" not in env_of(router)
 
 
 def test_operator_endpoints_refuse_api_key_true_naming_the_field():
@@ -146,84 +143,41 @@ def test_the_provider_class_is_valid_against_the_drivers_crd(charts):
         jsonschema.validate(bad, schema)
 
 
-# ------------------------------------------------------------------------------------------------- the start wrappers
+# ------------------------------------------------------------------------------------------------- the router's check
 
 
-def vllm_config_loader():
-    """``FlexibleArgumentParser.load_config_file`` of vLLM 0.12.0, from the wheel, as a plain function."""
-    source = vllm_source("vllm/utils/argparse_utils.py")
-    module = ast.parse(source)
-    parser = next(n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "FlexibleArgumentParser")
-    method = next(n for n in parser.body if isinstance(n, ast.FunctionDef) and n.name == "load_config_file")
-    namespace: dict = {"yaml": yaml, "logger": logging.getLogger("vllm")}
-    exec(compile(ast.Module(body=[method], type_ignores=[]), "argparse_utils.py", "exec"), namespace)  # noqa: S102 - the pinned wheel's own code
-    return lambda path: namespace["load_config_file"](None, path)
-
-
-def run_engine_wrapper(tmp_path: Path, key_file: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """The rendered engine command, with the secrets and run directories moved under ``tmp_path`` and vLLM replaced
-    by a script that prints its arguments."""
-    secrets, run = tmp_path / "secrets", tmp_path / "run"
-    secrets.mkdir()
-    run.mkdir()
-    (secrets / API_KEY_FILE).write_text(key_file)
-    config = run / Path(VLLM_KEY_CONFIG).name
-    fake_vllm = tmp_path / "vllm"
-    fake_vllm.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
-    fake_vllm.chmod(0o755)
-    shell, flag, script, _ = start_command("vllm", api_key=True)
-    script = script.replace(SECRETS_DIR, str(secrets)).replace(VLLM_KEY_CONFIG, str(config))
-    env = {"PATH": os.environ["PATH"], "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
-    args = ["serve-model", "--config", str(config)]
-    done = subprocess.run([shell, flag, script, str(fake_vllm), *args], capture_output=True, text=True, env=env)
-    return done, config
-
-
-def test_the_engine_wrapper_turns_every_key_into_vllms_own_config(tmp_path):
-    done, config = run_engine_wrapper(tmp_path, "NewKey123\nOldKey456 \n")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["serve", "serve-model", "--config", str(config)]
-    assert oct(config.stat().st_mode & 0o777) == "0o600"
-    assert vllm_config_loader()(str(config)) == ["--api-key", "NewKey123", "OldKey456"]
-
-
-@pytest.mark.parametrize(
-    ("content", "why"),
-    [("", "holds no key"), ("  \n", "holds no key"), ("good bad'quote", "holds a character outside")],
-)
-def test_the_engine_refuses_to_start_without_a_usable_key(tmp_path, content, why):
-    done, _ = run_engine_wrapper(tmp_path, content)
-    assert done.returncode != 0
-    assert why in done.stderr
-    assert "serve" not in done.stdout
-
-
-def test_the_engine_command_carries_no_key(charts):
+def test_the_router_loads_its_key_check_and_the_engines_take_no_key(charts):
+    """With an API key the router loads ``kvtiers_router_auth`` from its ConfigMap (``--callbacks``) and reads the
+    mounted key file; the engines' command line and environment carry no key (vLLM logs its arguments at start)."""
     for objs in charts.values():
-        container = vllm(objs)
-        assert container["command"][2].startswith(ENGINE_KEYS_TO_CONFIG)
-        assert container["args"][-2:] == ["--config", VLLM_KEY_CONFIG]
-        assert "--api-key" not in container["args"]
+        router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+        module = flag(router["args"], "--callbacks").rpartition(".")[0]
+        assert module == "kvtiers_router_auth"
+        scripts = next(
+            o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-router-kvtiers")
+        )
+        assert f"{module}.py" in scripts["data"]
+        assert env_of(router)["KVTIERS_API_KEY_FILE"]["value"] == f"{SECRETS_DIR}/{API_KEY_FILE}"
+        assert "command" not in router, "the image's own entrypoint"
+        engine = vllm(objs)
+        assert not {"--api-key", "--config"} & set(engine["args"]) and "VLLM_API_KEY" not in env_of(engine)
 
 
-def test_the_router_wrapper_exports_the_first_key_and_runs_the_entrypoint(tmp_path, charts):
-    secrets = tmp_path / "secrets"
-    secrets.mkdir()
-    (secrets / API_KEY_FILE).write_text("NewKey123 OldKey456\n")
-    probe = tmp_path / "router"
-    probe.write_text('#!/bin/sh\necho "key=$VLLM_API_KEY"; printf "%s\\n" "$@"\n')
-    probe.chmod(0o755)
-    command = router_deployment(charts["qwen2-7b"])["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[2] == ROUTER_KEY_TO_ENV and command[3] == "/opt/venv/bin/vllm-router"
-    script = command[2].replace(SECRETS_DIR, str(secrets))
-    done = subprocess.run(
-        [command[0], command[1], script, str(probe), "--port", "8000"], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["key=NewKey123", "--port", "8000"]
-    (secrets / API_KEY_FILE).write_text("")
-    done = subprocess.run([command[0], command[1], script, str(probe)], capture_output=True, text=True)
-    assert done.returncode != 0 and "holds no key" in done.stderr
+def test_a_kvaware_router_loads_the_fallback_before_the_key_check():
+    env = two_endpoint_env()
+    objs = render(env, "llama-8b")
+    router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
+    assert flag(router["args"], "--callbacks") == "kvtiers_router_auth.callbacks"
+    assert env_of(router)["KVTIERS_ROUTER_MODULES"]["value"] == "kvtiers_kvaware_fallback"
+    scripts = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-router-kvtiers"))
+    assert {"kvtiers_router_auth.py", "kvtiers_kvaware_fallback.py"} <= set(scripts["data"])
+
+
+def test_vllm_would_log_a_key_given_on_its_command_line():
+    """Why the engines take no key: vLLM 0.12.0's API server logs every non-default argument at start."""
+    utils = vllm_source("vllm/entrypoints/utils.py")
+    assert 'logger.info("non-default args: %s", non_default_args)' in utils
+    assert "log_non_default_args(args)" in vllm_source("vllm/entrypoints/openai/api_server.py")
 
 
 def test_extra_args_cannot_replace_the_endpoints_keys(env):
@@ -238,7 +192,7 @@ def test_extra_args_cannot_replace_the_endpoints_keys(env):
     from kvtiers.k8s_charts.serving import ServingChart
 
     for extra in (("--api-key", "x"), ("--api_key=x",)):
-        with pytest.raises(ValueError, match="API keys come from Secrets Manager"):
+        with pytest.raises(ValueError, match="API keys come from Secrets Manager .* the router checks them"):
             ServingChart(
                 cdk8s.App(),
                 "x",
@@ -356,16 +310,6 @@ def test_the_platform_pins_the_ascp_addon_with_rotation_and_tolerations(prod_syn
     assert "syncSecret" not in json.dumps(config)
     keys = _resources(template, "AWS::KMS::Alias")
     assert {k["Properties"]["AliasName"] for k in keys.values()} >= {env.serving_secrets_key_alias}
-
-
-def test_router_and_engine_wrappers_use_posix_sh_only():
-    """The images' /bin/sh is dash (Debian python:3.12-slim, Ubuntu vLLM): the scripts must parse there."""
-    for script in (ENGINE_KEYS_TO_CONFIG, ROUTER_KEY_TO_ENV):
-        for shell in ("/bin/sh", "dash"):
-            done = subprocess.run([shell, "-n", "-c", script], capture_output=True, text=True)
-            if done.returncode == 127 and shell == "dash":
-                continue
-            assert done.returncode == 0, (shell, done.stderr)
 
 
 # ------------------------------------------------------------------------------------------------- kvaware tokenizer

@@ -126,7 +126,7 @@ def router_name(endpoint: str) -> str:
 
 
 def router_scripts_config_map_name(endpoint: str) -> str:
-    """kvaware: the ConfigMap with the router's kvtiers module (``kvtiers_kvaware_fallback``)."""
+    """The ConfigMap with the router's kvtiers modules (the key check, kvaware's fallback)."""
     return f"{router_name(endpoint)}-kvtiers"
 
 

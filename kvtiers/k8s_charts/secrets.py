@@ -36,39 +36,12 @@ HF_TOKEN_PATH = f"{SECRETS_DIR}/{HF_TOKEN_FILE}"
 """``HF_TOKEN_PATH``: huggingface_hub reads the token from this file at each ``get_token()`` (hub 2.4.0
 ``constants.py``, ``utils/_auth.py``)."""
 VOLUME_NAME = "kvtiers-secrets"
-RUN_DIR = "/run/kvtiers"
-"""A memory-backed emptyDir of the engine where its start wrapper writes vLLM's key file (never on disk)."""
-VLLM_KEY_CONFIG = f"{RUN_DIR}/vllm-api-keys.yaml"
-"""vLLM's ``--config`` file (the extension must be ``yaml``: ``utils/argparse_utils.py``, ``load_config_file``)."""
-KEY_CHARACTERS = "A-Za-z0-9._~+/=-"
-"""Characters a key may hold: what Secrets Manager's generator emits without punctuation, plus the token68
-characters of an HTTP bearer token (RFC 6750), and nothing that YAML or a shell would read."""
 SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
-
-ENGINE_KEYS_TO_CONFIG = (
-    f"umask 077 && set -f && keys=$(cat {SECRETS_DIR}/{API_KEY_FILE}) || exit 1; "
-    f'n=0; {{ echo "api-key:"; for k in $keys; do case "$k" in *[!{KEY_CHARACTERS}]*) '
-    f'echo "kvtiers: {SECRETS_DIR}/{API_KEY_FILE} holds a character outside [{KEY_CHARACTERS}]" >&2; exit 1;; esac; '
-    f"n=$((n+1)); echo \"  - '$k'\"; done; }} > {VLLM_KEY_CONFIG} || exit 1; "
-    f'[ "$n" -gt 0 ] || {{ echo "kvtiers: {SECRETS_DIR}/{API_KEY_FILE} holds no key" >&2; exit 1; }}; set +f'
-)
-"""The engine's start wrapper, first part: every whitespace-separated key of the mounted file as vLLM's ``api-key``
-list in :data:`VLLM_KEY_CONFIG` (mode 0600; globbing off while the keys are split, on again for what follows), or a
-start failure that says why (no key, a character a YAML scalar or
-an HTTP header could not carry). The keys never reach the command line (``/proc/<pid>/cmdline``) or the
-environment."""
-ENGINE_CONFIG_ARGS = ("--config", VLLM_KEY_CONFIG)
-"""Appended to ``vllm serve``'s arguments: vLLM 0.12.0 expands the file's keys after the positional model
-(``FlexibleArgumentParser._pull_args_from_config``)."""
-ROUTER_KEY_TO_ENV = (
-    f"read -r VLLM_API_KEY _ < {SECRETS_DIR}/{API_KEY_FILE} || true; "
-    f'[ -n "$VLLM_API_KEY" ] || {{ echo "kvtiers: {SECRETS_DIR}/{API_KEY_FILE} holds no key" >&2; exit 1; }}; '
-    'export VLLM_API_KEY; exec "$0" "$@"'
-)
-"""The router's start command: the file's *first* key as ``VLLM_API_KEY``, which production-stack vllm-stack-0.1.12
-sends (``Authorization: Bearer``) when it discovers the engines' models (``service_discovery.py``, read per call with
-``os.getenv``; without it discovery finds no model). Clients' own ``Authorization`` headers are forwarded to the
-engines unchanged (``request.py``), and the engines check them. A rotation puts the new key first."""
+API_KEY_FILE_ENV = "KVTIERS_API_KEY_FILE"
+"""Where the router's key check (``kvtiers_router_auth.py``) reads the endpoint's keys; it re-reads the file when the
+driver's rotation rewrites it. The engines take no key: vLLM 0.12.0 logs every non-default argument at start
+(``entrypoints/utils.py`` ``log_non_default_args``, called by ``api_server.py``), an ``--api-key`` included, and checks
+keys only under ``/v1`` (its SageMaker ``/invocations`` route serves completions without one)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.hyperpod_operator import policy
 from kvtiers.k8s_charts.names import CURVINE_JANITOR
-from kvtiers.k8s_charts.secrets import VLLM_KEY_CONFIG
+from kvtiers.k8s_charts.secrets import API_KEY_FILE_ENV
 from kvtiers.stacks.wiring.serving import operator_endpoint
 from tests.fakes import kyverno
 from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply, matches
@@ -183,7 +183,6 @@ def _engine(
         handles["l2"],
         lmcache=exports_lmcache_metrics(container),
         on_store=store,
-        keyed=VLLM_KEY_CONFIG in (container.get("args") or ()),
     )
     handles["engines"][pod] = engine
     kube.proxy("pods", namespace, pod, port, engine)
@@ -233,7 +232,10 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
         selector = router_args[router_args.index("--k8s-label-selector") + 1]
         pods = [p for p in kube.pods if matches(p["metadata"]["labels"], selector)]
         kvaware = router_args[router_args.index("--routing-logic") + 1] == "kvaware"
+        router_env = {e["name"] for e in deployment["spec"]["template"]["spec"]["containers"][0].get("env", [])}
         state = {
+            # As the router's key check (kvtiers_router_auth) renders: 401 on a proxied route without a key.
+            "keyed": API_KEY_FILE_ENV in router_env and "--callbacks" in router_args,
             "engines": [
                 {
                     "engine_id": p["metadata"]["name"],
@@ -265,6 +267,8 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                 return json_reply(200, state["engines"])
             if path == "/health":
                 return json_reply(state["health"], {"status": "healthy" if state["health"] == 200 else "down"})
+            if path.startswith("/v1/") and method == "POST" and state["keyed"]:
+                return json_reply(401, {"error": "Unauthorized"})  # the pod proxy drops any Authorization header
             if path.startswith("/v1/") and method == "POST" and state["pods"]:
                 # production-stack forwards the request (and its headers) to an engine and relays its answer.
                 return handles["engines"][state["pods"][0]](method, path, body)

@@ -298,12 +298,8 @@ class FakeEngine:
         l2: set | None,
         lmcache: bool = True,
         on_store: Callable[[str], None] | None = None,
-        keyed: bool = False,
     ) -> None:
         self.model, self.l2, self.lmcache, self.on_store = model, l2, lmcache, on_store
-        self.keyed = keyed
-        """Started with API keys: as vLLM 0.12.0's AuthenticationMiddleware, every ``/v1`` route answers 401 without
-        ``Authorization``, which the API server's proxy never passes on; ``/invocations`` is not checked."""
         self.vllm_counters = True
         self.stored = 0
         self.hit = 0
@@ -312,11 +308,9 @@ class FakeEngine:
     def __call__(self, method: str, path: str, body: dict | None) -> tuple[int, str, str]:
         if path == "/tokenize" and method == "POST":
             return json_reply(200, {"count": len(body["prompt"].split())})
-        if self.keyed and path.startswith("/v1"):
-            return json_reply(401, {"error": "Unauthorized"})
         if path == "/v1/chat/completions" and method == "POST":
             return json_reply(200, {"choices": [{"message": {"role": "assistant", "content": "x"}}]})
-        if path in ("/v1/completions", "/invocations") and method == "POST":
+        if path == "/v1/completions" and method == "POST":
             if body.get("model") != self.model:
                 return json_reply(404, {"error": {"message": f"model {body.get('model')} does not exist"}})
             prompt = body["prompt"]

@@ -36,9 +36,8 @@ def check_api_key(secrets_manager: Any, api: ApiClient, env: Environment, endpoi
     if endpoint.api == "chat":
         body = {"model": endpoint.model, "messages": [{"role": "user", "content": "kvtiers verify"}], "max_tokens": 1}
     hint = (
-        f"kubectl -n {ns} logs deployment/{names.engine_name(endpoint.name)} (the engines start with --config and "
-        f"the key file); kubectl -n {ns} logs deployment/{router} (404: its discovery key VLLM_API_KEY is not one of "
-        "the engines' keys, so it found no model)"
+        f"kubectl -n {ns} get deployment/{router} -o yaml: its --callbacks must name kvtiers_router_auth.callbacks and "
+        "KVTIERS_API_KEY_FILE the mounted key file; the router's log says why it did not load"
     )
     try:
         answer = proxy.request(api, "services", ns, router, names.ROUTER_SERVICE_PORT, path, "POST", body)

@@ -28,12 +28,11 @@ CROSS_POD_MIN_TOKENS = 1925
 """The source design's cross-pod check: a 1,925-token prompt stored by pod A, read in full by pod B."""
 
 
-def completions_path(endpoint: Endpoint) -> str:
-    """Where the check sends its completion through the API server's pod proxy, which removes the ``Authorization``
-    header: ``v1/completions``, or, on an endpoint with an API key, vLLM's SageMaker route ``invocations``, which
-    runs the same completion handler without the key check (vLLM 0.12.0 ``entrypoints/sagemaker/routes.py``; the
-    engines' NetworkPolicy admits only the router and the API server's proxy to it)."""
-    return "invocations" if endpoint.authenticated else "v1/completions"
+def completions_path(endpoint: Endpoint) -> str:  # noqa: ARG001 (every endpoint's engines serve it)
+    """Where the check sends its completion to one engine through the API server's pod proxy: ``v1/completions``
+    (the engines take no API key; the router checks it, and the engines' NetworkPolicy admits only the router and the
+    API server's proxy)."""
+    return "v1/completions"
 
 
 def engine_port(endpoint: Endpoint) -> int:

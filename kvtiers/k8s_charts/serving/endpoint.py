@@ -13,10 +13,7 @@ from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.kvtiers_engine_drain import POD_IP_ENV
 from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.k8s_charts.secrets import (
-    ENGINE_CONFIG_ARGS,
-    ENGINE_KEYS_TO_CONFIG,
     HF_TOKEN_PATH,
-    RUN_DIR,
     EndpointSecrets,
     secrets_mount,
     secrets_volume,
@@ -62,15 +59,11 @@ before vLLM starts, then vLLM with the container's arguments. vLLM 0.12.0 never 
 container) and counts on from the dead run's values."""
 
 
-def start_command(vllm_binary: str, *, api_key: bool = False) -> list[str]:
-    """``vllm serve`` after the metrics wipe; the container's ``args`` follow as ``$@``. With ``api_key``, the
-    mounted key file is first written as vLLM's ``--config`` file (:data:`~kvtiers.k8s_charts.secrets.ENGINE_KEYS_TO_CONFIG`),
-    which the arguments name."""
-    script = f"{ENGINE_KEYS_TO_CONFIG}; {WIPE_AND_SERVE}" if api_key else WIPE_AND_SERVE
-    return ["/bin/sh", "-c", script, vllm_binary]
+def start_command(vllm_binary: str) -> list[str]:
+    """``vllm serve`` after the metrics wipe; the container's ``args`` follow as ``$@``."""
+    return ["/bin/sh", "-c", WIPE_AND_SERVE, vllm_binary]
 
 
-RUN_DIR_SIZE = "1Mi"
 API_KEY_FLAGS = frozenset({"--api-key"})
 """Refused in ``extra_args``: a key on the command line would replace the endpoint's keys (CLI flags win over the
 ``--config`` file) and show in ``/proc/<pid>/cmdline``."""
@@ -132,7 +125,6 @@ class EngineDeployment(Construct):
         super().__init__(scope, id)
         ns = namespace
         labels = names.engine_pod_labels(name)
-        api_key = secrets is not None and secrets.api_key_secret is not None
         self.name = names.engine_name(name)
         router_host = names.router_host(name, ns)
         self.config_text = render_lmcache_config(
@@ -215,18 +207,10 @@ class EngineDeployment(Construct):
         for volume, (path, limit, _why) in ENGINE_WRITABLE.items():
             volumes.append(k8s.Volume(name=volume, empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(limit))))
             mounts.append(k8s.VolumeMount(name=volume, mount_path=path))
-        if secrets is not None:
+        if secrets is not None and secrets.hf_token_secret is not None:
+            # The Hugging Face token; the endpoint's API keys are the router's to check, not the engines'.
             volumes.append(secrets_volume(name))
             mounts.append(secrets_mount())
-        if api_key:
-            # vLLM's key file, written at start from the mounted secret: memory only, this pod only.
-            volumes.append(
-                k8s.Volume(
-                    name="run-kvtiers",
-                    empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=quantity(RUN_DIR_SIZE)),
-                )
-            )
-            mounts.append(k8s.VolumeMount(name="run-kvtiers", mount_path=RUN_DIR))
         if l2 is not None:
             volumes.append(
                 k8s.Volume(
@@ -282,14 +266,12 @@ class EngineDeployment(Construct):
             port=names.ENGINE_PORT,
             revision=revision,
         )
-        if api_key:
-            args += ENGINE_CONFIG_ARGS
         refused = [a for a in engine.extra_args if a.split("=", 1)[0].replace("_", "-") in API_KEY_FLAGS]
         if refused:
             raise ValueError(
                 f"Engine: extra_args {refused[0]!r}: the endpoint's API keys come from Secrets Manager "
-                "(EndpointSecrets.api_key_secret); a key on the command line would replace them and show in the "
-                "process list"
+                "(EndpointSecrets.api_key_secret) and the router checks them; vLLM logs a key given on its command "
+                "line at start and checks it only under /v1"
             )
         args = with_extra_args("Engine", args, engine.extra_args, kv_flags=ENGINE_KV_FLAGS)
 
@@ -310,7 +292,7 @@ class EngineDeployment(Construct):
             name="vllm",
             image=engine.image,
             # A command (without --enable-sleep-mode) also tells the router's discovery not to probe sleep mode.
-            command=start_command(engine.vllm_binary, api_key=api_key),
+            command=start_command(engine.vllm_binary),
             args=args,
             env=env,
             ports=ports,

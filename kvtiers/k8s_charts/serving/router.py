@@ -17,8 +17,8 @@ from constructs import Construct
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.secrets import (
     API_KEY_FILE,
+    API_KEY_FILE_ENV,
     HF_TOKEN_PATH,
-    ROUTER_KEY_TO_ENV,
     SECRETS_DIR,
     EndpointSecrets,
     secrets_mount,
@@ -31,9 +31,6 @@ from kvtiers.k8s_charts.serving.lmcache import config_checksum
 from kvtiers.k8s_charts.serving.props import Router
 from kvtiers.k8s_charts.vllm import LMCacheController, S3Weights
 
-ROUTER_ENTRYPOINT = "/opt/venv/bin/vllm-router"
-"""The router image's ``ENTRYPOINT`` (production-stack vllm-stack-0.1.12 ``docker/Dockerfile``), which the API-key
-start command runs after reading the key."""
 READINESS_TIMEOUT_SECONDS = 5
 READINESS_FAILURES = 6
 """Readiness: /health answers from the router's event loop, which a burst of requests (and kvaware's tokenizer)
@@ -310,16 +307,11 @@ class RouterDeployment(Construct):
             volumes.append(secrets_volume(name))
             mounts.append(secrets_mount())
         api_key = secrets is not None and secrets.api_key_secret is not None
-        if api_key and "VLLM_API_KEY" in router.extra_env:
-            raise ValueError(
-                "Router: extra_env VLLM_API_KEY: the router's key comes from the endpoint's Secrets Manager secret "
-                "(EndpointSecrets.api_key_secret)"
-            )
         annotations = None
         self.scripts = None
         modules = router_modules(controller=controller, api_key=api_key)
         if api_key:
-            env.append(k8s.EnvVar(name="KVTIERS_API_KEY_FILE", value=f"{SECRETS_DIR}/{API_KEY_FILE}"))
+            env.append(k8s.EnvVar(name=API_KEY_FILE_ENV, value=f"{SECRETS_DIR}/{API_KEY_FILE}"))
             if len(modules) > 1:
                 env.append(k8s.EnvVar(name="KVTIERS_ROUTER_MODULES", value=" ".join(modules[:-1])))
         if modules:
@@ -347,8 +339,6 @@ class RouterDeployment(Construct):
         container = k8s.Container(
             name="router",
             image=router.image,
-            # With an API key: the key file's first key as VLLM_API_KEY, then the image's entrypoint.
-            command=["/bin/sh", "-c", ROUTER_KEY_TO_ENV, ROUTER_ENTRYPOINT] if api_key else None,
             args=with_extra_args(
                 "Router",
                 router_args(name=name, namespace=ns, router=router, controller=controller, api_key=api_key),

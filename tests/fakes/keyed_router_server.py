@@ -1,0 +1,54 @@
+"""An OpenAI-style streaming server that checks keys as kvtiers' routers do: each proxied route first asks the
+``callbacks`` object of ``kvtiers_router_auth`` (the module the router ConfigMap ships, loaded from its file, in the
+router venv with FastAPI and uvicorn at the router's pins), exactly as production-stack's ``route_general_request``
+does. ``python keyed_router_server.py <kvtiers_router_auth.py> <port> <key file>``; ``GET /seen`` lists the
+``Authorization`` headers of the requests that got through."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+
+
+def main() -> None:
+    module_file, port, key_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    os.environ["KVTIERS_API_KEY_FILE"] = key_file
+    spec = importlib.util.spec_from_file_location("kvtiers_router_auth", module_file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    callbacks = module.callbacks
+    seen: list[str | None] = []
+    app = FastAPI()
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = await request.body()
+        refused = callbacks.pre_request(request, body, json.loads(body))
+        if refused is not None:
+            return refused
+        seen.append(request.headers.get("authorization"))
+        tokens = len(json.loads(body)["prompt"].split())
+
+        async def events():
+            yield 'data: {"choices":[{"text":"x"}]}\n\n'
+            yield f"data: {json.dumps({'choices': [], 'usage': {'prompt_tokens': tokens}})}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    @app.get("/seen")
+    async def authorizations():
+        return seen
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error")
+
+
+if __name__ == "__main__":
+    main()
