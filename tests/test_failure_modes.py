@@ -23,6 +23,7 @@ CLASSES = (
     "An L2 read error",
     "The FUSE process gone (CSI node plugin restart)",
     "A router lost",
+    "An endpoint's secret not delivered",
     "An engine crash or out-of-memory",
     "An L2 namespace gone stale",
     "Kyverno down",
