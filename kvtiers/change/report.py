@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kvtiers.change.cloudformation import CfnAction, CfnChange, resource_changes
 from kvtiers.change.deploy import DeployOutcome, deploy, orphan_reason
+from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
 from kvtiers.change.record import Record, read_endpoint_record
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
@@ -22,11 +23,14 @@ class EnvironmentChange:
     outcome: DeployOutcome
     workloads: tuple[Workload, ...]
     endpoints: tuple[EndpointEffect, ...]
+    identities: tuple[str, ...] = ()
+    """Pod Identity associations that fail the deploy (:mod:`kvtiers.change.identity`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
         """What makes the deploy fail half way, or leaves the cluster or the data other than synth B says."""
         found = [f"{c.stack} {c.logical_id} ({c.type}): {c.error}" for c in self.resources if c.error]
+        found += list(self.identities)
         found += [
             f"orphan: {ref} stays on the cluster ({orphan_reason(ref, self.outcome)})" for ref in self.outcome.orphans
         ]
@@ -81,6 +85,7 @@ def environment_change(
         outcome=outcome,
         workloads=rolled,
         endpoints=endpoint_effects(rolled, before_record, after_record),
+        identities=association_conflicts(before, after),
     )
 
 
