@@ -405,3 +405,51 @@ def test_bad_secret_settings_name_the_file_the_field_and_what_is_allowed(tmp_pat
     assert str(path) in message
     assert "serving.endpoints.0.source.token_secret" in message and "A-Za-z0-9/_+=.@-" in message
     assert "serving.endpoints.0.api_key" in message and "boolean" in message
+
+
+def test_a_kvaware_router_with_pinned_hub_weights_tokenizes_with_that_revision(tmp_path):
+    """The router's init container (the router image's huggingface_hub) fetches the pinned revision's tokenizer and
+    points the cache's ``refs/main`` at it; production-stack's ``from_pretrained(<model>)``, which asks for ``main``,
+    then loads that revision offline. Played in the router venv with the revision already in the cache (no network
+    here): the rendered script's download resolves it, and without its ``refs/main`` the router could not load it."""
+    if not ROUTER_VENV.exists():
+        pytest.skip("no .venv-router (make test builds it)")
+    revision = "a" * 40
+    env = two_endpoint_env(source={"type": "huggingface", "revision": revision, "token_secret": "kvtiers/hf-token"})
+    pod = router_deployment(render(env, "llama-8b"))["spec"]["template"]["spec"]
+    router = pod["containers"][0]
+    assert env_of(router)["HF_HUB_OFFLINE"]["value"] == "1"
+    (init,) = pod["initContainers"]
+    assert init["image"] == env.serving.images.router_image
+    # a gated model: the download reads the token file the router mounts
+    assert env_of(init)["HF_TOKEN_PATH"]["value"] == f"{SECRETS_DIR}/{HF_TOKEN_FILE}"
+    assert SECRETS_DIR in {m["mountPath"] for m in init["volumeMounts"]}
+    python, flag_c, script, model, pinned, repo_dir, *patterns = init["command"]
+    assert python.endswith("/python")
+    assert (model, pinned) == ("meta-llama/Llama-3.1-8B-Instruct", revision)
+    hf_home = env_of(router)["HF_HOME"]["value"]
+    home = tmp_path / "hf"
+    local_repo = home / Path(repo_dir).relative_to(hf_home)
+    made = subprocess.run(
+        [str(ROUTER_VENV), "-c", TINY_TOKENIZER, str(local_repo / "snapshots" / revision)],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    variables = {"HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "PATH": os.environ["PATH"]}
+    code = (
+        "import sys; from transformers import AutoTokenizer; "
+        "print(AutoTokenizer.from_pretrained(sys.argv[1]).encode('hello kv tiers', add_special_tokens=False))"
+    )
+    before = subprocess.run([str(ROUTER_VENV), "-c", code, model], capture_output=True, text=True, env=variables)
+    assert before.returncode != 0, "without refs/main the router cannot resolve the model offline"
+    fetched = subprocess.run(
+        [str(ROUTER_VENV), flag_c, script, model, pinned, str(local_repo), *patterns],
+        capture_output=True,
+        text=True,
+        env=variables,
+    )
+    assert fetched.returncode == 0, fetched.stderr[-2000:]
+    loaded = subprocess.run([str(ROUTER_VENV), "-c", code, model], capture_output=True, text=True, env=variables)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.split("\n")[-2] == "[1, 2, 3]"

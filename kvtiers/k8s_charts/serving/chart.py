@@ -14,7 +14,7 @@ from kvtiers.k8s_charts.l2 import L2Volume, l2_owner
 from kvtiers.k8s_charts.secrets import EndpointSecrets, secret_provider_class
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router
-from kvtiers.k8s_charts.serving.router import RouterDeployment, TokenizerCopy
+from kvtiers.k8s_charts.serving.router import HubTokenizerCopy, RouterDeployment, TokenizerCopy
 from kvtiers.k8s_charts.vllm import LMCache, LMCacheController, S3Weights
 from kvtiers.serving_defaults import HASH_SEED
 
@@ -98,11 +98,7 @@ class ServingChart(cdk8s.Chart):
             controller=self.lmcache.controller,
             hash_seed=hash_seed,
             secrets=secrets,
-            tokenizer=(
-                TokenizerCopy(model=engine.model, weights=engine.weights, image=engine.model_sync_image)
-                if router.routing == "kvaware" and isinstance(engine.weights, S3Weights)
-                else None
-            ),
+            tokenizer=_tokenizer_copy(engine, router),
         )
         self.secret_provider_class = (
             secret_provider_class(
@@ -116,3 +112,15 @@ class ServingChart(cdk8s.Chart):
             if secrets is not None
             else None
         )
+
+
+def _tokenizer_copy(engine: Engine, router: Router) -> TokenizerCopy | HubTokenizerCopy | None:
+    """kvaware's tokenizer from the engines' own source: their S3 copy, or their pinned Hugging Face revision (an
+    unpinned model is ``main`` on both sides)."""
+    if router.routing != "kvaware":
+        return None
+    if isinstance(engine.weights, S3Weights):
+        return TokenizerCopy(model=engine.model, weights=engine.weights, image=engine.model_sync_image)
+    if engine.revision is not None:
+        return HubTokenizerCopy(model=engine.model, revision=engine.revision, image=router.image)
+    return None

@@ -114,6 +114,50 @@ TOKENIZER_FILES = (
 TOKENIZER_SYNC_RESOURCES = {"cpu": "250m", "memory": "512Mi"}
 
 
+def hub_cache_repo_dir(model: str) -> str:
+    """The router's Hugging Face cache directory of ``model`` (huggingface_hub's layout)."""
+    return f"{ROUTER_HF_HOME}/hub/models--{model.replace('/', '--')}"
+
+
+HUB_TOKENIZER_SCRIPT = (
+    "import pathlib, sys\n"
+    "from huggingface_hub import snapshot_download\n"
+    "model, revision, repo_dir, *patterns = sys.argv[1:]\n"
+    "snapshot_download(model, revision=revision, allow_patterns=patterns)\n"
+    "ref = pathlib.Path(repo_dir, 'refs', 'main')\n"
+    "ref.parent.mkdir(parents=True, exist_ok=True)\n"
+    "ref.write_text(revision)\n"
+)
+"""The pinned revision's tokenizer files into the cache, then ``refs/main`` pointed at that revision: the router's
+``from_pretrained(<model>)`` asks for ``main``, which offline then resolves to the engines' revision."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HubTokenizerCopy:
+    """kvaware with Hugging Face weights pinned at a revision: the router's tokenizer is that revision's, downloaded at
+    start (in the router image, with its huggingface_hub) into its cache, whose ``refs/main`` then names the revision;
+    the router runs offline. production-stack's ``AutoTokenizer.from_pretrained(<served model name>)``
+    (``routing_logic.py``) passes no revision, so without this it would tokenize with the Hub's ``main``."""
+
+    model: str
+    revision: str
+    image: str
+    """The router image (Python and huggingface_hub at the router's pins)."""
+    python: str = "/opt/venv/bin/python"
+    """The router image's Python (its venv: production-stack ``docker/Dockerfile``)."""
+
+    def command(self) -> list[str]:
+        return [
+            self.python,
+            "-c",
+            HUB_TOKENIZER_SCRIPT,
+            self.model,
+            self.revision,
+            hub_cache_repo_dir(self.model),
+            *TOKENIZER_FILES,
+        ]
+
+
 @dataclass(frozen=True, kw_only=True)
 class TokenizerCopy:
     """kvaware with S3 weights: the router's tokenizer is the engines' own, copied from their S3 prefix at start into
@@ -134,7 +178,7 @@ class TokenizerCopy:
 
     @property
     def repo_dir(self) -> str:
-        return f"{ROUTER_HF_HOME}/hub/models--{self.model.replace('/', '--')}"
+        return hub_cache_repo_dir(self.model)
 
     @property
     def snapshot_dir(self) -> str:
@@ -224,7 +268,7 @@ class RouterDeployment(Construct):
         controller: LMCacheController | None,
         hash_seed: str,
         secrets: EndpointSecrets | None = None,
-        tokenizer: TokenizerCopy | None = None,
+        tokenizer: TokenizerCopy | HubTokenizerCopy | None = None,
     ) -> None:
         super().__init__(scope, id)
         ns = namespace
@@ -266,16 +310,25 @@ class RouterDeployment(Construct):
                     name="tokenizer-sync",
                     image=tokenizer.image,
                     command=tokenizer.command(),
-                    env=[k8s.EnvVar(name="HOME", value="/tmp")],
+                    env=[
+                        k8s.EnvVar(name="HOME", value="/tmp"),
+                        k8s.EnvVar(name="HF_HOME", value=ROUTER_HF_HOME),
+                        *(
+                            [k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH)]
+                            if secrets is not None and secrets.hf_token_secret is not None
+                            else []
+                        ),
+                    ],
                     resources=k8s.ResourceRequirements(requests=sync, limits=dict(sync)),
                     volume_mounts=[
                         k8s.VolumeMount(name="home", mount_path=ROUTER_HOME),
                         k8s.VolumeMount(name="tmp", mount_path="/tmp"),
+                        *([secrets_mount()] if secrets is not None and secrets.hf_token_secret is not None else []),
                     ],
                     security_context=container_security_context(),
                 )
             ]
-        if controller is not None and secrets is not None and secrets.hf_token_secret is not None:
+        if tokenizer is None and controller is not None and secrets is not None and secrets.hf_token_secret is not None:
             # kvaware loads the model's tokenizer from the Hub; huggingface_hub reads the token file at each use.
             env.append(k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH))
         ports = [k8s.ContainerPort(name="http", container_port=names.ROUTER_PORT)]
