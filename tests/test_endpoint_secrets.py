@@ -332,7 +332,7 @@ tok.save(str(out / "tokenizer.json"))
 
 def test_a_kvaware_router_with_s3_weights_loads_the_engines_tokenizer_offline(tmp_path):
     """The router's init container copies the S3 prefix's tokenizer files into the Hugging Face cache under the
-    served model name; the router venv's transformers (5.24.0, the router's pin) then resolves
+    served model name; the router venv's transformers (4.57.6, as the router image resolves it) then resolves
     ``AutoTokenizer.from_pretrained(<model>)`` from that copy with ``HF_HUB_OFFLINE=1``, as production-stack does."""
     import fnmatch
     import shlex

@@ -33,8 +33,8 @@ API_KEY_FILE = "api-key"
 """The endpoint's API keys, whitespace-separated: during a rotation the secret holds the new key and the old one."""
 HF_TOKEN_FILE = "hf-token"
 HF_TOKEN_PATH = f"{SECRETS_DIR}/{HF_TOKEN_FILE}"
-"""``HF_TOKEN_PATH``: huggingface_hub reads the token from this file at each ``get_token()`` (hub 2.4.0
-``constants.py``, ``utils/_auth.py``)."""
+"""``HF_TOKEN_PATH``: huggingface_hub reads the token from this file at each ``get_token()`` (hub 0.34.0, the router
+image's pin: ``constants.py``, ``utils/_auth.py``)."""
 VOLUME_NAME = "kvtiers-secrets"
 SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
 API_KEY_FILE_ENV = "KVTIERS_API_KEY_FILE"

@@ -110,7 +110,7 @@ TOKENIZER_FILES = (
     "chat_template*",
 )
 """What the router copies of the S3 weights: the tokenizer and the configs ``AutoTokenizer`` reads (transformers
-5.24.0), never the weights."""
+4.57.6), never the weights."""
 TOKENIZER_SYNC_RESOURCES = {"cpu": "250m", "memory": "512Mi"}
 
 
