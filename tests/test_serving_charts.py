@@ -555,16 +555,14 @@ def test_routers_survive_a_rollout_and_a_node_loss(charts):
         assert container["startupProbe"]["periodSeconds"] == 1
         tolerated = {t["key"]: t["tolerationSeconds"] for t in pod["tolerations"] if t["effect"] == "NoExecute"}
         assert tolerated == {"node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}
-        # kvaware loads the fallback for departed engines from its own ConfigMap
-        args = container["args"]
-        if kvaware:
-            module = flag(args, "--callbacks").rpartition(".")[0]
-            scripts = one(objs, "ConfigMap", names.router_scripts_config_map_name(name))
-            assert f"{module}.py" in scripts["data"]
-            mount = next(m for m in container["volumeMounts"] if m["name"] == "kvtiers")
-            assert env_of(container)["PYTHONPATH"]["value"] == mount["mountPath"]
-        else:
-            assert "--callbacks" not in args and "PYTHONPATH" not in env_of(container)
+        # kvaware loads the fallback for departed engines from its own ConfigMap (before the key check, which
+        # --callbacks names when the endpoint has a key: tests/test_endpoint_secrets.py)
+        module = flag(container["args"], "--callbacks").rpartition(".")[0]
+        scripts = one(objs, "ConfigMap", names.router_scripts_config_map_name(name))
+        assert f"{module}.py" in scripts["data"]
+        assert ("kvtiers_kvaware_fallback.py" in scripts["data"]) is kvaware
+        mount = next(m for m in container["volumeMounts"] if m["name"] == "kvtiers")
+        assert env_of(container)["PYTHONPATH"]["value"] == mount["mountPath"]
 
 
 def test_router_replicas_default_to_two_and_kvaware_to_one():
