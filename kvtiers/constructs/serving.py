@@ -158,7 +158,6 @@ class ServingEndpoint(Construct):
                 f"{where}: secrets need secrets_store=SecretsStoreCsi(...): the add-on that mounts them and the KMS "
                 "key the API-key secret is encrypted with"
             )
-        cluster_network = _cluster_network(where, network, eks_cluster) if network_policies else None
         if namespace is None:
             namespace = l2.serving_namespace if l2 is not None else NAMESPACE
         if hyperpod is None and l2 is not None:
@@ -172,6 +171,7 @@ class ServingEndpoint(Construct):
                 "GPUs and memory are not checked against the HyperPod groups and the engines tolerate none of their "
                 "custom taints; give hyperpod=HyperPodCluster(...)",
             )
+        cluster_network = _cluster_network(where, network, eks_cluster) if network_policies else None
         cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
         target = access_scope if access_scope is not None else self
         pascal = pascal_case(name)
