@@ -17,6 +17,7 @@ import pytest
 from aws_cdk import assertions
 from aws_cdk import aws_eks_v2 as eks_v2
 from aws_cdk import aws_iam as iam
+from constructs import Construct
 
 from kvtiers.change import Action, deploy
 from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodDependencies, HyperPodNetwork, InstanceGroup
@@ -54,17 +55,11 @@ def app_result(chart_dir, tmp_path_factory):
     return synth("config/dev.yaml", tmp_path_factory.mktemp("app") / "cdk.out", chart_dir=chart_dir)
 
 
-def library_stack(
-    chart_dir: Path,
-    *,
-    dependencies: bool = True,
-    taints: tuple[Taint, ...] = (),
-    own_namespace: bool = False,
-    weights: HuggingFaceWeights | S3Weights = DEV_WEIGHTS,
-    routing: Routing = "prefixaware",
-    kv_aware_threshold: int | None = None,
-) -> tuple[cdk.Stack, ServingEndpoint]:
-    """What a platform team writes from the README's construct section: the dev environment's choices only."""
+def library_platform(
+    chart_dir: Path, *, dependencies: bool = True, taints: tuple[Taint, ...] = (), own_namespace: bool = False
+) -> dict[str, Construct]:
+    """What a platform team writes from the README's construct section, up to the L2: the dev environment's choices
+    only."""
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team-platform", env=cdk.Environment(account=ACCOUNT, region=REGION))
     network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az2"))
@@ -117,6 +112,24 @@ def library_stack(
         masters=1,
         serving_namespace_manifest=namespace,
     )
+    return {"stack": stack, "eks": eks, "network": network, "curvine": curvine}
+
+
+def library_stack(
+    chart_dir: Path,
+    *,
+    dependencies: bool = True,
+    taints: tuple[Taint, ...] = (),
+    own_namespace: bool = False,
+    weights: HuggingFaceWeights | S3Weights = DEV_WEIGHTS,
+    routing: Routing = "prefixaware",
+    kv_aware_threshold: int | None = None,
+) -> tuple[cdk.Stack, ServingEndpoint]:
+    """:func:`library_platform` and the dev environment's endpoint."""
+    platform = library_platform(chart_dir, dependencies=dependencies, taints=taints, own_namespace=own_namespace)
+    stack, eks, network, curvine = (platform[k] for k in ("stack", "eks", "network", "curvine"))
+    assert isinstance(stack, cdk.Stack) and isinstance(eks, EksCluster) and isinstance(curvine, CurvineL2)
+    assert isinstance(network, HyperPodNetwork)
     # The endpoint's API key from Secrets Manager (the endpoint creates it, and the role that reads it).
     store = SecretsStoreCsi(stack, "SecretsStore", eks_cluster=eks, key_alias="alias/team/serving-secrets")
     endpoint = ServingEndpoint(
@@ -388,6 +401,20 @@ def test_s3_weights_and_an_api_key_get_the_apps_pod_identity_and_network_policie
 
 def without_tokens(objects: list[dict]) -> str:
     return re.sub(r"\$\{Token\[TOKEN\.\d+\]\}", "<token>", json.dumps(objects, sort_keys=True))
+
+
+def test_the_documented_s3_example_gets_the_apps_pod_identity_and_network_policies(chart_dir, s3_app):
+    text = (Path(__file__).resolve().parent.parent / "docs" / "constructs.md").read_text()
+    block = text.split("<!-- s3-example -->\n```python\n", 1)[1].split("```\n<!-- /s3-example -->", 1)[0]
+    namespace: dict[str, object] = {"cdk": cdk, **library_platform(chart_dir)}
+    exec(compile(block, "docs/constructs.md", "exec"), namespace)  # noqa: S102 (the documented code is under test)
+    stack, endpoint = namespace["stack"], namespace["endpoint"]
+    assert isinstance(stack, cdk.Stack) and isinstance(endpoint, ServingEndpoint)
+    template = assertions.Template.from_stack(stack).to_json()
+    apps = pod_identities(s3_app.template_json(s3_app.graph.workloads))
+    ours = pod_identities(template)
+    assert (ours["roles"], ours["accounts"]) == (apps["roles"], apps["accounts"])
+    assert endpoint.policies_objects == s3_app.graph.workloads.chart_objects["NetworkPoliciesQwen27b"]
 
 
 def test_the_endpoint_comes_after_its_access_its_secret_and_its_policies(s3_library):
