@@ -26,7 +26,7 @@ from kvtiers.constructs.eks_cluster import NATIVE_OIDC_PROVIDER_FLAG, as_cluster
 from kvtiers.constructs.endpoint_secrets import SecretsStoreCsi
 from kvtiers.constructs.hyperpod_cluster import Taint
 from kvtiers.constructs.hyperpod_inference import InferenceOperator
-from kvtiers.constructs.network import NewVpcOptions
+from kvtiers.constructs.network import ExistingVpcAttributes, NewVpcOptions
 from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.constructs.serving import ServingEndpoint
 from kvtiers.k8s_charts.namespaces import NamespaceChart
@@ -403,6 +403,45 @@ def test_s3_weights_and_an_api_key_get_the_apps_pod_identity_and_network_policie
 
 def without_tokens(objects: list[dict]) -> str:
     return re.sub(r"\$\{Token\[TOKEN\.\d+\]\}", "<token>", json.dumps(objects, sort_keys=True))
+
+
+def test_hub_weights_with_an_api_key_get_the_apps_secret_role(library, app_result):
+    """Without S3 weights the secrets get a role of their own, bound to the router and the engines."""
+    template, endpoint = library
+    ours = pod_identities(template)
+    assert ours == pod_identities(app_result.template_json(app_result.graph.workloads))
+    assert ours["roles"] == 1 and set(ours["accounts"]) == {"qwen2-7b-engine", "qwen2-7b-router"}
+    assert endpoint.model_access is None and endpoint.secret_access is not None
+
+
+def test_an_imported_vpc_without_subnet_cidrs_admits_the_api_proxy_from_the_whole_vpc(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    imported = HyperPodNetwork(
+        stack,
+        "ImportedNetwork",
+        vpc=ExistingVpcAttributes(
+            vpc_id="vpc-1",
+            cidr="10.50.0.0/16",
+            private_subnet_ids=["subnet-1", "subnet-2"],
+            availability_zones=["us-east-1a", "us-east-1b"],
+            hyperpod_subnet_id="subnet-3",
+            hyperpod_availability_zone="us-east-1a",
+        ),
+    )
+    endpoint = ServingEndpoint(
+        stack,
+        "Imported",
+        eks_cluster=eks,
+        name="imported",
+        engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-serving"),
+        router=Router(routing="prefixaware"),
+        network=imported,
+    )
+    router = next(o for o in endpoint.policies_objects if o["metadata"]["name"] == "imported-router")
+    proxy = router["spec"]["ingress"][1]["from"]
+    assert proxy == [{"ipBlock": {"cidr": "10.50.0.0/16"}}]
+    assert {"ipBlock": {"cidr": "172.20.0.1/32"}} in router["spec"]["egress"][1]["to"]
 
 
 def test_the_documented_s3_example_gets_the_apps_pod_identity_and_network_policies(chart_dir, s3_app):
