@@ -8,6 +8,7 @@ not work.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -15,21 +16,23 @@ import cdk8s
 import pytest
 from aws_cdk import assertions
 from aws_cdk import aws_eks_v2 as eks_v2
+from aws_cdk import aws_iam as iam
+from constructs import Construct
 
 from kvtiers.change import Action, deploy
 from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodDependencies, HyperPodNetwork, InstanceGroup
 from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.eks_cluster import NATIVE_OIDC_PROVIDER_FLAG, as_cluster_interface
-from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess, SecretsStoreCsi
+from kvtiers.constructs.endpoint_secrets import SecretsStoreCsi
 from kvtiers.constructs.hyperpod_cluster import Taint
 from kvtiers.constructs.hyperpod_inference import InferenceOperator
-from kvtiers.constructs.network import NewVpcOptions
+from kvtiers.constructs.network import ExistingVpcAttributes, NewVpcOptions
 from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.constructs.serving import ServingEndpoint
 from kvtiers.k8s_charts.namespaces import NamespaceChart
 from kvtiers.k8s_charts.secrets import EndpointSecrets
 from kvtiers.k8s_charts.serving import Engine, Router
-from kvtiers.k8s_charts.vllm import HuggingFaceWeights, S3Weights
+from kvtiers.k8s_charts.vllm import HuggingFaceWeights, Routing, S3Weights
 from tests.fakes.hyperpod_chart import write_stand_in_checkout
 from tests.synth import cdk_context, synth
 
@@ -39,6 +42,7 @@ MANIFESTS = (*CURVINE_MANIFESTS, "ServingNamespace")
 
 QWEN2_7B_REVISION = "f2826a00ceef68f0f2b946d945ecc0477ce4450c"
 """The commit config/dev.yaml pins (part of the L2 namespace)."""
+DEV_WEIGHTS = HuggingFaceWeights(revision=QWEN2_7B_REVISION)
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +55,22 @@ def app_result(chart_dir, tmp_path_factory):
     return synth("config/dev.yaml", tmp_path_factory.mktemp("app") / "cdk.out", chart_dir=chart_dir)
 
 
-def library_stack(
+def library_platform(
     chart_dir: Path, *, dependencies: bool = True, taints: tuple[Taint, ...] = (), own_namespace: bool = False
-) -> tuple[cdk.Stack, ServingEndpoint]:
-    """What a platform team writes from the README's construct section: the dev environment's choices only."""
+) -> dict[str, Construct]:
+    """What a platform team writes from the README's construct section, up to the L2: the dev environment's choices
+    only."""
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team-platform", env=cdk.Environment(account=ACCOUNT, region=REGION))
     network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az2"))
-    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
+    eks = EksCluster(
+        stack,
+        "Eks",
+        vpc=network.vpc,
+        subnets=network.eks_subnets,
+        security_group=network.security_group,
+        service_ipv4_cidr="172.20.0.0/16",
+    )
     chart = (
         HyperPodDependencies(stack, "HyperPodDependencies", cluster=eks, chart_dir=chart_dir) if dependencies else None
     )
@@ -100,18 +112,26 @@ def library_stack(
         masters=1,
         serving_namespace_manifest=namespace,
     )
-    # The endpoint's API key from Secrets Manager, readable by its router's and engines' Pod Identity role only.
+    return {"stack": stack, "eks": eks, "network": network, "curvine": curvine}
+
+
+def library_stack(
+    chart_dir: Path,
+    *,
+    dependencies: bool = True,
+    taints: tuple[Taint, ...] = (),
+    own_namespace: bool = False,
+    weights: HuggingFaceWeights | S3Weights = DEV_WEIGHTS,
+    routing: Routing = "prefixaware",
+    kv_aware_threshold: int | None = None,
+) -> tuple[cdk.Stack, ServingEndpoint]:
+    """:func:`library_platform` and the dev environment's endpoint."""
+    platform = library_platform(chart_dir, dependencies=dependencies, taints=taints, own_namespace=own_namespace)
+    stack, eks, network, curvine = (platform[k] for k in ("stack", "eks", "network", "curvine"))
+    assert isinstance(stack, cdk.Stack) and isinstance(eks, EksCluster) and isinstance(curvine, CurvineL2)
+    assert isinstance(network, HyperPodNetwork)
+    # The endpoint's API key from Secrets Manager (the endpoint creates it, and the role that reads it).
     store = SecretsStoreCsi(stack, "SecretsStore", eks_cluster=eks, key_alias="alias/team/serving-secrets")
-    key_name = "kvtiers/kvtiers-dev/qwen2-7b/api-key"
-    access = EndpointSecretAccess(
-        stack,
-        "QwenSecrets",
-        cluster=eks.cluster,
-        namespace=curvine.serving_namespace,
-        key=store.key,
-        api_key_secret_name=key_name,
-        service_accounts=["qwen2-7b-router", "qwen2-7b-engine"],
-    )
     endpoint = ServingEndpoint(
         stack,
         "Qwen",
@@ -119,14 +139,15 @@ def library_stack(
         name="qwen2-7b",
         engine=Engine(
             model="Qwen/Qwen2-7B-Instruct",
-            weights=HuggingFaceWeights(revision=QWEN2_7B_REVISION),
+            weights=weights,
             instance_group="g6e-serving",
             replicas=2,
         ),
-        router=Router(routing="prefixaware"),
+        router=Router(routing=routing, kv_aware_threshold=kv_aware_threshold),
         l2=curvine,
-        secrets=EndpointSecrets(region=REGION, api_key_secret=key_name),
-        after=[access],
+        secrets=EndpointSecrets(region=REGION, api_key_secret="kvtiers/kvtiers-dev/qwen2-7b/api-key"),
+        secrets_store=store,
+        network=network,
     )
     return stack, endpoint
 
@@ -178,6 +199,20 @@ def describe(template: dict, logical_id: str) -> str:
 
 def depends_on(template: dict, logical_id: str) -> set[str]:
     return {describe(template, d) for d in template["Resources"][logical_id].get("DependsOn", [])}
+
+
+def pods_manifest(template: dict) -> str:
+    """The endpoint's own manifest (its pods), beside its NetworkPolicies' one."""
+    (found,) = [
+        k
+        for k, r in template["Resources"].items()
+        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and k.startswith("Qwen") and "NetworkPolicies" not in k
+    ]
+    return found
+
+
+def network_of(stack: cdk.Stack) -> HyperPodNetwork:
+    return next(c for c in stack.node.children if isinstance(c, HyperPodNetwork))
 
 
 def the_one(template: dict, kind: str, containing: str = "") -> str:
@@ -263,7 +298,7 @@ def test_the_serving_objects_equal_the_apps(library, app_result):
 
 def test_the_endpoint_waits_for_the_l2_claim_in_a_namespace_that_exists(library, app_result):
     template, _ = library
-    endpoint = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "Qwen")
+    endpoint = pods_manifest(template)
     assert "manifest CurvineStorage" in depends_on(template, endpoint)
     storage = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "CurvineStorage")
     assert "manifest ServingNamespace" in depends_on(template, storage)
@@ -273,7 +308,237 @@ def test_the_endpoint_waits_for_the_l2_claim_in_a_namespace_that_exists(library,
     labels = namespace["metadata"]["labels"]
     for prune in [k for k in labels if k.startswith("aws.cdk.eks/prune-")]:  # the manifest's own, added by CDK
         del labels[prune]
+    # The L2's own manifest says it is retained (so that the policy arrives with a real update); the app's is its own.
+    assert namespace["metadata"].pop("annotations") == {"kvtiers.io/retained": "true"}
     assert [namespace] == app_result.graph.workloads.chart_objects["ServingNamespace"]
+
+
+def test_the_endpoints_network_policies_equal_the_apps_and_come_before_its_pods(library, app_result):
+    template, endpoint = library
+    assert endpoint.policies_objects == app_result.graph.workloads.chart_objects["NetworkPoliciesQwen27b"]
+    assert {o["kind"] for o in endpoint.policies_objects} == {"NetworkPolicy"}
+    manifest = the_one(template, "Custom::AWSCDK-EKS-KubernetesResource", "QwenNetworkPolicies")
+    pods = pods_manifest(template)
+    assert manifest in template["Resources"][pods]["DependsOn"]
+    assert "manifest CurvineStorage" in depends_on(template, manifest)
+
+
+S3_WEIGHTS = S3Weights(bucket="team-models", prefix="Qwen/Qwen2-7B-Instruct")
+
+
+@pytest.fixture(scope="module")
+def s3_app(chart_dir, tmp_path_factory):
+    """The app for the same choices as :func:`s3_library`: config/dev.yaml with the weights in S3 and kvaware."""
+    text = (Path(__file__).resolve().parent.parent / "config" / "dev.yaml").read_text()
+    source = text[text.index("      source:\n") : text.index("      instance_group: g6e-serving")]
+    text = text.replace(
+        source,
+        f"      source:\n        type: s3\n        bucket: {S3_WEIGHTS.bucket}\n        prefix: {S3_WEIGHTS.prefix}\n",
+    ).replace("routing: prefixaware", "routing: kvaware\n      api: completions")
+    directory = tmp_path_factory.mktemp("s3-app")
+    (directory / "dev-s3.yaml").write_text(text)
+    return synth(directory / "dev-s3.yaml", directory / "cdk.out", chart_dir=chart_dir)
+
+
+@pytest.fixture(scope="module")
+def s3_library(chart_dir):
+    # dev.yaml's expected_prompt_tokens 2500: the app routes by load past 1250 uncached tokens.
+    stack, endpoint = library_stack(chart_dir, weights=S3_WEIGHTS, routing="kvaware", kv_aware_threshold=1250)
+    return assertions.Template.from_stack(stack).to_json(), endpoint
+
+
+def anonymous(value: object) -> object:
+    """``value`` with every reference (same stack or imported) as ``<ref>``: the two stacks name them differently."""
+    if isinstance(value, dict):
+        if len(value) == 1 and next(iter(value)) in ("Ref", "Fn::GetAtt", "Fn::ImportValue", "Fn::GetStackOutput"):
+            return "<ref>"
+        return {k: anonymous(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [anonymous(v) for v in value]
+    return value
+
+
+def pod_identities(template: dict) -> dict[str, object]:
+    """Each Pod Identity association of the serving namespace: its service account -> what its role may do and who
+    may assume it; and how many roles they use."""
+    resources = template["Resources"]
+    associations = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EKS::PodIdentityAssociation" and r["Properties"]["Namespace"] == "serving"
+    ]
+    roles = {a["RoleArn"]["Fn::GetAtt"][0] for a in associations}
+
+    def grants(role: str) -> list[str]:
+        statements = [
+            statement
+            for r in resources.values()
+            if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+            for statement in r["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        trust = resources[role]["Properties"]["AssumeRolePolicyDocument"]
+        return sorted(json.dumps(anonymous(s), sort_keys=True) for s in [*statements, trust])
+
+    secrets = sorted(r["Properties"]["Name"] for r in resources.values() if r["Type"] == "AWS::SecretsManager::Secret")
+    return {
+        "roles": len(roles),
+        "accounts": {a["ServiceAccount"]: grants(a["RoleArn"]["Fn::GetAtt"][0]) for a in associations},
+        "secrets": secrets,
+    }
+
+
+def test_s3_weights_and_an_api_key_get_the_apps_pod_identity_and_network_policies(s3_library, s3_app):
+    """The engines read the weights, the kvaware router the tokenizer from the same prefix, both their API key: one
+    role (a service account has one Pod Identity association), as the app wires it."""
+    template, endpoint = s3_library
+    apps = s3_app.template_json(s3_app.graph.workloads)
+    assert pod_identities(template) == pod_identities(apps)
+    assert pod_identities(template)["roles"] == 1
+    assert set(pod_identities(template)["accounts"]) == {"qwen2-7b-engine", "qwen2-7b-router"}
+    assert endpoint.policies_objects == s3_app.graph.workloads.chart_objects["NetworkPoliciesQwen27b"]
+    # The role's ARN, a token of each app, annotates the engines' service account in both.
+    assert without_tokens(endpoint.objects) == without_tokens(s3_app.graph.workloads.chart_objects["EndpointQwen27b"])
+    assert "kvtiers.io/model-role-arn" in json.dumps(endpoint.objects)
+
+
+def without_tokens(objects: list[dict]) -> str:
+    return re.sub(r"\$\{Token\[TOKEN\.\d+\]\}", "<token>", json.dumps(objects, sort_keys=True))
+
+
+def test_hub_weights_with_an_api_key_get_the_apps_secret_role(library, app_result):
+    """Without S3 weights the secrets get a role of their own, bound to the router and the engines."""
+    template, endpoint = library
+    ours = pod_identities(template)
+    assert ours == pod_identities(app_result.template_json(app_result.graph.workloads))
+    assert ours["roles"] == 1 and set(ours["accounts"]) == {"qwen2-7b-engine", "qwen2-7b-router"}
+    assert endpoint.model_access is None and endpoint.secret_access is not None
+
+
+def test_an_imported_vpc_without_subnet_cidrs_admits_the_api_proxy_from_the_whole_vpc(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    imported = HyperPodNetwork(
+        stack,
+        "ImportedNetwork",
+        vpc=ExistingVpcAttributes(
+            vpc_id="vpc-1",
+            cidr="10.50.0.0/16",
+            private_subnet_ids=["subnet-1", "subnet-2"],
+            availability_zones=["us-east-1a", "us-east-1b"],
+            hyperpod_subnet_id="subnet-3",
+            hyperpod_availability_zone="us-east-1a",
+        ),
+    )
+    endpoint = ServingEndpoint(
+        stack,
+        "Imported",
+        eks_cluster=eks,
+        name="imported",
+        engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-serving"),
+        router=Router(routing="prefixaware"),
+        network=imported,
+    )
+    router = next(o for o in endpoint.policies_objects if o["metadata"]["name"] == "imported-router")
+    proxy = router["spec"]["ingress"][1]["from"]
+    assert proxy == [{"ipBlock": {"cidr": "10.50.0.0/16"}}]
+    assert {"ipBlock": {"cidr": "172.20.0.1/32"}} in router["spec"]["egress"][1]["to"]
+
+
+def test_the_documented_s3_example_gets_the_apps_pod_identity_and_network_policies(chart_dir, s3_app):
+    text = (Path(__file__).resolve().parent.parent / "docs" / "constructs.md").read_text()
+    block = text.split("<!-- s3-example -->\n```python\n", 1)[1].split("```\n<!-- /s3-example -->", 1)[0]
+    namespace: dict[str, object] = {"cdk": cdk, **library_platform(chart_dir)}
+    exec(compile(block, "docs/constructs.md", "exec"), namespace)  # noqa: S102 (the documented code is under test)
+    stack, endpoint = namespace["stack"], namespace["endpoint"]
+    assert isinstance(stack, cdk.Stack) and isinstance(endpoint, ServingEndpoint)
+    template = assertions.Template.from_stack(stack).to_json()
+    apps = pod_identities(s3_app.template_json(s3_app.graph.workloads))
+    ours = pod_identities(template)
+    assert (ours["roles"], ours["accounts"]) == (apps["roles"], apps["accounts"])
+    assert endpoint.policies_objects == s3_app.graph.workloads.chart_objects["NetworkPoliciesQwen27b"]
+
+
+def test_the_endpoint_comes_after_its_access_its_secret_and_its_policies(s3_library):
+    template, _ = s3_library
+    resources = template["Resources"]
+    pods = pods_manifest(template)
+    after = {resources[d]["Type"] for d in resources[pods]["DependsOn"]}
+    assert {
+        "AWS::IAM::Role",
+        "AWS::IAM::Policy",
+        "AWS::EKS::PodIdentityAssociation",
+        "AWS::SecretsManager::Secret",
+        "AWS::EKS::Addon",
+    } <= after
+
+
+def test_a_role_of_ones_own_reads_the_weights_bound_to_the_engines_and_the_kvaware_router(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    role = iam.Role(stack, "TeamModelRole", assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"))
+    endpoint = ServingEndpoint(
+        stack,
+        "Own",
+        eks_cluster=eks,
+        name="own",
+        engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=S3_WEIGHTS, instance_group="g6e-serving"),
+        router=Router(routing="kvaware"),
+        model_role=role,
+        network=network_of(stack),
+    )
+    assert endpoint.model_access is None and endpoint.role is role
+    template = assertions.Template.from_stack(stack)
+    for account in ("own-engine", "own-router"):
+        template.has_resource_properties(
+            "AWS::EKS::PodIdentityAssociation",
+            {
+                "ServiceAccount": account,
+                "RoleArn": {"Fn::GetAtt": [stack.get_logical_id(role.node.default_child), "Arn"]},
+            },
+        )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            {"secrets": EndpointSecrets(region=REGION, api_key_secret="team/key")},
+            r"ServingEndpoint 'x': secrets need secrets_store=SecretsStoreCsi",
+        ),
+        ({"network": None}, r"ServingEndpoint 'x': network is required .* or network_policies=False"),
+        ({"model_role_arn": "arn:aws:iam::111111111111:role/r"}, r"engine.model_role_arn is set by the endpoint"),
+    ],
+    ids=["secrets-without-store", "no-network", "model-role-arn"],
+)
+def test_an_endpoint_missing_what_its_pods_need_is_refused(chart_dir, arguments, message):
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    engine = {"model_role_arn": arguments.pop("model_role_arn")} if "model_role_arn" in arguments else {}
+    with pytest.raises(ValueError, match=message):
+        ServingEndpoint(
+            stack,
+            "X",
+            eks_cluster=eks,
+            name="x",
+            engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=S3_WEIGHTS, instance_group="g6e-serving", **engine),
+            router=Router(routing="prefixaware"),
+            **{"network": network_of(stack), **arguments},
+        )
+
+
+def test_network_policies_are_left_out_only_when_asked(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    endpoint = ServingEndpoint(
+        stack,
+        "Open",
+        eks_cluster=eks,
+        name="open",
+        engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-serving"),
+        router=Router(routing="prefixaware"),
+        network_policies=False,
+    )
+    assert endpoint.policies is None
 
 
 def test_a_kvaware_endpoint_opens_its_lmcache_ports_for_its_tensor_parallel_size(chart_dir):
@@ -295,6 +560,7 @@ def test_a_kvaware_endpoint_opens_its_lmcache_ports_for_its_tensor_parallel_size
                 replicas=1,
             ),
             router=Router(routing="kvaware"),
+            network=network_of(stack),
         )
     rules = node_rules([assertions.Template.from_stack(stack).to_json()])
     assert {("hyperpod", "system", "tcp", 8001, 8002), ("system", "hyperpod", "tcp", 9000, 9001)} <= rules
@@ -348,6 +614,7 @@ def test_an_engine_its_hyperpod_group_cannot_run_is_refused(chart_dir, engine, m
                 **{"instance_group": "g6e-serving", "replicas": 1, **engine},
             ),
             router=Router(routing="prefixaware"),
+            network=network_of(stack),
         )
 
 
@@ -361,6 +628,7 @@ def test_an_endpoint_given_no_hyperpod_cluster_warns_that_nothing_about_its_grou
         name="unplaced",
         engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="anywhere"),
         router=Router(routing="prefixaware"),
+        network=network_of(stack),
     )
     warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.string_like_regexp(".*"))
     assert [w.entry.data for w in warnings if "serving-without-hyperpod" in str(w.entry.data)]
@@ -687,4 +955,31 @@ def test_endpoints_of_one_l2_take_its_seed_and_refuse_another(chart_dir):
             routing="prefixaware",
             l2=curvine,
             hash_seed="7",
+        )
+
+
+def test_an_operator_endpoint_with_weights_in_a_bucket_the_operator_was_not_granted_is_refused(chart_dir):
+    """The operator's S3 CSI driver reads only ``model_buckets``: another bucket would fail the mount on the cluster."""
+    stack, _ = operator_stack(chart_dir)
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
+    with pytest.raises(
+        ValueError,
+        match=r"engine.weights bucket 'not-granted' is not one of the InferenceOperator's model_buckets "
+        r"\(example-prod-models\)",
+    ):
+        OperatorServingEndpoint(
+            stack,
+            "Other",
+            eks_cluster=eks,
+            operator=operator,
+            name="other",
+            engine=Engine(
+                model="Qwen/Qwen2-7B-Instruct",
+                weights=S3Weights(bucket="not-granted", prefix="Qwen/Qwen2-7B-Instruct"),
+                instance_group="g6e-small",
+                l1_gib=16,
+            ),
+            routing="prefixaware",
+            hyperpod=next(c for c in stack.node.children if isinstance(c, HyperPodCluster)),
         )

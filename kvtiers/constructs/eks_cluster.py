@@ -141,8 +141,9 @@ class EksCluster(Construct):
     """The EKS cluster HyperPod is orchestrated by.
 
     Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``secrets_key``, ``addons`` (the pinned add-ons by name),
-    ``system_nodegroup`` and ``node_traffic`` (the rules between system and HyperPod nodes, to which the constructs
-    that deploy components add their ports; both ``None`` without a system node group).
+    ``system_nodegroup``, ``service_ipv4_cidr`` (as given) and ``node_traffic`` (the rules between system and
+    HyperPod nodes, to which the constructs that deploy components add their ports; ``system_nodegroup`` and
+    ``node_traffic`` are ``None`` without a system node group).
 
     The cluster's OpenID Connect provider (created when a construct such as :class:`InferenceOperator` first needs
     it) is the native ``AWS::IAM::OIDCProvider``: the construct sets ``@aws-cdk/aws-eks:useNativeOidcProvider`` for
@@ -230,6 +231,7 @@ class EksCluster(Construct):
             check.one_of("EksCluster", "logging", log_type, ControlPlaneLogType)
         if service_ipv4_cidr is not None:
             _check_service_cidr(service_ipv4_cidr)
+        self.service_ipv4_cidr = service_ipv4_cidr
 
         self.secrets_key = kms.Key(self, "SecretsKey", enable_key_rotation=True, description="EKS secrets envelope key")
         self.cluster = eks.Cluster(

@@ -97,7 +97,8 @@ class InferenceOperator(Construct):
 
     Attributes: ``operator_addon`` and ``kyverno`` (what endpoint manifests must depend on), ``addons`` (the
     versions), ``alb_role``, ``prerequisites``, ``execution_role``, ``keda_role``, ``s3_csi_role``, ``tls_bucket``,
-    ``configuration`` (the add-on's) and ``model_object_arns`` (the objects the S3 CSI driver may read).
+    ``configuration`` (the add-on's), ``model_buckets`` (as given) and ``model_object_arns`` (the objects the S3 CSI
+    driver may read).
 
     :param scope: the parent construct.
     :param id: the construct id.
@@ -143,6 +144,7 @@ class InferenceOperator(Construct):
             "a chart version X.Y.Z",
         )
         check.distinct("InferenceOperator", "model_buckets", model_buckets)
+        self.model_buckets = tuple(model_buckets)
         if isinstance(cluster, EksCluster):
             if cluster.node_traffic is not None:
                 _allow_operator_traffic(cluster.node_traffic)

@@ -95,8 +95,9 @@ class HyperPodNetwork(Construct):
     """VPC, EKS subnets, the HyperPod subnet and the shared security group (all traffic within itself, for EFA,
     and the FSx for Lustre ports).
 
-    Attributes: ``vpc``, ``eks_subnets``, ``hyperpod_subnet``, ``hyperpod_availability_zone`` (AZ *name* of the
-    HyperPod subnet, a deploy-time value for a new VPC) and ``security_group``.
+    Attributes: ``vpc``, ``cidr`` (the VPC's IPv4 CIDR as given, known at synth where ``vpc.vpc_cidr_block`` of a
+    new VPC is not), ``eks_subnets``, ``hyperpod_subnet``, ``hyperpod_availability_zone`` (AZ *name* of the HyperPod
+    subnet, a deploy-time value for a new VPC) and ``security_group``.
 
     :param scope: the parent construct.
     :param id: the construct id.
@@ -110,6 +111,7 @@ class HyperPodNetwork(Construct):
         self.hyperpod_subnet: ec2.ISubnet
         self.hyperpod_availability_zone: str
         self.security_group: ec2.ISecurityGroup
+        self.cidr = vpc.cidr
         if isinstance(vpc, NewVpcOptions):
             self._create(vpc)
         else:

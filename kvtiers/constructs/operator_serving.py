@@ -38,7 +38,7 @@ from kvtiers.k8s_charts.hyperpod_operator.endpoint import Api
 from kvtiers.k8s_charts.names import pascal_case
 from kvtiers.k8s_charts.operator_addons import check_group_schedulable
 from kvtiers.k8s_charts.serving import Engine
-from kvtiers.k8s_charts.vllm import Routing
+from kvtiers.k8s_charts.vllm import Routing, S3Weights
 from kvtiers.serving_defaults import API, NAMESPACE
 
 POLICY_READY_TIMEOUT = cdk.Duration.minutes(10)
@@ -66,7 +66,8 @@ class OperatorServingEndpoint(Construct):
         its Kyverno.
     :param name: the endpoint's name (at most 43 characters: the policy name derived from it stays within 63).
     :param engine: the model and its pods, sized as a self-managed engine is (pod memory from
-        :attr:`Engine.sizing`, LMCache's L1 per GPU worker ``engine.l1_gib``). Fields the operator cannot carry
+        :attr:`Engine.sizing`, LMCache's L1 per GPU worker ``engine.l1_gib``). S3 weights must be in one of the
+        operator's ``model_buckets`` (its S3 CSI driver mounts them). Fields the operator cannot carry
         (tolerations, extra arguments or environment, model role, model-sync image, startup timeout) are refused.
     :param routing: the operator's routing strategy (``prefixaware``, ``kvaware``, ``session``, ``roundrobin``).
     :param api: the OpenAI API clients call, ``completions`` or ``chat``; ``kvaware`` needs ``completions``.
@@ -135,6 +136,13 @@ class OperatorServingEndpoint(Construct):
             raise ValueError(
                 f"{where}: give hyperpod=HyperPodCluster(...) (or l2=): the operator places the endpoint by the "
                 f"instance type of engine.instance_group {engine.instance_group!r}"
+            )
+        if isinstance(engine.weights, S3Weights) and engine.weights.bucket not in operator.model_buckets:
+            granted = ", ".join(operator.model_buckets) or "none"
+            raise ValueError(
+                f"{where}: engine.weights bucket {engine.weights.bucket!r} is not one of the InferenceOperator's "
+                f"model_buckets ({granted}): its S3 CSI driver could not mount the weights; add the bucket to "
+                "InferenceOperator(model_buckets=...)"
             )
         group = engine_group(where, engine, hyperpod)
         check_group_schedulable(where, group.name, ((t.key, t.effect) for t in group.taints))

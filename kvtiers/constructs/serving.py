@@ -1,21 +1,30 @@
 """One self-managed endpoint (vLLM + LMCache engines and the production-stack router) as a CDK construct: its chart
 as one EKS manifest, after the L2 claim it mounts, with the node traffic its router and engines need, checked against
-the HyperPod group it runs on and tolerating that group's taints."""
+the HyperPod group it runs on and tolerating that group's taints; the Pod Identity access its pods need (S3 weights,
+Secrets Manager secrets: one role, since a service account has one association) and its NetworkPolicies, both
+before its pods."""
 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import aws_cdk as cdk
 import cdk8s
+from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from kvtiers.checks import unresolved as check_unresolved
 from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess, SecretsStoreCsi
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup
+from kvtiers.constructs.model_access import ModelReadAccess
+from kvtiers.constructs.network import HyperPodNetwork
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
 from kvtiers.instance_types import (
     G6E_INSTANCE_TYPES,
@@ -29,18 +38,32 @@ from kvtiers.k8s_charts.names import (
     LMCACHE_CONTROLLER_PULL_PORT,
     LMCACHE_CONTROLLER_REPLY_PORT,
     LMCACHE_WORKER_PORT_BASE,
+    engine_service_account_name,
+    lmcache_worker_ports,
+    pascal_case,
+    router_name,
 )
+from kvtiers.k8s_charts.network_policies import ClusterNetwork, SelfManagedTraffic, ServingNetworkPolicyChart
 from kvtiers.k8s_charts.secrets import EndpointSecrets
 from kvtiers.k8s_charts.serving import Engine, Router, ServingChart
 from kvtiers.k8s_charts.tolerations import Toleration
+from kvtiers.k8s_charts.vllm import S3Weights
 from kvtiers.platform_defaults import TaintEffect
 from kvtiers.serving_defaults import HASH_SEED, NAMESPACE
 
 
 class ServingEndpoint(Construct):
-    """The endpoint's :class:`ServingChart` deployed as one manifest.
+    """The endpoint's :class:`ServingChart` deployed as one manifest, after the access and the NetworkPolicies its
+    pods need.
 
-    Attributes: ``chart``, ``objects`` (the chart's, rendered once) and ``manifest``.
+    Attributes: ``chart``, ``objects`` (the chart's, rendered once) and ``manifest``; ``model_access`` (the
+    :class:`ModelReadAccess`, None without S3 weights or with ``model_role``), ``secret_access`` (the
+    :class:`EndpointSecretAccess`, None without ``secrets``), ``role`` (the Pod Identity role its pods read weights
+    and secrets with, None without either), ``policies`` (the NetworkPolicy manifest, None with
+    ``network_policies=False``), ``policies_chart`` and ``policies_objects``.
+
+    Construct ids (in ``access_scope``): ``<Name>ModelAccess``, ``<Name>Secrets`` and ``NetworkPolicies<Name>``,
+    where ``<Name>`` is ``name`` in PascalCase.
 
     :param scope: the parent construct.
     :param id: the construct id.
@@ -49,7 +72,10 @@ class ServingEndpoint(Construct):
         port, and for ``kvaware`` the LMCache worker and controller ports. An imported cluster's rules are its
         owner's.
     :param name: the endpoint's name (prefixes every object).
-    :param engine: the vLLM pods. They also tolerate the custom taints of their HyperPod group.
+    :param engine: the vLLM pods. They also tolerate the custom taints of their HyperPod group. With
+        :class:`~kvtiers.k8s_charts.vllm.S3Weights` the endpoint creates their read access (a
+        :class:`ModelReadAccess` bound to the engines' service account, and to a ``kvaware`` router's, which copies
+        the tokenizer) unless ``model_role`` is given; ``engine.model_role_arn`` is the endpoint's to set.
     :param router: the router in front of them.
     :param l2: the Curvine L2 to mount: the endpoint runs in its serving namespace, after its claim. @default None
         (no L2)
@@ -65,10 +91,28 @@ class ServingEndpoint(Construct):
     :param l2_share_group: the L2 directory shared with the other endpoints of this group (same model and L2
         namespace). @default None: a directory of the endpoint's own
     :param secrets: the Secrets Manager secrets its pods read as files (API keys, a Hugging Face token): see
-        :class:`~kvtiers.k8s_charts.serving.ServingChart`; give the access construct that lets them read them
-        (:class:`~kvtiers.constructs.endpoint_secrets.EndpointSecretAccess`) in ``after``. @default None
-    :param after: what the manifest waits for besides the L2 claim: the namespace's manifest when there is no
-        ``l2``, the namespace's NetworkPolicies. @default none
+        :class:`~kvtiers.k8s_charts.serving.ServingChart`. The endpoint creates the API-key secret (a generated key,
+        under the name ``secrets.api_key_secret``) and the :class:`EndpointSecretAccess` that lets its router and
+        engines read their secrets, with the role of the S3 weights when there is one (a service account has one Pod
+        Identity association); it needs ``secrets_store``. @default None
+    :param secrets_store: the ASCP add-on that mounts the secrets and the KMS key they are encrypted with; required
+        with ``secrets``, and the endpoint comes after the add-on. @default None
+    :param model_role: a role of your own that reads the S3 weights (trusting ``pods.eks.amazonaws.com``), instead of
+        the :class:`ModelReadAccess` the endpoint creates; the endpoint binds its engines' service account (and a
+        ``kvaware`` router's, or the router's with ``secrets``) to it and grants it the secrets. Only with S3 weights.
+        @default None: a :class:`ModelReadAccess` of the endpoint's own
+    :param network: where the Kubernetes API and its pod proxy are, for the NetworkPolicies: the
+        :class:`HyperPodNetwork` (its VPC CIDR and EKS subnets, with the ``kubernetes`` Service address from
+        ``EksCluster(service_ipv4_cidr=)``), or a :class:`~kvtiers.k8s_charts.network_policies.ClusterNetwork`.
+        Required unless ``network_policies=False``. @default None
+    :param network_policies: deploy the endpoint's NetworkPolicies (its router and engines admit only each other, the
+        clients of ``router.client_cidrs`` or the VPC, the API server's proxy; egress HTTPS, DNS, Pod Identity) in a
+        manifest of their own, before its pods. ``False`` leaves its pods open to every pod of the cluster; only an
+        app that deploys the same policies itself should say so. @default True
+    :param after: what the manifests wait for besides the L2 claim: the namespace's manifest when there is no
+        ``l2``, the namespace's own NetworkPolicies (default deny). @default none
+    :param access_scope: where the access constructs and the NetworkPolicy manifest are created, for an app that
+        keeps the logical IDs it deployed with. @default this construct
     """
 
     def __init__(
@@ -86,28 +130,134 @@ class ServingEndpoint(Construct):
         hash_seed: str | None = None,
         l2_share_group: str | None = None,
         secrets: EndpointSecrets | None = None,
+        secrets_store: SecretsStoreCsi | None = None,
+        model_role: iam.IRole | None = None,
+        network: HyperPodNetwork | ClusterNetwork | None = None,
+        network_policies: bool = True,
         after: Sequence[Construct] = (),
+        access_scope: Construct | None = None,
     ) -> None:
         super().__init__(scope, id)
-        hash_seed = endpoint_hash_seed(f"ServingEndpoint {name!r}", hash_seed, l2)
+        where = f"ServingEndpoint {name!r}"
+        hash_seed = endpoint_hash_seed(where, hash_seed, l2)
         if l2 is not None and namespace is not None and namespace != l2.serving_namespace:
             raise ValueError(
-                f"ServingEndpoint: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} "
+                f"{where}: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} "
                 "(the claim is mounted only in its own namespace)"
+            )
+        s3 = engine.weights if isinstance(engine.weights, S3Weights) else None
+        if engine.model_role_arn is not None:
+            raise ValueError(
+                f"{where}: engine.model_role_arn is set by the endpoint (the role of its S3 weights); give a role of "
+                "your own as model_role="
+            )
+        if model_role is not None and s3 is None:
+            raise ValueError(f"{where}: model_role reads S3 weights; engine.weights are not S3Weights")
+        if secrets is not None and secrets_store is None:
+            raise ValueError(
+                f"{where}: secrets need secrets_store=SecretsStoreCsi(...): the add-on that mounts them and the KMS "
+                "key the API-key secret is encrypted with"
             )
         if namespace is None:
             namespace = l2.serving_namespace if l2 is not None else NAMESPACE
         if hyperpod is None and l2 is not None:
             hyperpod = l2.hyperpod
         if hyperpod is not None:
-            engine = _on_group(f"ServingEndpoint {name!r}", engine, hyperpod)
+            engine = _on_group(where, engine, hyperpod)
         else:
             cdk.Annotations.of(self).add_warning_v2(
                 "kvtiers:serving-without-hyperpod",
-                f"ServingEndpoint {name!r}: no hyperpod (nor l2): engine.instance_group {engine.instance_group!r}, its "
+                f"{where}: no hyperpod (nor l2): engine.instance_group {engine.instance_group!r}, its "
                 "GPUs and memory are not checked against the HyperPod groups and the engines tolerate none of their "
                 "custom taints; give hyperpod=HyperPodCluster(...)",
             )
+        cluster_network = _cluster_network(where, network, eks_cluster) if network_policies else None
+        cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
+        target = access_scope if access_scope is not None else self
+        pascal = pascal_case(name)
+        before: list[Construct] = [*([l2.ready] if l2 is not None else []), *after]
+
+        # One role per endpoint: the weights' (its own or the caller's), else the secrets'.
+        self.model_access: ModelReadAccess | None = None
+        self.role: iam.IRole | None = model_role
+        engine_account, router_account = engine_service_account_name(name), router_name(name)
+        router_reads_s3 = s3 is not None and router.routing == "kvaware"
+        if s3 is not None and model_role is None:
+            self.model_access = ModelReadAccess(
+                target,
+                f"{pascal}ModelAccess",
+                cluster=cluster,
+                namespace=namespace,
+                service_account=engine_account,
+                bucket=s3.bucket,
+                prefix=s3.prefix,
+            )
+            self.role = self.model_access.role
+        # The service accounts the role still has to be bound to (one association each).
+        unbound = [
+            *([router_account] if secrets is not None or router_reads_s3 else []),
+            *([engine_account] if self.model_access is None and (secrets is not None or s3 is not None) else []),
+        ]
+        self.secret_access: EndpointSecretAccess | None = None
+        if secrets is not None:
+            assert secrets_store is not None
+            self.secret_access = EndpointSecretAccess(
+                target,
+                f"{pascal}Secrets",
+                cluster=cluster,
+                namespace=namespace,
+                key=secrets_store.key,
+                api_key_secret_name=secrets.api_key_secret,
+                hf_token_secret_name=secrets.hf_token_secret,
+                service_accounts=unbound,
+                role=self.role,
+            )
+            self.role = self.secret_access.role
+        elif self.model_access is not None:
+            for account in unbound:
+                self.model_access.add_service_account(account)
+        elif self.role is not None:
+            for account in unbound:
+                eks_l1.CfnPodIdentityAssociation(
+                    self,
+                    f"ModelRole{pascal_case(account)}",
+                    cluster_name=cluster.cluster_name,
+                    namespace=namespace,
+                    service_account=account,
+                    role_arn=self.role.role_arn,
+                )
+        if s3 is not None and self.role is not None:
+            engine = dataclasses.replace(engine, model_role_arn=self.role.role_arn)
+
+        self.policies: eks.KubernetesManifest | None = None
+        self.policies_chart: ServingNetworkPolicyChart | None = None
+        self.policies_objects: list[dict[str, Any]] = []
+        if cluster_network is not None:
+            self.policies_chart = ServingNetworkPolicyChart(
+                cdk8s.App(),
+                f"network-policies-{name}",
+                namespace=namespace,
+                network=cluster_network,
+                endpoints=[
+                    SelfManagedTraffic(
+                        name=name,
+                        kvaware_worker_ports=(
+                            lmcache_worker_ports(engine.tensor_parallel_size) if router.routing == "kvaware" else ()
+                        ),
+                        s3_weights=s3 is not None,
+                        client_cidrs=router.client_cidrs or None,
+                    )
+                ],
+                namespace_wide=False,
+            )
+            self.policies_objects = self.policies_chart.to_json()
+            # Its own manifest: removing the endpoint deletes its policies (kubectl's prune would leave them).
+            self.policies = eks.KubernetesManifest(
+                target, f"NetworkPolicies{pascal}", cluster=cluster, manifest=self.policies_objects, overwrite=True
+            )
+            for dependency in before:
+                self.policies.node.add_dependency(dependency)
+
         self.chart = ServingChart(
             cdk8s.App(),
             name,
@@ -121,15 +271,53 @@ class ServingEndpoint(Construct):
             secrets=secrets,
         )
         self.objects: list[dict[str, Any]] = self.chart.to_json()
-        cluster = eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster
         # "Default": the manifest's logical ID is this construct's, as if the manifest were built in its place.
-        self.manifest = eks.KubernetesManifest(
-            self, "Default", cluster=as_cluster_interface(cluster), manifest=self.objects, overwrite=True
-        )
-        for dependency in (*([l2.ready] if l2 is not None else []), *after):
+        self.manifest = eks.KubernetesManifest(self, "Default", cluster=cluster, manifest=self.objects, overwrite=True)
+        for dependency in (
+            *before,
+            *(c for c in (self.policies, self.model_access, self.secret_access) if c is not None),
+            *([secrets_store.addon] if secrets is not None and secrets_store is not None else []),
+        ):
             self.manifest.node.add_dependency(dependency)
         if isinstance(eks_cluster, EksCluster) and eks_cluster.node_traffic is not None:
             _allow_serving_traffic(eks_cluster.node_traffic, engine, router)
+
+
+def _cluster_network(
+    where: str, network: HyperPodNetwork | ClusterNetwork | None, eks_cluster: EksCluster | ClusterLike
+) -> ClusterNetwork:
+    """The peers the NetworkPolicies name, from the network and the cluster's Service CIDR as built."""
+    if isinstance(network, ClusterNetwork):
+        return network
+    if network is None:
+        raise ValueError(
+            f"{where}: network is required for its NetworkPolicies: give network=HyperPodNetwork(...) (or a "
+            "ClusterNetwork), or network_policies=False if you deploy equivalent policies yourself"
+        )
+    service_cidr = eks_cluster.service_ipv4_cidr if isinstance(eks_cluster, EksCluster) else None
+    if service_cidr is None:
+        raise ValueError(
+            f"{where}: network=HyperPodNetwork needs the EksCluster construct built with service_ipv4_cidr= (the "
+            "'kubernetes' Service address the policies admit; EKS's own pick is not known at synth), or give a "
+            "ClusterNetwork"
+        )
+    if check_unresolved(network.cidr):
+        raise ValueError(f"{where}: the network's cidr is a deploy-time value; give a ClusterNetwork")
+    return ClusterNetwork(
+        node_cidr=network.cidr,
+        api_service_ip=str(ipaddress.IPv4Network(service_cidr).network_address + 1),
+        control_plane_cidrs=_subnet_cidrs(network),
+    )
+
+
+def _subnet_cidrs(network: HyperPodNetwork) -> tuple[str, ...]:
+    """The EKS subnets' CIDRs (the control plane's ENIs), or () for imported subnets whose CIDRs were not given (the
+    policies then admit the whole VPC)."""
+    try:
+        cidrs = tuple(s.ipv4_cidr_block for s in network.eks_subnets)
+    except RuntimeError:  # jsii: an imported subnet without its CIDR
+        return ()
+    return () if any(check_unresolved(c) for c in cidrs) else cidrs
 
 
 def endpoint_hash_seed(where: str, hash_seed: str | None, l2: CurvineL2 | None) -> str:

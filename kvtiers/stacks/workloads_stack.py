@@ -16,9 +16,7 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from kvtiers.config.schema import Endpoint, Environment, NewVpc, S3ModelSource
-from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess
-from kvtiers.constructs.model_access import ModelReadAccess
+from kvtiers.config.schema import Endpoint, Environment, NewVpc
 from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.k8s_charts import names
 from kvtiers.stacks.platform_stack import PlatformStack
@@ -134,71 +132,32 @@ class WorkloadsStack(cdk.Stack):
             )
 
     def _self_managed_endpoint(self, env: Environment, endpoint: Endpoint) -> None:
-        role_arn = None
-        access = None
-        if isinstance(endpoint.source, S3ModelSource):
-            access = ModelReadAccess(
-                self,
-                f"{names.pascal_case(endpoint.name)}ModelAccess",
-                cluster=self.cluster,
-                namespace=env.serving.namespace,
-                service_account=names.engine_service_account_name(endpoint.name),
-                bucket=endpoint.source.bucket,
-                prefix=endpoint.source.prefix,
-            )
-            role_arn = access.role.role_arn
-        secrets = self._endpoint_secret_access(env, endpoint, access)
-        if access is not None and secrets is None and endpoint.routing == "kvaware":
-            # kvaware's router copies the tokenizer from the same S3 prefix (with the secrets' access, it is bound).
-            access.add_service_account(names.router_name(endpoint.name))
-        l2 = self.curvine if env.sizing.endpoint(endpoint.name).l2_enabled else None
+        pascal = names.pascal_case(endpoint.name)
+        # The access constructs and the policies' manifest are created in this stack (access_scope): their logical
+        # IDs are the ones deployed before the endpoint owned them.
         served = wiring.serving_endpoint(
             self,
-            f"Endpoint{names.pascal_case(endpoint.name)}",
+            f"Endpoint{pascal}",
             env,
             endpoint.name,
             eks=self.platform.eks,
             hyperpod=self.hyperpod,
-            l2=l2,
-            after=[*self.l2_ready, self._endpoint_policies(env, endpoint)],
-            model_role_arn=role_arn,
+            l2=self.curvine if env.sizing.endpoint(endpoint.name).l2_enabled else None,
+            network=wiring.cluster_network(env, control_plane_cidrs=self.control_plane_cidrs),
+            secrets_store=self.platform.serving_secrets,
+            after=self.l2_ready,
+            access_scope=self,
         )
-        manifest = self.register(
-            f"Endpoint{names.pascal_case(endpoint.name)}", served.manifest, served.chart, served.objects
-        )
-        for dependency in (access, secrets):
-            if dependency is not None:
-                manifest.node.add_dependency(dependency)
-        self.endpoints[endpoint.name] = manifest
-
-    def _endpoint_secret_access(
-        self, env: Environment, endpoint: Endpoint, access: ModelReadAccess | None
-    ) -> EndpointSecretAccess | None:
-        """The endpoint's API-key secret and the role its router and engines read their secrets with: the engines'
-        S3 weights role when they have one (a service account has one Pod Identity association), else a new one."""
-        api_key = env.api_key_secret_name(endpoint.name) if endpoint.authenticated else None
-        if api_key is None and endpoint.hf_token_secret is None:
-            return None
-        store = self.platform.serving_secrets
-        assert store is not None, "the platform installs ASCP when an endpoint reads a secret (env.serving_secrets)"
-        accounts = [names.router_name(endpoint.name)]
-        if access is None:
-            accounts.append(names.engine_service_account_name(endpoint.name))
-        return EndpointSecretAccess(
-            self,
-            f"{names.pascal_case(endpoint.name)}Secrets",
-            cluster=self.cluster,
-            namespace=env.serving.namespace,
-            key=store.key,
-            api_key_secret_name=api_key,
-            hf_token_secret_name=endpoint.hf_token_secret,
-            service_accounts=accounts,
-            role=access.role if access is not None else None,
+        if served.policies is not None and served.policies_chart is not None:
+            self.register(f"NetworkPolicies{pascal}", served.policies, served.policies_chart, served.policies_objects)
+        self.endpoints[endpoint.name] = self.register(
+            f"Endpoint{pascal}", served.manifest, served.chart, served.objects
         )
 
     def _endpoint_policies(self, env: Environment, endpoint: Endpoint) -> eks.KubernetesManifest:
-        """The endpoint's NetworkPolicies, in a manifest of their own (before its pods): removing or renaming the
-        endpoint deletes this manifest and so its policies; kubectl's prune would leave them (kvtiers.change)."""
+        """An operator endpoint's NetworkPolicies, in a manifest of their own (before its pods): removing or renaming
+        the endpoint deletes this manifest and so its policies; kubectl's prune would leave them (kvtiers.change).
+        A self-managed endpoint's are its construct's."""
         chart = wiring.serving_network_policy_chart(
             self.k8s_app,
             f"network-policies-{endpoint.name}",

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from kvtiers.constructs.curvine import CurvineL2
     from kvtiers.constructs.eks_cluster import EksCluster
+    from kvtiers.constructs.endpoint_secrets import SecretsStoreCsi
     from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
     from kvtiers.constructs.serving import ServingEndpoint
     from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpoint
@@ -191,11 +192,14 @@ def serving_endpoint(
     eks: EksCluster,
     hyperpod: HyperPodCluster,
     l2: CurvineL2 | None,
+    network: ClusterNetwork,
+    secrets_store: SecretsStoreCsi | None,
     after: Sequence[Construct],
-    model_role_arn: str | None = None,
+    access_scope: Construct | None = None,
 ) -> ServingEndpoint:
     """The self-managed endpoint ``name`` as a construct: its manifest, ordered after ``l2``'s claim and ``after``,
-    its node traffic and its engines checked against and tolerating their HyperPod group."""
+    its S3 and secrets access, its NetworkPolicies, its node traffic and its engines checked against and tolerating
+    their HyperPod group."""
     from kvtiers.constructs.serving import ServingEndpoint
 
     e = _serving(env, name, "self_managed")
@@ -206,13 +210,16 @@ def serving_endpoint(
         hyperpod=hyperpod,
         name=e.name,
         namespace=env.serving.namespace,
-        engine=engine(env, e, model_role_arn=model_role_arn),
+        engine=engine(env, e),
         router=router(env, e),
         hash_seed=env.serving.hash_seed,
         l2=l2,
         l2_share_group=e.l2_share_group,
         secrets=endpoint_secrets(env, e),
+        secrets_store=secrets_store,
+        network=network,
         after=after,
+        access_scope=access_scope,
     )
 
 
