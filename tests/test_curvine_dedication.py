@@ -35,7 +35,8 @@ def group(name: str, *taints: Taint, **kwargs) -> InstanceGroup:
     )
 
 
-def warnings(groups: list[InstanceGroup], worker_groups: list[str] | None = None) -> list[str]:
+def team_platform(groups: list[InstanceGroup]) -> tuple[cdk.Stack, EksCluster, HyperPodCluster, HyperPodNetwork]:
+    """A team's stack with the network, EKS and HyperPod under a Curvine L2, from the documented constructs."""
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team", env=cdk.Environment(account="111111111111", region="us-east-1"))
     network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az2"))
@@ -49,6 +50,11 @@ def warnings(groups: list[InstanceGroup], worker_groups: list[str] | None = None
         security_group=network.security_group,
         instance_groups=groups,
     )
+    return stack, eks, hyperpod, network
+
+
+def warnings(groups: list[InstanceGroup], worker_groups: list[str] | None = None) -> list[str]:
+    stack, eks, hyperpod, network = team_platform(groups)
     CurvineL2(stack, "Curvine", eks_cluster=eks, hyperpod=hyperpod, network=network, worker_groups=worker_groups)
     found = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.any_value())
     return [str(w.entry.data) for w in found if CURVINE_NODES_OPEN in str(w.entry.data)]

@@ -10,28 +10,17 @@ import pytest
 from aws_cdk import assertions
 from aws_cdk import aws_eks_v2 as eks_v2
 
-from kvtiers.constructs import EksCluster, HyperPodCluster, HyperPodNetwork, InstanceGroup
+from kvtiers.constructs import InstanceGroup
 from kvtiers.constructs.curvine import RETAINED_ANNOTATION, CurvineL2
 from kvtiers.constructs.eks_cluster import as_cluster_interface
-from kvtiers.constructs.network import NewVpcOptions
 from kvtiers.k8s_charts.namespaces import NamespaceChart
-from tests.synth import cdk_context
+from tests.test_curvine_dedication import team_platform
 
 
 def platform(*, own_namespace: bool | None) -> tuple[cdk.Stack, CurvineL2]:
     """``own_namespace``: None, the L2 creates it; True/False, the team's manifest with/without ``overwrite``."""
-    app = cdk.App(context=cdk_context())
-    stack = cdk.Stack(app, "team", env=cdk.Environment(account="111111111111", region="us-east-1"))
-    network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az2"))
-    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
-    hyperpod = HyperPodCluster(
-        stack,
-        "HyperPod",
-        eks_cluster=eks,
-        dependencies=None,
-        subnet=network.hyperpod_subnet,
-        security_group=network.security_group,
-        instance_groups=[InstanceGroup(name="g6e-a", instance_type="ml.g6e.12xlarge", count=2)],
+    stack, eks, hyperpod, network = team_platform(
+        [InstanceGroup(name="g6e-a", instance_type="ml.g6e.12xlarge", count=2)]
     )
     manifest = None
     if own_namespace is not None:

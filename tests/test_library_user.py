@@ -745,6 +745,23 @@ def operator_stack(chart_dir: Path, *, hash_seed: str = "42") -> tuple[cdk.Stack
     return stack, endpoint
 
 
+def another_operator_endpoint(stack: cdk.Stack, id: str, *, engine: Engine | None = None, **kwargs) -> None:
+    """A second operator endpoint in a stack of :func:`operator_stack` or :func:`operator_platform` (its cluster and
+    operator): Qwen2-7B from the Hub on ``g6e-small`` unless ``engine`` says otherwise."""
+    children = stack.node.children
+    OperatorServingEndpoint(
+        stack,
+        id,
+        eks_cluster=next(c for c in children if isinstance(c, EksCluster)),
+        operator=next(c for c in children if isinstance(c, InferenceOperator)),
+        name=id.lower(),
+        engine=engine
+        or Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small", l1_gib=8),
+        routing="prefixaware",
+        **kwargs,
+    )
+
+
 @pytest.fixture(scope="module")
 def operator_library(chart_dir):
     stack, endpoint = operator_stack(chart_dir)
@@ -806,50 +823,30 @@ def test_an_immutable_change_renames_the_endpoints_logical_ids(chart_dir, operat
 
 def test_an_engine_field_the_operator_cannot_carry_is_refused(chart_dir):
     stack, _ = operator_stack(chart_dir)
-    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
-    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
+    engine = Engine(
+        model="Qwen/Qwen2-7B-Instruct",
+        weights=HuggingFaceWeights(),
+        instance_group="g6e-small",
+        l1_gib=16,
+        extra_args=("--enforce-eager",),
+    )
     hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
     with pytest.raises(ValueError, match=r"engine field\(s\) \['extra_args'\]"):
-        OperatorServingEndpoint(
-            stack,
-            "Extra",
-            eks_cluster=eks,
-            operator=operator,
-            hyperpod=hyperpod,
-            name="extra",
-            engine=Engine(
-                model="Qwen/Qwen2-7B-Instruct",
-                weights=HuggingFaceWeights(),
-                instance_group="g6e-small",
-                l1_gib=16,
-                extra_args=("--enforce-eager",),
-            ),
-            routing="prefixaware",
-        )
+        another_operator_endpoint(stack, "Extra", engine=engine, hyperpod=hyperpod)
 
 
 def test_an_operator_engine_its_group_cannot_run_is_refused(chart_dir):
     stack, _ = operator_stack(chart_dir)
-    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
-    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
+    engine = Engine(
+        model="Qwen/Qwen2-7B-Instruct",
+        weights=HuggingFaceWeights(),
+        instance_group="g6e-small",
+        tensor_parallel_size=2,
+        l1_gib=8,
+    )
     hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
     with pytest.raises(ValueError, match=r"tensor_parallel_size 2 is larger than the 1 GPU\(s\) of ml.g6e.2xlarge"):
-        OperatorServingEndpoint(
-            stack,
-            "Wide",
-            eks_cluster=eks,
-            operator=operator,
-            hyperpod=hyperpod,
-            name="wide",
-            engine=Engine(
-                model="Qwen/Qwen2-7B-Instruct",
-                weights=HuggingFaceWeights(),
-                instance_group="g6e-small",
-                tensor_parallel_size=2,
-                l1_gib=8,
-            ),
-            routing="prefixaware",
-        )
+        another_operator_endpoint(stack, "Wide", engine=engine, hyperpod=hyperpod)
 
 
 def test_the_documented_operator_example_synthesizes_with_its_policy_wait(chart_dir):
@@ -919,67 +916,33 @@ def test_an_operator_endpoint_on_a_tainted_group_is_refused(chart_dir):
         chart_dir, taints=(Taint(key="kvtiers.io/dedicated", value="l2", effect="NoSchedule"),)
     )
     stack, eks, curvine = platform["stack"], platform["eks"], platform["curvine"]
-    operator = InferenceOperator(stack, "Operator", cluster=eks, hyperpod_cluster_arn="arn", environment_name="team")
+    InferenceOperator(stack, "Operator", cluster=eks, hyperpod_cluster_arn="arn", environment_name="team")
     with pytest.raises(ValueError, match=r"g6e-small.*kvtiers.io/dedicated.*no tolerations field"):
-        OperatorServingEndpoint(
-            stack,
-            "Chat",
-            eks_cluster=eks,
-            operator=operator,
-            name="chat",
-            engine=Engine(
-                model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small", l1_gib=8
-            ),
-            routing="prefixaware",
-            l2=curvine,
-        )
+        another_operator_endpoint(stack, "Chat", l2=curvine)
 
 
 def test_endpoints_of_one_l2_take_its_seed_and_refuse_another(chart_dir):
     """One hash seed per L2 (it is part of every endpoint's namespace): given on CurvineL2, inherited."""
     stack, endpoint = operator_stack(chart_dir, hash_seed="42")
     assert endpoint.endpoint.hash_seed == "42"
-    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
-    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
     curvine = next(c for c in stack.node.children if isinstance(c, CurvineL2))
     with pytest.raises(ValueError, match=r"hash_seed '7' is not the L2's '42'"):
-        OperatorServingEndpoint(
-            stack,
-            "Other",
-            eks_cluster=eks,
-            operator=operator,
-            name="other",
-            engine=Engine(
-                model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small", l1_gib=8
-            ),
-            routing="prefixaware",
-            l2=curvine,
-            hash_seed="7",
-        )
+        another_operator_endpoint(stack, "Other", l2=curvine, hash_seed="7")
 
 
 def test_an_operator_endpoint_with_weights_in_a_bucket_the_operator_was_not_granted_is_refused(chart_dir):
     """The operator's S3 CSI driver reads only ``model_buckets``: another bucket would fail the mount on the cluster."""
     stack, _ = operator_stack(chart_dir)
-    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
-    operator = next(c for c in stack.node.children if isinstance(c, InferenceOperator))
+    engine = Engine(
+        model="Qwen/Qwen2-7B-Instruct",
+        weights=S3Weights(bucket="not-granted", prefix="Qwen/Qwen2-7B-Instruct"),
+        instance_group="g6e-small",
+        l1_gib=16,
+    )
+    hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
     with pytest.raises(
         ValueError,
         match=r"engine.weights bucket 'not-granted' is not one of the InferenceOperator's model_buckets "
         r"\(example-prod-models\)",
     ):
-        OperatorServingEndpoint(
-            stack,
-            "Other",
-            eks_cluster=eks,
-            operator=operator,
-            name="other",
-            engine=Engine(
-                model="Qwen/Qwen2-7B-Instruct",
-                weights=S3Weights(bucket="not-granted", prefix="Qwen/Qwen2-7B-Instruct"),
-                instance_group="g6e-small",
-                l1_gib=16,
-            ),
-            routing="prefixaware",
-            hyperpod=next(c for c in stack.node.children if isinstance(c, HyperPodCluster)),
-        )
+        another_operator_endpoint(stack, "Other", engine=engine, hyperpod=hyperpod)
