@@ -25,7 +25,13 @@ from kvtiers import checks, serving_defaults
 from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS
 from kvtiers.change.manifests import MANIFEST_RESOURCE_TYPE, ObjectRef, manifest_resources
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE
-from kvtiers.constructs.eks_cluster import EksCluster, addon_version, as_cluster_interface, pod_identity_role
+from kvtiers.constructs.eks_cluster import (
+    ChartManifests,
+    EksCluster,
+    addon_version,
+    as_cluster_interface,
+    pod_identity_role,
+)
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
 from kvtiers.constructs.journal_volumes import EBS_CSI_MANAGED_POLICY, EBS_CSI_SERVICE_ACCOUNT, CurvineJournalVolumes
 from kvtiers.constructs.network import HyperPodNetwork
@@ -218,19 +224,9 @@ class CurvineL2(Construct):
         target = manifests_scope if manifests_scope is not None else self
         cluster = as_cluster_interface(eks_cluster.cluster)
         k8s_app = cdk8s.App()
-        self.charts: dict[str, cdk8s.Chart] = {}
-        self.objects: dict[str, list[dict[str, Any]]] = {}
-        self.manifests: dict[str, eks.KubernetesManifest] = {}
-
-        def deploy(name: str, chart: cdk8s.Chart, after: Sequence[Construct]) -> eks.KubernetesManifest:
-            objects: list[dict[str, Any]] = chart.to_json()
-            manifest = eks.KubernetesManifest(target, name, cluster=cluster, manifest=objects, overwrite=True)
-            for dependency in after:
-                manifest.node.add_dependency(dependency)
-            self.charts[name] = chart
-            self.objects[name] = objects
-            self.manifests[name] = manifest
-            return manifest
+        deployed = ChartManifests(target, cluster)
+        self.charts, self.objects, self.manifests = deployed.charts, deployed.objects, deployed.manifests
+        deploy = deployed.deploy
 
         # The static PersistentVolumes need the EBS CSI driver (and the HyperPod nodes it attaches through).
         masters_manifest = deploy(

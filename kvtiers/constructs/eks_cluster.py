@@ -12,6 +12,7 @@ from datetime import date
 from typing import Any, cast
 
 import aws_cdk as cdk
+import cdk8s
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
@@ -66,6 +67,28 @@ DNS_PORT = 53
 def as_cluster_interface(cluster: ClusterLike) -> eks.ICluster:
     """``cluster`` typed as the ``ICluster`` it is (see :data:`ClusterLike`)."""
     return cast(eks.ICluster, cluster)
+
+
+class ChartManifests:
+    """cdk8s charts deployed one manifest each under ``target`` (``overwrite``: an apply, never a create that fails on
+    an object already there), each after what it is given, and kept by id for review (``cdk.out/k8s/``, tests)."""
+
+    def __init__(self, target: Construct, cluster: eks.ICluster) -> None:
+        self._target = target
+        self._cluster = cluster
+        self.charts: dict[str, cdk8s.Chart] = {}
+        self.objects: dict[str, list[dict[str, Any]]] = {}
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+
+    def deploy(self, id: str, chart: cdk8s.Chart, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
+        objects: list[dict[str, Any]] = chart.to_json()
+        manifest = eks.KubernetesManifest(self._target, id, cluster=self._cluster, manifest=objects, overwrite=True)
+        for dependency in after:
+            manifest.node.add_dependency(dependency)
+        self.charts[id] = chart
+        self.objects[id] = objects
+        self.manifests[id] = manifest
+        return manifest
 
 
 def addon_version(version: str) -> tuple[int, ...]:

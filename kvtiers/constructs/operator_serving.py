@@ -15,7 +15,6 @@ under the old ID would leave the old objects running, since kubectl's default pr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import aws_cdk as cdk
 import cdk8s
@@ -23,7 +22,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from kvtiers.constructs.curvine import CurvineL2
-from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.constructs.eks_cluster import ChartManifests, ClusterLike, EksCluster, as_cluster_interface
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
 from kvtiers.constructs.hyperpod_inference import InferenceOperator, allow_invocation_traffic
 from kvtiers.constructs.serving import endpoint_hash_seed, engine_group
@@ -164,19 +163,9 @@ class OperatorServingEndpoint(Construct):
         target = manifests_scope if manifests_scope is not None else self
         suffix = f"{pascal_case(name)}{self.endpoint.fingerprint}"
         k8s_app = cdk8s.App()
-        self.charts: dict[str, cdk8s.Chart] = {}
-        self.objects: dict[str, list[dict[str, Any]]] = {}
-        self.manifests: dict[str, eks.KubernetesManifest] = {}
-
-        def deploy(id: str, chart: cdk8s.Chart, after: Sequence[Construct]) -> eks.KubernetesManifest:
-            objects: list[dict[str, Any]] = chart.to_json()
-            manifest = eks.KubernetesManifest(target, id, cluster=cluster, manifest=objects, overwrite=True)
-            for dependency in after:
-                manifest.node.add_dependency(dependency)
-            self.charts[id] = chart
-            self.objects[id] = objects
-            self.manifests[id] = manifest
-            return manifest
+        deployed = ChartManifests(target, cluster)
+        self.charts, self.objects, self.manifests = deployed.charts, deployed.objects, deployed.manifests
+        deploy = deployed.deploy
 
         before: list[Construct] = [operator.kyverno, *([l2.ready] if l2 is not None else []), *after]
         self.policy: eks.KubernetesManifest | None = None
