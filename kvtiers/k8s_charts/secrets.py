@@ -8,9 +8,8 @@ Secrets Manager and no Kubernetes Secret holds a value. Sources (cited in docs/s
 Store CSI driver v1.6.0 (the ``secrets-store.csi.x-k8s.io/v1`` object, the inline ``csi`` volume).
 
 Files, not environment variables: a file is refreshed by the driver's rotation (an environment variable is not),
-and keys stay out of every pod spec. vLLM 0.12.0 reads its keys once at start (``--api-key``, or ``--config`` with
-``api-key: [k1, k2]``), the production-stack router reads ``VLLM_API_KEY``; the start wrappers below turn the file
-into those, so a new key takes effect when the pods restart.
+and keys stay out of every pod spec. The router's key check (``kvtiers_router_auth``) reads the API-key file again
+when it changes, so a rotated key takes effect without a restart; huggingface_hub reads the token file at each use.
 """
 
 from __future__ import annotations
