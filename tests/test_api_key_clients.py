@@ -1,5 +1,5 @@
 """``kvtiers bench`` and ``kvtiers verify`` against an endpoint with API keys, and the router's key check itself:
-``kvtiers_router_auth`` (the module the router loads) in front of a small streaming server as production-stack calls
+``kvtiers_api_auth`` (the module the router loads) in front of a small streaming server as production-stack calls
 it, over real HTTP in the router venv; keys from Secrets Manager (its ``GetSecretValue`` answers and errors)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kvtiers.cli.api_key import ApiKeyError, read_api_key
 from kvtiers.cli.main import app
 from kvtiers.cli.verify import api_key, runner
 from kvtiers.config import load_environment
-from kvtiers.k8s_charts import kvtiers_router_auth
+from kvtiers.k8s_charts import kvtiers_api_auth
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
@@ -44,7 +44,7 @@ def server(key_file):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     script = Path(__file__).parent / "fakes" / "keyed_router_server.py"
-    module = Path(kvtiers_router_auth.__file__)
+    module = Path(kvtiers_api_auth.__file__)
     process = subprocess.Popen([str(ROUTER_PYTHON), str(script), str(module), str(port), str(key_file)])
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

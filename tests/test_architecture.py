@@ -230,7 +230,7 @@ def value_objects_built_outside_the_wiring(root: Path, package: str, extra: tupl
 ENGINE_SIDE = {"kvtiers.k8s_charts.kvtiers_l2_guard", "kvtiers.k8s_charts.kvtiers_engine_drain"}
 """Modules shipped into the engine image (a ConfigMap on its PYTHONPATH), which import the image's packages."""
 ENGINE_PACKAGES = {"lmcache", "prometheus_client", "torch", "vllm", "zmq"}
-ROUTER_SIDE = {"kvtiers.k8s_charts.kvtiers_kvaware_fallback", "kvtiers.k8s_charts.kvtiers_router_auth"}
+ROUTER_SIDE = {"kvtiers.k8s_charts.kvtiers_kvaware_fallback", "kvtiers.k8s_charts.kvtiers_api_auth"}
 """Modules shipped into the router image (a ConfigMap on its PYTHONPATH), which import the router's own code."""
 ROUTER_PACKAGES = {"vllm_router", "fastapi"}
 

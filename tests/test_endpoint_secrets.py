@@ -147,12 +147,12 @@ def test_the_provider_class_is_valid_against_the_drivers_crd(charts):
 
 
 def test_the_router_loads_its_key_check_and_the_engines_take_no_key(charts):
-    """With an API key the router loads ``kvtiers_router_auth`` from its ConfigMap (``--callbacks``) and reads the
+    """With an API key the router loads ``kvtiers_api_auth`` from its ConfigMap (``--callbacks``) and reads the
     mounted key file; the engines' command line and environment carry no key (vLLM logs its arguments at start)."""
     for objs in charts.values():
         router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
         module = flag(router["args"], "--callbacks").rpartition(".")[0]
-        assert module == "kvtiers_router_auth"
+        assert module == "kvtiers_api_auth"
         scripts = next(
             o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-router-kvtiers")
         )
@@ -167,10 +167,10 @@ def test_a_kvaware_router_loads_the_fallback_before_the_key_check():
     env = two_endpoint_env()
     objs = render(env, "llama-8b")
     router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
-    assert flag(router["args"], "--callbacks") == "kvtiers_router_auth.callbacks"
+    assert flag(router["args"], "--callbacks") == "kvtiers_api_auth.callbacks"
     assert env_of(router)["KVTIERS_ROUTER_MODULES"]["value"] == "kvtiers_kvaware_fallback"
     scripts = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-router-kvtiers"))
-    assert {"kvtiers_router_auth.py", "kvtiers_kvaware_fallback.py"} <= set(scripts["data"])
+    assert {"kvtiers_api_auth.py", "kvtiers_kvaware_fallback.py"} <= set(scripts["data"])
 
 
 def test_vllm_would_log_a_key_given_on_its_command_line():

@@ -8,7 +8,7 @@ Secrets Manager and no Kubernetes Secret holds a value. Sources (cited in docs/s
 Store CSI driver v1.6.0 (the ``secrets-store.csi.x-k8s.io/v1`` object, the inline ``csi`` volume).
 
 Files, not environment variables: a file is refreshed by the driver's rotation (an environment variable is not),
-and keys stay out of every pod spec. The router's key check (``kvtiers_router_auth``) reads the API-key file again
+and keys stay out of every pod spec. The router's key check (``kvtiers_api_auth``) reads the API-key file again
 when it changes, so a rotated key takes effect without a restart; huggingface_hub reads the token file at each use.
 """
 
@@ -37,7 +37,7 @@ image's pin: ``constants.py``, ``utils/_auth.py``)."""
 VOLUME_NAME = "kvtiers-secrets"
 SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
 API_KEY_FILE_ENV = "KVTIERS_API_KEY_FILE"
-"""Where the router's key check (``kvtiers_router_auth.py``) reads the endpoint's keys; it re-reads the file when the
+"""Where the router's key check (``kvtiers_api_auth.py``) reads the endpoint's keys; it re-reads the file when the
 driver's rotation rewrites it. The engines take no key: vLLM 0.12.0 logs every non-default argument at start
 (``entrypoints/utils.py`` ``log_non_default_args``, called by ``api_server.py``), an ``--api-key`` included, and checks
 keys only under ``/v1`` (its SageMaker ``/invocations`` route serves completions without one)."""

@@ -234,7 +234,7 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
         kvaware = router_args[router_args.index("--routing-logic") + 1] == "kvaware"
         router_env = {e["name"] for e in deployment["spec"]["template"]["spec"]["containers"][0].get("env", [])}
         state = {
-            # As the router's key check (kvtiers_router_auth) renders: 401 on a proxied route without a key.
+            # As the router's key check (kvtiers_api_auth) renders: 401 on a proxied route without a key.
             "keyed": API_KEY_FILE_ENV in router_env and "--callbacks" in router_args,
             "engines": [
                 {

@@ -1,7 +1,7 @@
 """An OpenAI-style streaming server that checks keys as kvtiers' routers do: each proxied route first asks the
-``callbacks`` object of ``kvtiers_router_auth`` (the module the router ConfigMap ships, loaded from its file, in the
+``callbacks`` object of ``kvtiers_api_auth`` (the module the router ConfigMap ships, loaded from its file, in the
 router venv with FastAPI and uvicorn at the router's pins), exactly as production-stack's ``route_general_request``
-does. ``python keyed_router_server.py <kvtiers_router_auth.py> <port> <key file>``; ``GET /seen`` lists the
+does. ``python keyed_router_server.py <kvtiers_api_auth.py> <port> <key file>``; ``GET /seen`` lists the
 ``Authorization`` headers of the requests that got through."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 def main() -> None:
     module_file, port, key_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     os.environ["KVTIERS_API_KEY_FILE"] = key_file
-    spec = importlib.util.spec_from_file_location("kvtiers_router_auth", module_file)
+    spec = importlib.util.spec_from_file_location("kvtiers_api_auth", module_file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

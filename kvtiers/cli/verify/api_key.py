@@ -36,7 +36,7 @@ def check_api_key(secrets_manager: Any, api: ApiClient, env: Environment, endpoi
     if endpoint.api == "chat":
         body = {"model": endpoint.model, "messages": [{"role": "user", "content": "kvtiers verify"}], "max_tokens": 1}
     hint = (
-        f"kubectl -n {ns} get deployment/{router} -o yaml: its --callbacks must name kvtiers_router_auth.callbacks and "
+        f"kubectl -n {ns} get deployment/{router} -o yaml: its --callbacks must name kvtiers_api_auth.callbacks and "
         "KVTIERS_API_KEY_FILE the mounted key file; the router's log says why it did not load"
     )
     try:

@@ -47,8 +47,8 @@ ROUTER_WRITABLE = {"home": (ROUTER_HOME, "2Gi"), "tmp": ("/tmp", "1Gi")}
 KVAWARE_FALLBACK_MODULE = "kvtiers_kvaware_fallback"
 """kvaware: the module the router loads with ``--callbacks`` (``kvtiers/k8s_charts/kvtiers_kvaware_fallback.py``): a
 cache match on an engine that is no longer an endpoint is routed as a miss, never to the departed pod."""
-ROUTER_AUTH_MODULE = "kvtiers_router_auth"
-"""With an API key: the module the router loads with ``--callbacks`` (``kvtiers/k8s_charts/kvtiers_router_auth.py``):
+ROUTER_AUTH_MODULE = "kvtiers_api_auth"
+"""With an API key: the module the router loads with ``--callbacks`` (``kvtiers/k8s_charts/kvtiers_api_auth.py``):
 401 for a request without a key on every route the router proxies; it imports kvaware's fallback first."""
 ROUTER_SCRIPTS_DIR = "/etc/kvtiers"
 SCRIPTS_CHECKSUM_ANNOTATION = "kvtiers.io/router-scripts-sha256"
