@@ -1,9 +1,12 @@
-"""``kvtiers bench`` and ``kvtiers verify`` against an endpoint with API keys, and the router's key check itself:
-``kvtiers_api_auth`` (the module the router loads) in front of a small streaming server as production-stack calls
-it, over real HTTP in the router venv; keys from Secrets Manager (its ``GetSecretValue`` answers and errors)."""
+"""``kvtiers bench`` and ``kvtiers verify`` against an endpoint with API keys, and the key checks themselves, over
+real HTTP in the router venv (FastAPI and uvicorn): ``kvtiers_api_auth`` in front of a small streaming server as
+production-stack calls the router's check, and in front of every route vLLM 0.12.0 declares as vLLM loads the
+engines' check; keys from Secrets Manager (its ``GetSecretValue`` answers and errors)."""
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import subprocess
 import time
@@ -19,10 +22,13 @@ from kvtiers.cli.main import app
 from kvtiers.cli.verify import api_key, runner
 from kvtiers.config import load_environment
 from kvtiers.k8s_charts import kvtiers_api_auth
+from kvtiers.k8s_charts.kvtiers_api_auth import ENGINE_OPEN_ROUTES
+from kvtiers.k8s_charts.secrets import API_AUTH_MODULE, ENGINE_KEY_CHECK, api_auth_source
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
 from tests.fakes.kube_server import FakeKube
+from tests.upstream import vllm_routes, vllm_source
 
 KEYS = ["NewKey123", "OldKey456"]
 ROUTER_PYTHON = ROOT / ".venv-router" / "bin" / "python"
@@ -35,25 +41,22 @@ def key_file(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def server(key_file):
-    """The router's key check with :data:`KEYS` in its key file, serving over HTTP (``keyed_router_server.py``)."""
+def serve(script: str, ready_path: str, *args: str):
+    """Run ``tests/fakes/<script> <port> <args>`` in the router venv on a free port until ``ready_path`` answers."""
     if not ROUTER_PYTHON.exists():
         pytest.skip("no .venv-router (make test builds it): FastAPI and uvicorn at the router's pins")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    script = Path(__file__).parent / "fakes" / "keyed_router_server.py"
-    module = Path(kvtiers_api_auth.__file__)
-    process = subprocess.Popen([str(ROUTER_PYTHON), str(script), str(module), str(port), str(key_file)])
+    process = subprocess.Popen([str(ROUTER_PYTHON), str(Path(__file__).parent / "fakes" / script), str(port), *args])
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            httpx.get(f"{url}/seen", timeout=1)
+            httpx.get(f"{url}{ready_path}", timeout=1)
             break
         except httpx.HTTPError:
-            assert process.poll() is None and time.monotonic() < deadline, "the keyed server did not start"
+            assert process.poll() is None and time.monotonic() < deadline, f"{script} did not start"
             time.sleep(0.1)
     try:
         yield url
@@ -62,8 +65,15 @@ def server(key_file):
         process.wait(10)
 
 
+@pytest.fixture(scope="module")
+def server(key_file):
+    """The router's key check with :data:`KEYS` in its key file, serving over HTTP (``keyed_router_server.py``)."""
+    yield from serve("keyed_router_server.py", "/seen", str(Path(kvtiers_api_auth.__file__)), str(key_file))
+
+
 def seen(url: str) -> list[str | None]:
-    return httpx.get(f"{url}/seen").json()
+    """The ``Authorization`` headers that got through (``/seen`` is behind the key check too)."""
+    return httpx.get(f"{url}/seen", headers={"Authorization": f"Bearer {KEYS[0]}"}).json()
 
 
 def bench(*args):
@@ -189,3 +199,79 @@ def test_a_rotated_key_file_is_read_without_a_restart(server, key_file):
         assert completion(server, "Bearer Rotated789") == 401, "an empty file refuses everything"
     finally:
         key_file.write_text(original)
+
+
+# ------------------------------------------------------------------------------------------------- the engines' check
+
+
+def concrete(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", "x", path)
+
+
+@pytest.fixture(scope="module")
+def engine_key_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("engine-secrets") / "api-key"
+    path.write_text(" ".join(KEYS) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def engine(engine_key_file, tmp_path_factory):
+    """Every route vLLM 0.12.0 declares, behind the engines' key check as the engine ConfigMap ships it and vLLM's
+    ``--middleware`` loads it (``keyed_engine_server.py``); the check reads :data:`KEYS` from its key file."""
+    routes = sorted(vllm_routes())
+    modules = tmp_path_factory.mktemp("engine-modules")
+    (modules / f"{API_AUTH_MODULE}.py").write_text(api_auth_source())
+    routes_json = json.dumps(routes)
+    yield from serve(
+        "keyed_engine_server.py", "/health", str(modules), ENGINE_KEY_CHECK, str(engine_key_file), routes_json
+    )
+
+
+def call(url: str, method: str, path: str, header: str | None = None) -> int:
+    headers = {"Authorization": header} if header is not None else {}
+    return httpx.request(method.upper(), f"{url}{concrete(path)}", headers=headers, json={}).status_code
+
+
+def test_an_engine_serves_without_a_key_only_what_the_router_probes_and_collector_ask_for(engine):
+    """Each route vLLM 0.12.0 declares: without a key only :data:`ENGINE_OPEN_ROUTES` answer (none runs the model);
+    ``/invocations``, ``/pooling``, ``/score``, ``/pause`` and every other route vLLM's own check leaves open are
+    refused."""
+    declared = {(method.upper(), path) for method, path in vllm_routes()}
+    metrics = ("GET", "/metrics")  # a mount, not a route decorator
+    assert ENGINE_OPEN_ROUTES - {metrics} <= declared, "each keyless route is one vLLM serves"
+    open_without_key = {(method, path) for method, path in declared if call(engine, method, path) != 401}
+    assert open_without_key == ENGINE_OPEN_ROUTES - {metrics}
+    assert call(engine, *metrics) == 200, "the collector, the router's stats and the drain hook"
+    for must_be_refused in ("/v1/completions", "/v1/chat/completions", "/invocations", "/pooling", "/pause"):
+        assert ("POST", must_be_refused) in declared and call(engine, "post", must_be_refused) == 401
+    assert call(engine, "post", "/health") == 401, "a keyless route is keyless for its method only"
+    refused = [(m, p) for m, p in declared if call(engine, m, p, f"Bearer {KEYS[1]}") == 401]
+    assert not refused, "with a key every route answers"
+    assert call(engine, "post", "/v1/completions", "Bearer wrong") == 401
+    assert call(engine, "post", "/v1/completions", f"Basic {KEYS[0]}") == 401
+    two = [("Authorization", f"Bearer {KEYS[0]}"), ("Authorization", "Bearer junk")]
+    assert httpx.post(f"{engine}/v1/completions", headers=two, json={}).status_code == 401, "one header, not two"
+
+
+def test_an_engine_reads_a_rotated_key_file_without_a_restart(engine, engine_key_file):
+    original = engine_key_file.read_text()
+    try:
+        engine_key_file.write_text("Rotated789\n")
+        assert call(engine, "post", "/v1/completions", "Bearer Rotated789") == 200
+        assert call(engine, "post", "/v1/completions", f"Bearer {KEYS[0]}") == 401
+        engine_key_file.write_text("")
+        assert call(engine, "post", "/v1/completions", "Bearer Rotated789") == 401, "an empty file refuses"
+        assert call(engine, "get", "/health") == 200, "the probes still pass: the pod stays in its Service"
+    finally:
+        engine_key_file.write_text(original)
+
+
+def test_vllm_adds_a_middleware_class_after_its_own_and_serve_takes_the_option():
+    """What the engines' ``--middleware`` relies on in vLLM 0.12.0: ``build_app`` imports the path and adds a class
+    with ``app.add_middleware`` (Starlette runs the last added first), after its own ``AuthenticationMiddleware``."""
+    server = vllm_source("vllm/entrypoints/openai/api_server.py")
+    own = server.index("app.add_middleware(AuthenticationMiddleware")
+    loop = server.index("for middleware in args.middleware:")
+    assert own < loop and "app.add_middleware(imported)" in server[loop : loop + 600]
+    assert "middleware: list[str]" in vllm_source("vllm/entrypoints/openai/cli_args.py")

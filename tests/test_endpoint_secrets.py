@@ -22,6 +22,7 @@ from kvtiers.k8s_charts.secrets import (
     SECRETS_STORE_DRIVER,
     EndpointSecrets,
 )
+from tests.shipped import load_shipped
 from tests.test_serving_charts import (
     DEV,
     env_of,
@@ -74,9 +75,8 @@ def test_each_endpoint_mounts_only_its_own_provider_class_read_only(env, charts)
         assert params["usePodIdentity"] == "true" and params["region"] == env.region
         objects = {o["objectAlias"]: o["objectName"] for o in yaml.safe_load(params["objects"])}
         assert objects[API_KEY_FILE] == env.api_key_secret_name(name) == f"kvtiers/{env.name}/{name}/api-key"
-        # The router checks the keys; the engines take none (they mount the class only for a Hugging Face token).
-        assert not [v for v in engine_pod(objs)["volumes"] if "csi" in v]
-        for pod in (pod_spec(router_deployment(objs)),):
+        # The router and the engines check the keys.
+        for pod in (pod_spec(router_deployment(objs)), engine_pod(objs)):
             csi = [v for v in pod["volumes"] if "csi" in v]
             assert [v["csi"] for v in csi] == [
                 {
@@ -111,6 +111,8 @@ def test_an_endpoint_without_api_key_renders_no_key_and_no_wrapper():
     assert not [o for o in objs if o["kind"] == "SecretProviderClass"]
     router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
     assert "--callbacks" not in router["args"] and "KVTIERS_API_KEY_FILE" not in env_of(router)
+    engine = vllm(objs)
+    assert "--middleware" not in engine["args"] and "KVTIERS_API_KEY_FILE" not in env_of(engine)
 
 
 def test_operator_endpoints_refuse_api_key_true_naming_the_field():
@@ -146,9 +148,10 @@ def test_the_provider_class_is_valid_against_the_drivers_crd(charts):
 # ------------------------------------------------------------------------------------------------- the router's check
 
 
-def test_the_router_loads_its_key_check_and_the_engines_take_no_key(charts):
-    """With an API key the router loads ``kvtiers_api_auth`` from its ConfigMap (``--callbacks``) and reads the
-    mounted key file; the engines' command line and environment carry no key (vLLM logs its arguments at start)."""
+def test_the_router_and_the_engines_load_the_key_check_and_no_spec_holds_a_key(charts, tmp_path):
+    """With an API key the router loads ``kvtiers_api_auth`` from its ConfigMap (``--callbacks``), each engine loads
+    the same file's ASGI check (``--middleware``), and both read the mounted key file; no command line or environment
+    carries a key (vLLM logs its arguments at start)."""
     for objs in charts.values():
         router = router_deployment(objs)["spec"]["template"]["spec"]["containers"][0]
         module = flag(router["args"], "--callbacks").rpartition(".")[0]
@@ -160,7 +163,17 @@ def test_the_router_loads_its_key_check_and_the_engines_take_no_key(charts):
         assert env_of(router)["KVTIERS_API_KEY_FILE"]["value"] == f"{SECRETS_DIR}/{API_KEY_FILE}"
         assert "command" not in router, "the image's own entrypoint"
         engine = vllm(objs)
-        assert not {"--api-key", "--config"} & set(engine["args"]) and "VLLM_API_KEY" not in env_of(engine)
+        check_module, _, check_class = flag(engine["args"], "--middleware").rpartition(".")
+        engine_config = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-lmcache"))
+        assert engine_config["data"][f"{check_module}.py"] == scripts["data"][f"{module}.py"], "one check, one file"
+        mounted = {m["name"]: m["mountPath"] for m in engine["volumeMounts"]}
+        assert env_of(engine)["PYTHONPATH"]["value"] == mounted["lmcache-config"]
+        assert env_of(engine)["KVTIERS_API_KEY_FILE"]["value"] == f"{SECRETS_DIR}/{API_KEY_FILE}"
+        shipped = load_shipped(check_module, engine_config["data"][f"{check_module}.py"], tmp_path)
+        assert isinstance(getattr(shipped, check_class), type), "vLLM adds a class with app.add_middleware"
+        for container in (router, engine):
+            assert not {"--api-key", "--config"} & set(container.get("args", []))
+            assert "VLLM_API_KEY" not in env_of(container)
 
 
 def test_a_kvaware_router_loads_the_fallback_before_the_key_check():
@@ -174,7 +187,7 @@ def test_a_kvaware_router_loads_the_fallback_before_the_key_check():
 
 
 def test_vllm_would_log_a_key_given_on_its_command_line():
-    """Why the engines take no key: vLLM 0.12.0's API server logs every non-default argument at start."""
+    """Why no key is on an engine's command line: vLLM 0.12.0's API server logs every non-default argument at start."""
     utils = vllm_source("vllm/entrypoints/utils.py")
     assert 'logger.info("non-default args: %s", non_default_args)' in utils
     assert "log_non_default_args(args)" in vllm_source("vllm/entrypoints/openai/api_server.py")
@@ -192,7 +205,9 @@ def test_extra_args_cannot_replace_the_endpoints_keys(env):
     from kvtiers.k8s_charts.serving import ServingChart
 
     for extra in (("--api-key", "x"), ("--api_key=x",)):
-        with pytest.raises(ValueError, match="API keys come from Secrets Manager .* the router checks them"):
+        with pytest.raises(
+            ValueError, match="API keys come from Secrets Manager .* the router and the engines check them"
+        ):
             ServingChart(
                 cdk8s.App(),
                 "x",

@@ -35,6 +35,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,7 @@ from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import ROOT
 from tests.fakes.kube_server import FakeKube
 from tests.fakes.openai_server import FakeOpenAI
+from tests.shipped import load_shipped
 from tests.test_engine_drain import free_port, with_flags
 from tests.test_lmcache_contract import kvaware_env
 from tests.upstream import MIRROR_SKIP, mirror_git_dir, skip_without_mirror
@@ -128,6 +130,10 @@ class Figures:
     to_departed: int = 0
     hits_before: int = 0
     """Requests the departing engine served before it left (so its index was in use)."""
+    engines_refused: int = 0
+    """Requests the engines' own key check refused (the router's discovery, stats and forwarded requests included)."""
+    direct_without_key: int = 0
+    """The HTTP status of a completion sent straight to an engine without a key."""
 
     def row(self) -> str:
         return (
@@ -149,6 +155,25 @@ class Drill:
         self.router: subprocess.Popen | None = None
         self.engine_container = container(objs, names.engine_name(ENDPOINT))
         self.config_map = objs[f"ConfigMap/{names.lmcache_config_map_name(ENDPOINT)}"]["data"]
+        # The endpoint's key as the CSI driver mounts it in the router and the engines; the drill's client sends it.
+        self.key_file = tmp / "api-key"
+        self.key_file.write_text(f"{DRILL_KEY}\n")
+
+    def engine_key_check(self) -> Callable[[str, str, str | None], bool] | None:
+        """Whether an engine refuses a request (method, path, ``Authorization``), by the key check its ConfigMap ships
+        and its ``--middleware`` names, over the mounted key file; None for engines without one."""
+        args = self.engine_container["args"]
+        if "--middleware" not in args:
+            return None
+        module, _, middleware = args[args.index("--middleware") + 1].rpartition(".")
+        shipped = load_shipped(module, self.config_map[f"{module}.py"], self.tmp)
+        check = getattr(shipped, middleware)(None, key_file=str(self.key_file))
+
+        def refuses(method: str, path: str, header: str | None) -> bool:
+            headers = [(b"authorization", header.encode())] if header is not None else []
+            return not check.allows({"type": "http", "method": method, "path": path, "headers": headers})
+
+        return refuses
 
     @staticmethod
     def pod_name(engine: str) -> str:
@@ -195,7 +220,7 @@ class Drill:
                         process.stdout.readline()
 
             server = FakeOpenAI(base_s=0.005, per_token_s=0.0, host=self.ip(engine), port=self.engine_port,
-                                on_completion=admit)  # fmt: skip
+                                on_completion=admit, refuses=self.engine_key_check())  # fmt: skip
             self.vllm[engine] = server.__enter__()
             labels = self.objs[f"Deployment/{names.engine_name(ENDPOINT)}"]["spec"]["template"]["metadata"]["labels"]
             pod = self.kube.add_pod("serving", self.pod_name(engine), labels, node="node-1")
@@ -244,10 +269,7 @@ class Drill:
         )
         env = {e["name"]: e["value"] for e in router["env"] if "value" in e and e["name"] != "PYTHONPATH"}
         if "KVTIERS_API_KEY_FILE" in env:
-            # The endpoint's key as the CSI driver mounts it; the drill's client sends it (the router checks it).
-            key_file = self.tmp / "api-key"
-            key_file.write_text(f"{DRILL_KEY}\n")
-            env["KVTIERS_API_KEY_FILE"] = str(key_file)
+            env["KVTIERS_API_KEY_FILE"] = str(self.key_file)
         env.update(
             PATH=os.environ["PATH"],
             HOME=str(self.tmp),
@@ -280,13 +302,10 @@ class Drill:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.router_port}"
 
-    def complete(self, prompt: str) -> int:
+    def complete(self, prompt: str, *, url: str | None = None, key: str | None = DRILL_KEY) -> int:
         body = json.dumps({"model": "test-model", "prompt": prompt, "max_tokens": 2}).encode()
-        request = urllib.request.Request(
-            f"{self.url}/v1/completions",
-            data=body,
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {DRILL_KEY}"},
-        )
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+        request = urllib.request.Request(f"{url or self.url}/v1/completions", data=body, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 response.read()
@@ -408,6 +427,9 @@ def run(tmp: Path, source: Path, objs: dict[str, dict], *, scenario: str, fallba
         figures.failed = sum(status != 200 for _, status in statuses)
         figures.failed_after = sum(status != 200 for sent, status in statuses if sent > left)
         figures.to_departed = sum(t > left for t in departed.arrivals)
+        figures.engines_refused = sum(len(engine.refused) for engine in drill.vllm.values())
+        engine_url = f"http://{drill.ip(ENGINES[0])}:{drill.engine_port}"
+        figures.direct_without_key = drill.complete(prompt(0), url=engine_url, key=None)
     finally:
         drill.close()
     return figures
@@ -423,6 +445,8 @@ def test_an_engine_leaving_mid_traffic(scenario, fallback, router_source, render
     print("\n| scenario | router | requests sent | failed | failed after it left | sent to the departed engine after |")
     print(figures.row())
     assert figures.sent > 100 and figures.hits_before > 0, figures
+    # The engines check the key too: the router's own calls pass it, and a caller beside the router gets 401.
+    assert figures.engines_refused == 0 and figures.direct_without_key == 401, figures
     if fallback:
         assert figures.failed_after == 0 and figures.to_departed == 0, figures
         # A node loss fails what was in flight on the dead engine; a rollout drains it: nothing fails.

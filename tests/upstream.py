@@ -122,6 +122,14 @@ def vllm_source(path: str) -> str:
         return wheel.read(path).decode()
 
 
+def vllm_routes() -> set[tuple[str, str]]:
+    """Every ``(method, path)`` the engine image's vLLM declares with a route decorator in ``vllm/entrypoints``."""
+    declared = re.compile(r'@(?:router|app)\.(get|post|put|delete)\(\s*"([^"]+)"')
+    with zipfile.ZipFile(vllm_wheel()) as wheel:
+        sources = [wheel.read(n).decode() for n in wheel.namelist() if re.match(r"vllm/entrypoints/.*\.py$", n)]
+    return {(m.group(1), m.group(2)) for text in sources for m in declared.finditer(text)}
+
+
 def lmcache_source(path: str) -> str:
     """A file of the engine image's LMCache, as installed in the fault drill's venv."""
     found = sorted(ENGINE_VENV.glob(f"lib/python3*/site-packages/{path}"))

@@ -2,29 +2,33 @@
 API keys, so that no path to a model, through the router or straight to an engine, serves without a key.
 
 This file runs inside the router image (production-stack ``vllm-stack-0.1.12``) and the engine image (vLLM 0.12.0),
-not in kvtiers: the serving charts ship it in each one's ConfigMap on its ``PYTHONPATH``, and each loads it with its
-documented plug-in point:
+not in kvtiers: the serving charts ship it in each one's ConfigMap on its ``PYTHONPATH``. Both load the same ASGI
+middleware, :class:`KeyCheckMiddleware`, in front of every route of their app, and it refuses whatever is not one of
+a few keyless routes (deny by default: a route a later release adds needs a key too):
 
-- the router with ``--callbacks kvtiers_api_auth.callbacks`` (``services/callbacks_service/callbacks.py`` takes the
-  module's ``callbacks`` object; ``services/request_service/request.py`` ``route_general_request`` calls its
-  ``pre_request`` for every proxied route and returns the response it gives instead of proxying). vLLM's own check
-  would not do: it covers only paths under ``/v1`` (``api_server.py`` ``AuthenticationMiddleware``), and the router
-  also proxies ``/tokenize``, ``/detokenize``, ``/score`` and ``/rerank`` (``routers/main_router.py``);
-- each engine with ``--middleware kvtiers_api_auth.EngineKeyCheck`` (``api_server.py`` ``build_app`` adds a class
-  with ``app.add_middleware``, after its own middleware, so this check runs first). The engines' NetworkPolicy
-  admits, besides the router, the API server's pod proxy and the metrics collector from the EKS subnets, which the
-  system nodes' pods share: without this check, any pod there could call a model without a key. The router
-  forwards the client's ``Authorization`` header (``request.py`` ``_build_backend_request_headers``), so one key
-  passes both checks. An engine answers without a key only what the router, the collector, the kubelet's probes and
-  ``kvtiers verify`` ask for without one (:data:`OPEN_PATHS`); every other path, a future one included, needs a key.
+- each engine through vLLM's ``--middleware kvtiers_api_auth.KeyCheckMiddleware`` (``entrypoints/openai/
+  api_server.py`` ``build_app`` adds a class with ``app.add_middleware`` after its own middleware, so this check runs
+  first). vLLM's own key check would not do: it covers only paths under ``/v1``, and ``/invocations``, ``/pooling``,
+  ``/score``, ``/pause`` and more serve outside it. The engines' NetworkPolicy admits, besides the router, the API
+  server's pod proxy and the metrics collector from the EKS subnets, which the system nodes' pods share; this check
+  is what keeps those pods from calling a model. The router forwards the client's ``Authorization`` header
+  (``services/request_service/request.py`` ``_build_backend_request_headers``), so one key passes both checks;
+- the router through its ``--callbacks kvtiers_api_auth.callbacks``: production-stack imports this module and reads
+  ``callbacks`` while it sets the app up, before uvicorn serves it (``app.py`` ``initialize_all``,
+  ``services/callbacks_service/callbacks.py``); reading ``callbacks`` adds the middleware to that app
+  (``vllm_router.app.app``) and fails the router's start where it cannot. ``pre_request``, which production-stack
+  calls only in ``route_general_request``, would miss the multipart routes (``/v1/audio/transcriptions``,
+  ``/v1/images/edits``) and the sleep routes, and would run after the router read the whole body; it stays as a
+  second check.
 
-Neither takes the key itself on its command line: vLLM 0.12.0 logs every non-default argument at start
+No key is on a command line or in an environment: vLLM 0.12.0 logs every non-default argument at start
 (``entrypoints/utils.py`` ``log_non_default_args``). Both read the key file (the endpoint's Secrets Manager secret,
 mounted by the Secrets Store CSI driver) again whenever it changes, so a rotated secret reaches the checks without a
 restart.
 
 What the check accepts is vLLM's rule: ``Authorization: Bearer <key>`` (scheme case-insensitive), the key one of the
-whitespace-separated keys of the file (during a rotation, the new and the old one), compared in constant time.
+whitespace-separated keys of the file (during a rotation, the new and the old one), compared in constant time. A
+request with more than one ``Authorization`` header is refused (the router checks the first and forwards the last).
 A file that cannot be read or holds no key refuses every request that needs one (fail closed).
 
 The router loads one ``--callbacks`` module: the modules named in ``KVTIERS_ROUTER_MODULES`` (kvaware's fallback) are
@@ -37,6 +41,7 @@ import hmac
 import importlib
 import json
 import os
+import sys
 import threading
 from typing import Any
 
@@ -46,33 +51,40 @@ MODULES_ENV = "KVTIERS_ROUTER_MODULES"
 """Space-separated kvtiers modules to import before this one's check is used (the kvaware fallback)."""
 UNAUTHORIZED = {"error": "Unauthorized"}
 """vLLM 0.12.0's body for a refused key, so clients see one answer whichever side refused them."""
-OPEN_PATHS = frozenset(
+Route = tuple[str, str]
+"""``(method, path)``, the path exactly as the app routes it."""
+ENGINE_OPEN_ROUTES: frozenset[Route] = frozenset(
     {
-        "/health",  # the kubelet's probes; the SageMaker-style /ping is the same handler
-        "/ping",
-        "/metrics",  # the metrics collector, the router's engine stats, the drain hook, kvtiers verify
-        "/load",
-        "/version",
-        "/is_sleeping",  # the router's pod discovery (service_discovery.py), which sends no key
-        "/v1/models",
-        "/tokenize",  # kvaware's remote fallback (routing_logic.py) sends no key; no model runs
-        "/detokenize",
+        ("GET", "/health"),  # the kubelet's probes
+        ("GET", "/metrics"),  # the metrics collector, the router's engine stats, the drain hook, kvtiers verify
+        ("GET", "/v1/models"),  # the router's pod discovery (service_discovery.py), which sends no key
+        ("GET", "/is_sleeping"),  # the same discovery, with an engine started in sleep mode
+        ("POST", "/tokenize"),  # kvaware's remote fallback (routing_logic.py) sends no key; kvtiers verify
     }
 )
-"""Paths an engine serves without a key, exactly as written (vLLM 0.12.0's routes): none runs the model or touches a
-KV cache. production-stack's router calls ``/v1/models``, ``/is_sleeping``, ``/metrics`` and kvaware's ``/tokenize``
-fallback without a key (it would send ``VLLM_API_KEY``, which kvtiers leaves unset so that no key is in an
-environment)."""
+"""What an engine serves without a key (vLLM 0.12.0's routes): none runs the model or touches a KV cache.
+production-stack's router would send ``VLLM_API_KEY`` on its own calls; kvtiers leaves it unset, so that no key is in
+an environment."""
+ROUTER_OPEN_ROUTES: frozenset[Route] = frozenset(
+    {
+        ("GET", "/health"),  # the kubelet's probes
+        ("GET", "/metrics"),  # the metrics collector, kvtiers verify (kvaware's counters)
+        ("GET", "/engines"),  # kvtiers verify: which engines the discovery found
+    }
+)
+"""What a router serves without a key (production-stack vllm-stack-0.1.12's routes)."""
+ROUTER_APP_MODULE = "vllm_router.app"
+"""Where production-stack's router keeps the app it serves (``app = FastAPI(...)``; ``main`` runs it)."""
 
 
 class KeyFile:
-    """The keys of a file, read again when its modification time or size changes (the CSI driver's rotation writes
-    a new file)."""
+    """The keys of a file, read again when it changes: the CSI driver's rotation writes a new file (a new inode) and
+    swaps a symlink to it (v1.6.0 ``pkg/util/fileutil/atomic_writer.go``)."""
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._keys: tuple[bytes, ...] = ()
 
     def keys(self) -> tuple[bytes, ...]:
@@ -80,7 +92,7 @@ class KeyFile:
             stat = os.stat(self._path)
         except OSError:
             return ()
-        stamp = (stat.st_mtime_ns, stat.st_size)
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         with self._lock:
             if stamp != self._stamp:
                 try:
@@ -104,8 +116,8 @@ def authorized(header: str | None, keys: tuple[bytes, ...]) -> bool:
 
 
 class KeyCheck:
-    """The object ``--callbacks`` names: ``pre_request`` refuses a request without a key; ``post_request`` does
-    nothing (the router calls it after each response)."""
+    """The object ``--callbacks`` names: ``pre_request`` refuses a request without a key (a second check behind the
+    middleware, on the routes production-stack calls it for); ``post_request`` does nothing."""
 
     def __init__(self, key_file: KeyFile) -> None:
         self._key_file = key_file
@@ -121,32 +133,36 @@ class KeyCheck:
         return None
 
 
-def engine_needs_key(path: str) -> bool:
-    return path not in OPEN_PATHS
+def _authorizations(scope: dict[str, Any]) -> list[str]:
+    return [value.decode("latin-1") for name, value in scope.get("headers", ()) if name.lower() == b"authorization"]
 
 
-def _authorization(scope: dict[str, Any]) -> str | None:
-    """The request's first ``Authorization`` header, as Starlette's ``Headers.get`` (and so the router) reads it."""
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"authorization":
-            return value.decode("latin-1")
-    return None
+class KeyCheckMiddleware:
+    """ASGI middleware: a request that is not one of ``open_routes`` needs one of the keys in ``$KVTIERS_API_KEY_FILE``.
+    HTTP requests without one get vLLM's 401 before the app reads their body; WebSocket handshakes are closed (HTTP
+    403).
 
+    :param open_routes: what is served without a key. @default :data:`ENGINE_OPEN_ROUTES` (vLLM's ``--middleware``
+        constructs the class with its app alone)
+    :param key_file: the keys' file. @default ``$KVTIERS_API_KEY_FILE``
+    """
 
-class EngineKeyCheck:
-    """The ASGI middleware ``--middleware`` names: vLLM constructs it with its app alone, so the key file comes from
-    the environment. HTTP requests without a key get vLLM's 401; WebSocket handshakes are closed (HTTP 403)."""
-
-    def __init__(self, app: Any) -> None:
+    def __init__(
+        self, app: Any, open_routes: frozenset[Route] = ENGINE_OPEN_ROUTES, key_file: str | None = None
+    ) -> None:
         self.app = app
-        self._key_file = KeyFile(os.environ.get(KEY_FILE_ENV, ""))
+        self.open_routes = open_routes
+        self._key_file = KeyFile(key_file if key_file is not None else os.environ.get(KEY_FILE_ENV, ""))
+
+    def allows(self, scope: dict[str, Any]) -> bool:
+        path = scope["path"].removeprefix(scope.get("root_path", ""))
+        if scope["type"] == "http" and (scope["method"], path) in self.open_routes:
+            return True
+        presented = _authorizations(scope)
+        return len(presented) == 1 and authorized(presented[0], self._key_file.keys())
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        path = scope["path"].removeprefix(scope.get("root_path", ""))
-        if not engine_needs_key(path) or authorized(_authorization(scope), self._key_file.keys()):
+        if scope["type"] not in ("http", "websocket") or self.allows(scope):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
@@ -158,7 +174,26 @@ class EngineKeyCheck:
         await send({"type": "http.response.body", "body": body})
 
 
+def _router_callbacks() -> KeyCheck:
+    """The router's ``callbacks``, with the middleware added to the app the router is about to serve."""
+    app = getattr(sys.modules.get(ROUTER_APP_MODULE), "app", None)
+    if app is None:
+        raise RuntimeError(
+            f"kvtiers_api_auth: {ROUTER_APP_MODULE}.app is not loaded; start the router with its console script "
+            "(vllm-router), which serves that app, so that every route checks the API key"
+        )
+    app.add_middleware(KeyCheckMiddleware, open_routes=ROUTER_OPEN_ROUTES)
+    return KeyCheck(KeyFile(os.environ.get(KEY_FILE_ENV, "")))
+
+
+def __getattr__(name: str) -> Any:
+    """``callbacks``, built once when the router reads it (``getattr(module, "callbacks")``), not at import: the
+    engines import this module for the middleware alone."""
+    if name != "callbacks":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    callbacks = globals()["callbacks"] = _router_callbacks()
+    return callbacks
+
+
 for _module in os.environ.get(MODULES_ENV, "").split():
     importlib.import_module(_module)
-
-callbacks = KeyCheck(KeyFile(os.environ.get(KEY_FILE_ENV, "")))

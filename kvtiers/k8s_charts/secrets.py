@@ -8,8 +8,8 @@ Secrets Manager and no Kubernetes Secret holds a value. Sources (cited in docs/s
 Store CSI driver v1.6.0 (the ``secrets-store.csi.x-k8s.io/v1`` object, the inline ``csi`` volume).
 
 Files, not environment variables: a file is refreshed by the driver's rotation (an environment variable is not),
-and keys stay out of every pod spec. The router's key check (``kvtiers_api_auth``) reads the API-key file again
-when it changes, so a rotated key takes effect without a restart; huggingface_hub reads the token file at each use.
+and keys stay out of every pod spec. The key checks (``kvtiers_api_auth``, in the router and in each engine) read the
+API-key file again when it changes, so a rotated key takes effect without a restart; huggingface_hub reads the token file at each use.
 """
 
 from __future__ import annotations
@@ -37,10 +37,25 @@ image's pin: ``constants.py``, ``utils/_auth.py``)."""
 VOLUME_NAME = "kvtiers-secrets"
 SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
 API_KEY_FILE_ENV = "KVTIERS_API_KEY_FILE"
-"""Where the router's key check (``kvtiers_api_auth.py``) reads the endpoint's keys; it re-reads the file when the
-driver's rotation rewrites it. The engines take no key: vLLM 0.12.0 logs every non-default argument at start
-(``entrypoints/utils.py`` ``log_non_default_args``, called by ``api_server.py``), an ``--api-key`` included, and checks
-keys only under ``/v1`` (its SageMaker ``/invocations`` route serves completions without one)."""
+"""Where the key checks (``kvtiers_api_auth.py``, in the router and in each engine) read the endpoint's keys; they
+re-read the file when the driver's rotation rewrites it. No key is on a command line: vLLM 0.12.0 logs every
+non-default argument at start (``entrypoints/utils.py`` ``log_non_default_args``, called by ``api_server.py``), an
+``--api-key`` included, and checks it only under ``/v1`` (its SageMaker ``/invocations`` route serves completions
+without one)."""
+API_AUTH_MODULE = "kvtiers_api_auth"
+"""The key check the router loads with ``--callbacks`` and the engines with ``--middleware``, from their ConfigMaps."""
+ENGINE_KEY_CHECK = f"{API_AUTH_MODULE}.KeyCheckMiddleware"
+"""What the engines' ``--middleware`` names: an ASGI class, which vLLM 0.12.0's ``build_app`` adds with
+``app.add_middleware`` (``entrypoints/openai/api_server.py``)."""
+
+
+def api_auth_source() -> str:
+    """The key check's file, as the router's and the engines' ConfigMaps ship it."""
+    from pathlib import Path
+
+    from kvtiers.k8s_charts import kvtiers_api_auth
+
+    return Path(kvtiers_api_auth.__file__).read_text()
 
 
 @dataclass(frozen=True, kw_only=True)

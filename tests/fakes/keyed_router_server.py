@@ -1,7 +1,8 @@
-"""An OpenAI-style streaming server that checks keys as kvtiers' routers do: each proxied route first asks the
-``callbacks`` object of ``kvtiers_api_auth`` (the module the router ConfigMap ships, loaded from its file, in the
-router venv with FastAPI and uvicorn at the router's pins), exactly as production-stack's ``route_general_request``
-does. ``python keyed_router_server.py <kvtiers_api_auth.py> <port> <key file>``; ``GET /seen`` lists the
+"""An OpenAI-style streaming server that checks keys as kvtiers' routers do: it reads the ``callbacks`` object of
+``kvtiers_api_auth`` (the module the router ConfigMap ships, loaded from its file, in the router venv with FastAPI and
+uvicorn at the router's pins) with its app where production-stack keeps it, which puts the key check in front of
+every route, and asks ``pre_request`` as production-stack's ``route_general_request`` does. The real router is in
+``tests/test_router_key_check.py``. ``python keyed_router_server.py <port> <kvtiers_api_auth.py> <key file>``; ``GET /seen`` lists the
 ``Authorization`` headers of the requests that got through."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import importlib.util
 import json
 import os
 import sys
+import types
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -17,15 +19,19 @@ from fastapi.responses import StreamingResponse
 
 
 def main() -> None:
-    module_file, port, key_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    port, module_file, key_file = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     os.environ["KVTIERS_API_KEY_FILE"] = key_file
+    app = FastAPI()
+    # Where production-stack keeps the app it serves: reading ``callbacks`` puts the key check in front of it.
+    router_app = types.ModuleType("vllm_router.app")
+    router_app.app = app  # type: ignore[attr-defined]
+    sys.modules["vllm_router.app"] = router_app
     spec = importlib.util.spec_from_file_location("kvtiers_api_auth", module_file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     callbacks = module.callbacks
     seen: list[str | None] = []
-    app = FastAPI()
 
     @app.post("/v1/completions")
     async def completions(request: Request):

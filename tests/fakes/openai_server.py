@@ -58,14 +58,19 @@ class FakeOpenAI(LoopbackServer):
         host: str = "127.0.0.1",
         port: int = 0,
         on_completion: Callable[[list[int]], None] | None = None,
+        refuses: Callable[[str, str, str | None], bool] | None = None,
     ) -> None:
-        """:param on_completion: called with the prompt's token ids after each completion (the engine stores its KV)."""
+        """:param on_completion: called with the prompt's token ids after each completion (the engine stores its KV).
+        :param refuses: given a request's method, path and ``Authorization`` header, whether the engine's key check
+            answers 401 (the paths refused are kept in ``refused``)."""
         self.base_s, self.per_token_s = base_s, per_token_s
         self.store = store or PrefixStore()
         self.tokenize, self.stream, self.status, self.reply = tokenize, stream, status, reply
         self.connections = 0
         self.requests: list[dict] = []
         self.on_completion = on_completion
+        self.refuses = refuses
+        self.refused: list[str] = []
         self.arrivals: list[float] = []
         """``time.monotonic()`` at each completion request's arrival."""
         self._connections: set[socket.socket] = set()
@@ -114,7 +119,16 @@ class FakeOpenAI(LoopbackServer):
                 length = int(self.headers.get("Content-Length") or 0)
                 return json.loads(self.rfile.read(length) or b"{}")
 
+            def _refused(self) -> bool:
+                if fake.refuses is None or not fake.refuses(self.command, self.path, self.headers.get("Authorization")):
+                    return False
+                fake.refused.append(self.path)
+                self._json(401, {"error": "Unauthorized"})
+                return True
+
             def do_GET(self) -> None:
+                if self._refused():
+                    return
                 if self.path == "/v1/models":
                     self._json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
                 elif self.path == "/metrics":
@@ -137,6 +151,8 @@ class FakeOpenAI(LoopbackServer):
 
             def do_POST(self) -> None:
                 body = self._body()
+                if self._refused():
+                    return
                 if self.path == "/tokenize":
                     if not fake.tokenize:
                         self._json(404, {"detail": "Not Found"})

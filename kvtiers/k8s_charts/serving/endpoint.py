@@ -13,8 +13,14 @@ from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.kvtiers_engine_drain import POD_IP_ENV
 from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.k8s_charts.secrets import (
+    API_AUTH_MODULE,
+    API_KEY_FILE,
+    API_KEY_FILE_ENV,
+    ENGINE_KEY_CHECK,
     HF_TOKEN_PATH,
+    SECRETS_DIR,
     EndpointSecrets,
+    api_auth_source,
     secrets_mount,
     secrets_volume,
 )
@@ -130,11 +136,15 @@ class EngineDeployment(Construct):
         self.config_text = render_lmcache_config(
             lmcache, router_host=router_host, tensor_parallel_size=engine.tensor_parallel_size
         )
-        # The preStop hook and, with an L2, the L2 guard vLLM loads LMCache through, in the same ConfigMap (one
-        # checksum: a new hook or guard rolls the engines).
+        # The preStop hook, with an L2 the L2 guard vLLM loads LMCache through, and with an API key the key check
+        # vLLM loads as middleware, in the same ConfigMap (one checksum: a new hook, guard or check rolls the engines).
+        api_key = secrets is not None and secrets.api_key_secret is not None
         scripts = {DRAIN_SCRIPT: drain_source()}
-        guard = {f"{L2_GUARD_MODULE}.py": l2_guard_source()} if lmcache.remote_url is not None else {}
-        scripts.update(guard)
+        modules = {
+            **({f"{L2_GUARD_MODULE}.py": l2_guard_source()} if lmcache.remote_url is not None else {}),
+            **({f"{API_AUTH_MODULE}.py": api_auth_source()} if api_key else {}),
+        }
+        scripts.update(modules)
         self.config_checksum = config_checksum(self.config_text, *scripts.values())
 
         sa_annotations = {MODEL_ROLE_ANNOTATION: engine.model_role_arn} if engine.model_role_arn else None
@@ -180,9 +190,12 @@ class EngineDeployment(Construct):
                     value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path="status.podIP")),
                 )
             )
-        if guard:
-            # vLLM imports the guard by module name (kv_connector_module_path) from the mounted ConfigMap.
+        if modules:
+            # vLLM imports the guard (kv_connector_module_path) and the key check (--middleware) by module name from
+            # the mounted ConfigMap.
             env.append(k8s.EnvVar(name="PYTHONPATH", value=LMCACHE_CONFIG_DIR))
+        if api_key:
+            env.append(k8s.EnvVar(name=API_KEY_FILE_ENV, value=f"{SECRETS_DIR}/{API_KEY_FILE}"))
         sizing = engine.sizing
         models_size = quantity(f"{sizing.model_disk_gib}Gi")
         volumes = [
@@ -207,8 +220,8 @@ class EngineDeployment(Construct):
         for volume, (path, limit, _why) in ENGINE_WRITABLE.items():
             volumes.append(k8s.Volume(name=volume, empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(limit))))
             mounts.append(k8s.VolumeMount(name=volume, mount_path=path))
-        if secrets is not None and secrets.hf_token_secret is not None:
-            # The Hugging Face token; the endpoint's API keys are the router's to check, not the engines'.
+        if secrets is not None:
+            # The endpoint's API keys (the engines check them too) and the Hugging Face token.
             volumes.append(secrets_volume(name))
             mounts.append(secrets_mount())
         if l2 is not None:
@@ -270,9 +283,11 @@ class EngineDeployment(Construct):
         if refused:
             raise ValueError(
                 f"Engine: extra_args {refused[0]!r}: the endpoint's API keys come from Secrets Manager "
-                "(EndpointSecrets.api_key_secret) and the router checks them; vLLM logs a key given on its command "
-                "line at start and checks it only under /v1"
+                "(EndpointSecrets.api_key_secret) and the router and the engines check them; vLLM logs a key given "
+                "on its command line at start and checks it only under /v1"
             )
+        if api_key:
+            args += ["--middleware", ENGINE_KEY_CHECK]
         args = with_extra_args("Engine", args, engine.extra_args, kv_flags=ENGINE_KV_FLAGS)
 
         ports = [k8s.ContainerPort(name="http", container_port=names.ENGINE_PORT)]

@@ -16,6 +16,7 @@ from constructs import Construct
 
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.secrets import (
+    API_AUTH_MODULE,
     API_KEY_FILE,
     API_KEY_FILE_ENV,
     HF_TOKEN_PATH,
@@ -47,9 +48,6 @@ ROUTER_WRITABLE = {"home": (ROUTER_HOME, "2Gi"), "tmp": ("/tmp", "1Gi")}
 KVAWARE_FALLBACK_MODULE = "kvtiers_kvaware_fallback"
 """kvaware: the module the router loads with ``--callbacks`` (``kvtiers/k8s_charts/kvtiers_kvaware_fallback.py``): a
 cache match on an engine that is no longer an endpoint is routed as a miss, never to the departed pod."""
-ROUTER_AUTH_MODULE = "kvtiers_api_auth"
-"""With an API key: the module the router loads with ``--callbacks`` (``kvtiers/k8s_charts/kvtiers_api_auth.py``):
-401 for a request without a key on every route the router proxies; it imports kvaware's fallback first."""
 ROUTER_SCRIPTS_DIR = "/etc/kvtiers"
 SCRIPTS_CHECKSUM_ANNOTATION = "kvtiers.io/router-scripts-sha256"
 PRESTOP_DELAY_SECONDS = 10
@@ -208,7 +206,7 @@ def kvaware_fallback_source() -> str:
 
 def router_modules(*, controller: LMCacheController | None, api_key: bool) -> tuple[str, ...]:
     """The kvtiers modules the router loads, the one ``--callbacks`` names last."""
-    return (*([KVAWARE_FALLBACK_MODULE] if controller is not None else []), *([ROUTER_AUTH_MODULE] if api_key else []))
+    return (*([KVAWARE_FALLBACK_MODULE] if controller is not None else []), *([API_AUTH_MODULE] if api_key else []))
 
 
 def router_args(
