@@ -55,10 +55,14 @@ SECRETS_STORE_CSI_PROVIDER_VERSION = "v3.1.1-eksbuild.1"
 """``aws-secrets-store-csi-driver-provider`` (ASCP: the Secrets Store CSI driver 1.6.0 and the AWS provider 3.1.1, chart
 ``secrets-store-csi-driver-provider-aws`` 3.1.1). AWS listed this build for Kubernetes 1.35 and 1.36; that it is
 offered for 1.34 is unconfirmed (docs/aws-prerequisites.md has the command that answers it)."""
-SECRETS_ROTATION_POLL_INTERVAL = "3600s"
-"""How often the CSI driver re-reads every mounted secret (``rotationPollInterval``): each poll is a paid
-Secrets Manager call per pod and secret, and a key change needs a pod restart anyway (vLLM and the router read keys
-at start), so an hour, as the AWS provider's README recommends, rather than the driver's 2 minutes."""
+SECRETS_ROTATION_POLL_INTERVAL = "120s"
+"""How old a pod's mounted secret files must be before the CSI driver fetches them again (``rotationPollInterval``),
+the driver's own default. The kubelet asks the driver to remount about once a minute; the driver skips the fetch
+while the mount is younger than this, and rewrites nothing when the value is unchanged, so a pod's files stop
+ageing after their last change (v1.6.0 ``pkg/secrets-store/nodeserver.go``, ``pkg/util/fileutil/atomic_writer.go``).
+The interval therefore bounds how long a key change takes to reach the router's and the engines' checks, which
+re-read the file, and not the steady-state cost: one ``GetSecretValue`` per pod and secret per remount whatever it is
+(the AWS provider's README suggests an hour for cost, which only delays a second change by that long)."""
 
 # The HyperPod Inference Operator add-on and its prerequisites, pinned likewise (docs/operator-contract.md).
 INFERENCE_OPERATOR_VERSION = "v1.0.0-eksbuild.1"

@@ -320,7 +320,7 @@ def test_the_platform_pins_the_ascp_addon_with_rotation_and_tolerations(prod_syn
     import json
 
     config = json.loads(addon["ConfigurationValues"])
-    assert config["secrets-store-csi-driver"] == {"enableSecretRotation": True, "rotationPollInterval": "3600s"}
+    assert config["secrets-store-csi-driver"] == {"enableSecretRotation": True, "rotationPollInterval": "120s"}
     assert config["tolerations"] == [{"operator": "Exists"}]
     assert "syncSecret" not in json.dumps(config)
     keys = _resources(template, "AWS::KMS::Alias")

@@ -45,6 +45,7 @@ import yaml
 
 from kvtiers.config.versions import DEFAULT_ROUTER_IMAGE, KVAWARE_FALLBACK_ROUTER, router_release
 from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.serving.router import TOKENIZER_MODEL_ENV
 from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import ROOT
 from tests.fakes.kube_server import FakeKube
@@ -268,6 +269,9 @@ class Drill:
             )
         )
         env = {e["name"]: e["value"] for e in router["env"] if "value" in e and e["name"] != "PYTHONPATH"}
+        # The drill's router tokenizes through the engines' /tokenize (one token per word, as its fake LMCache
+        # admits them), not through a copied tokenizer: the start check of that copy is tested on its own.
+        env.pop(TOKENIZER_MODEL_ENV)
         if "KVTIERS_API_KEY_FILE" in env:
             env["KVTIERS_API_KEY_FILE"] = str(self.key_file)
         env.update(
@@ -485,3 +489,39 @@ def test_the_fallback_is_pinned_to_the_router_release_it_was_reviewed_against(ro
     assert runs["pinned"].stdout.split() == [KVAWARE_FALLBACK_ROUTER, "True"]
     assert runs["changed"].returncode != 0
     assert "is not the vllm-stack-0.1.12 code this module was reviewed" in runs["changed"].stderr
+
+
+def test_a_kvaware_router_without_a_usable_tokenizer_copy_fails_at_start(router_source, rendered, tmp_path):
+    """The fallback module loads the copied tokenizer when the router starts: without the copy the start fails with
+    the reason (production-stack would tokenize every request through one engine instead); with it the start goes on."""
+    from tests.test_endpoint_secrets import TINY_TOKENIZER
+
+    router = container(rendered, names.router_name(ENDPOINT))
+    model = next(e["value"] for e in router["env"] if e["name"] == TOKENIZER_MODEL_ENV)
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    fallback = "kvtiers_kvaware_fallback.py"
+    (scripts / fallback).write_text(
+        rendered[f"ConfigMap/{names.router_scripts_config_map_name(ENDPOINT)}"]["data"][fallback]
+    )
+    hf_home = tmp_path / "hf"
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": os.pathsep.join([str(scripts), str(router_source), str(STUBS)]),
+        "HF_HOME": str(hf_home),
+        "HF_HUB_OFFLINE": "1",
+        TOKENIZER_MODEL_ENV: model,
+    }
+    start = [str(ROUTER_VENV / "bin" / "python"), "-c", "import kvtiers_kvaware_fallback"]
+    missing = subprocess.run(start, capture_output=True, text=True, env=env)
+    assert missing.returncode != 0 and f"cannot load the tokenizer of {model!r}" in missing.stderr, missing.stderr
+    repo = hf_home / "hub" / f"models--{model.replace('/', '--')}"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    made = subprocess.run(
+        [str(ROUTER_VENV / "bin" / "python"), "-c", TINY_TOKENIZER, str(snapshot)], capture_output=True
+    )
+    assert made.returncode == 0, made.stderr
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    copied = subprocess.run(start, capture_output=True, text=True, env=env)
+    assert copied.returncode == 0, copied.stderr[-2000:]

@@ -58,8 +58,9 @@ class SecretsStoreCsi(Construct):
     :param key_alias: the key's alias (``alias/...``): the name under which you create a Hugging Face token secret
         before the first deploy of the workloads.
     :param version: the exact add-on version. @default ``platform_defaults.SECRETS_STORE_CSI_PROVIDER_VERSION``
-    :param rotation_poll_interval: how often the driver re-reads mounted secrets. @default ``"3600s"``
-        (``platform_defaults.SECRETS_ROTATION_POLL_INTERVAL``: each poll is a paid API call per pod and secret)
+    :param rotation_poll_interval: how old a pod's secret files must be before the driver fetches them again.
+        @default ``"120s"`` (``platform_defaults.SECRETS_ROTATION_POLL_INTERVAL``: it bounds how soon a key change
+        reaches the pods, not the cost)
     """
 
     def __init__(

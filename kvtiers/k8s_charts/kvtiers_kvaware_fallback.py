@@ -39,6 +39,7 @@ import functools
 import hashlib
 import inspect
 import logging
+import os
 from typing import Any
 
 from vllm_router.routers.routing_logic import KvawareRouter
@@ -53,6 +54,9 @@ LOAD_GUARD_RATIO = 1.5
 traffic (``tests/test_kvaware_threshold.py`` measures it with the router and LMCache's lookup)."""
 LOAD_GUARD_QPS = 1.0
 """Requests per second of slack, so that at low traffic (QPS near 0 everywhere) cache hits are not overruled."""
+
+TOKENIZER_MODEL_ENV = "KVTIERS_TOKENIZER_MODEL"
+"""Set by the serving charts where an init container copied the router's tokenizer: the served model name."""
 
 logger = logging.getLogger("kvtiers.kvaware_fallback")
 
@@ -133,7 +137,28 @@ def install() -> None:
     KvawareRouter.query_manager = answered_longest_match_first
 
 
+def check_tokenizer() -> None:
+    """Load now the tokenizer the router loads on its first kvaware request (``AutoTokenizer.from_pretrained(<served
+    model name>)``, ``routing_logic.py``), where an init container copied it. A copy without a usable tokenizer, or a
+    served name huggingface_hub refuses as a repository id, would otherwise make production-stack tokenize every
+    request through one engine's ``/tokenize`` (synchronously, on the event loop) without a word; this fails the
+    start instead, with the reason."""
+    model = os.environ.get(TOKENIZER_MODEL_ENV)
+    if not model:
+        return
+    from transformers import AutoTokenizer
+
+    try:
+        AutoTokenizer.from_pretrained(model)
+    except Exception as exc:
+        raise RuntimeError(
+            f"{LOG_PREFIX}: the router cannot load the tokenizer of {model!r} from its cache "
+            f"({type(exc).__name__}: {exc}); the tokenizer-sync init container's log says what it copied"
+        ) from exc
+
+
 install()
+check_tokenizer()
 callbacks = CustomCallbackHandler()
 """The ``--callbacks`` object the router requires: its base class (not abstract at 0.1.12: no ``ABCMeta``), which does
 nothing per request. The fallback is installed when this module loads."""

@@ -274,7 +274,8 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
             )
             engine_ingress = [
                 k8s.NetworkPolicyIngressRule(from_=[router], ports=tcp(names.ENGINE_PORT, *e.kvaware_worker_ports)),
-                # `kvtiers verify` calls each engine through the API server's pod proxy (the cross-pod check).
+                # The API server's pod proxy (`kvtiers verify` reads /metrics and tokenizes) and the managed collector,
+                # both from the EKS subnets, which system nodes share: the engines' key check refuses them the model.
                 k8s.NetworkPolicyIngressRule(from_=network.api_proxy, ports=tcp(names.ENGINE_PORT)),
             ]
             if scraper:

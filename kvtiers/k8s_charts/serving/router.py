@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import shlex
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -95,6 +96,9 @@ NLB_ANNOTATIONS = {
 
 
 ROUTER_HF_HOME = f"{ROUTER_HOME}/.cache/huggingface"
+TOKENIZER_MODEL_ENV = "KVTIERS_TOKENIZER_MODEL"
+"""With a tokenizer copy: the served model name, whose tokenizer the kvaware fallback module loads when the router
+starts (``kvtiers_kvaware_fallback.check_tokenizer``)."""
 TOKENIZER_FILES = (
     "tokenizer*",
     "special_tokens_map.json",
@@ -121,13 +125,14 @@ HUB_TOKENIZER_SCRIPT = (
     "import pathlib, sys\n"
     "from huggingface_hub import snapshot_download\n"
     "model, revision, repo_dir, *patterns = sys.argv[1:]\n"
-    "snapshot_download(model, revision=revision, allow_patterns=patterns)\n"
+    "snapshot = pathlib.Path(snapshot_download(model, revision=revision, allow_patterns=patterns))\n"
     "ref = pathlib.Path(repo_dir, 'refs', 'main')\n"
     "ref.parent.mkdir(parents=True, exist_ok=True)\n"
-    "ref.write_text(revision)\n"
+    "ref.write_text(snapshot.name)\n"
 )
-"""The pinned revision's tokenizer files into the cache, then ``refs/main`` pointed at that revision: the router's
-``from_pretrained(<model>)`` asks for ``main``, which offline then resolves to the engines' revision."""
+"""The pinned revision's tokenizer files into the cache, then ``refs/main`` pointed at the snapshot they are in (the
+commit the revision resolved to): the router's ``from_pretrained(<model>)`` asks for ``main``, which offline then
+resolves to the engines' revision."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,10 +188,13 @@ class TokenizerCopy:
         return f"{self.repo_dir}/snapshots/{self.commit}"
 
     def command(self) -> list[str]:
-        includes = " ".join(f"--include '{pattern}'" for pattern in TOKENIZER_FILES)
+        includes = " ".join(f"--include {shlex.quote(pattern)}" for pattern in TOKENIZER_FILES)
+        source, snapshot, refs = (
+            shlex.quote(p) for p in (self.weights.url, self.snapshot_dir, f"{self.repo_dir}/refs")
+        )
         script = (
-            f"aws s3 sync '{self.weights.url}' '{self.snapshot_dir}' --only-show-errors --exclude '*' {includes} && "
-            f"mkdir -p '{self.repo_dir}/refs' && printf %s {self.commit} > '{self.repo_dir}/refs/main'"
+            f"aws s3 sync {source} {snapshot} --only-show-errors --exclude '*' {includes} && "
+            f"mkdir -p {refs} && printf %s {self.commit} > {refs}/main"
         )
         return ["/bin/sh", "-c", script]
 
@@ -300,8 +308,10 @@ class RouterDeployment(Construct):
         ]
         init_containers = None
         if tokenizer is not None:
-            # The copy is the only tokenizer: no Hub lookup (and no Hub egress or token needed for it).
+            # The copy is the only tokenizer: no Hub lookup (and no Hub egress or token needed for it). The kvaware
+            # fallback module loads it at start, so a copy the router cannot use fails the start, not each request.
             env.append(k8s.EnvVar(name="HF_HUB_OFFLINE", value="1"))
+            env.append(k8s.EnvVar(name=TOKENIZER_MODEL_ENV, value=tokenizer.model))
             sync = {k: quantity(v) for k, v in TOKENIZER_SYNC_RESOURCES.items()}
             init_containers = [
                 k8s.Container(
