@@ -23,6 +23,8 @@ _PINNED_IMAGE = re.compile(
     r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[a-f0-9]{64})$"
 )
 _ABSOLUTE_PATH = re.compile(r"^/[^\s]+$")
+_HUB_REPO_ID = re.compile(r"^(\b[\w\-.]+\b/)?\b[\w\-.]{1,96}\b$")
+"""huggingface_hub 0.34.0's repository id pattern (``utils/_validators.py`` ``REPO_ID_REGEX``)."""
 
 
 def owner_name(owner: object) -> str:
@@ -99,6 +101,24 @@ def pinned_image(owner: object, field: str, value: str) -> None:
         raise invalid(owner, field, f"{value!r} uses the moving tag 'latest'; pin a version tag or digest")
     if not _PINNED_IMAGE.match(value):
         raise invalid(owner, field, f"{value!r} has no tag; give 'repository:tag' or 'repository@sha256:<digest>'")
+
+
+def hub_repo_id_problem(name: str) -> str | None:
+    """Why huggingface_hub 0.34.0 refuses ``name`` as a repository id (``validate_repo_id``), or None: at most one
+    ``/``, letters, digits, ``-``, ``_``, ``.``, neither ``-`` nor ``.`` at either end, at most 96 characters a part,
+    no ``--`` or ``..``, no ``.git`` at the end. The router image's transformers refuses such a name before it looks
+    at any cache."""
+    if name.count("/") > 1:
+        return "has more than one '/'"
+    if not _HUB_REPO_ID.match(name):
+        return (
+            "uses characters other than letters, digits, '-', '_', '.', starts or ends with '-' or '.', or is too long"
+        )
+    if "--" in name or ".." in name:
+        return "contains '--' or '..'"
+    if name.endswith(".git"):
+        return "ends with '.git'"
+    return None
 
 
 def absolute_path(owner: object, field: str, value: str) -> None:

@@ -468,3 +468,65 @@ def test_a_kvaware_router_with_pinned_hub_weights_tokenizes_with_that_revision(t
     loaded = subprocess.run([str(ROUTER_VENV), "-c", code, model], capture_output=True, text=True, env=variables)
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert loaded.stdout.split("\n")[-2] == "[1, 2, 3]"
+
+
+SERVED_NAMES = [
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct",
+    "noorg",
+    "org/sub/name",
+    "org--x/name",
+    "my.model.",
+    "Llama-3.1-8B-Instruct:fp8",
+    "a" * 97,
+    "org/" + "b" * 96,
+    "org/name..",
+    "org/name.git",
+    "-lead/name",
+    "org/name_",
+    "",
+]
+
+
+def test_served_names_a_kvaware_router_can_look_up_are_what_huggingface_hub_accepts():
+    """kvtiers' rule against huggingface_hub's own ``validate_repo_id`` (0.34.0, the router image's), name by name."""
+    from kvtiers.checks import hub_repo_id_problem
+
+    if not ROUTER_VENV.exists():
+        pytest.skip("no .venv-router (make test builds it)")
+    code = (
+        "import json, sys\nfrom huggingface_hub.utils import HFValidationError, validate_repo_id\nok = []\n"
+        "for name in json.loads(sys.argv[1]):\n    try:\n        validate_repo_id(name); ok.append(True)\n"
+        "    except HFValidationError:\n        ok.append(False)\nprint(json.dumps(ok))"
+    )
+    import json
+
+    done = subprocess.run([str(ROUTER_VENV), "-c", code, json.dumps(SERVED_NAMES)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    accepted = dict(zip(SERVED_NAMES, json.loads(done.stdout), strict=True))
+    assert accepted == {name: hub_repo_id_problem(name) is None for name in SERVED_NAMES}
+    assert sum(accepted.values()) >= 3 and not all(accepted.values()), "both kinds are exercised"
+
+
+def test_a_kvaware_endpoint_refuses_a_served_name_its_router_cannot_look_up(tmp_path):
+    from kvtiers.config import ConfigError, load_environment
+    from kvtiers.k8s_charts.serving.router import HubTokenizerCopy
+
+    raw = yaml.safe_load(yaml.safe_dump(DEV))
+    endpoint = raw["serving"]["endpoints"][0]
+    endpoint.update(
+        routing="kvaware",
+        api="completions",
+        model="Llama-3.1-8B-Instruct:fp8",
+        router_replicas=1,
+        model_sizes={"layers": 28, "kv_heads": 4, "head_dim": 128, "parameters": 7.0e9},
+    )
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as error:
+        load_environment(path)
+    message = str(error.value)
+    assert str(path) in message and "serving.endpoints.0" in message
+    assert "'Llama-3.1-8B-Instruct:fp8'" in message and "from_pretrained" in message
+    with pytest.raises(ValueError, match=r"HubTokenizerCopy: model 'org/sub/name' has more than one '/'"):
+        HubTokenizerCopy(model="org/sub/name", revision="0" * 40, image="router:1")

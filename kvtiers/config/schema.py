@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from kvtiers import checks, serving_defaults
 from kvtiers import curvine_defaults as curvine
 from kvtiers import platform_defaults as platform
-from kvtiers import serving_defaults
 from kvtiers.aws_limits import GP3_MAX_GIB, GP3_MAX_IOPS, GP3_MAX_MIBPS, GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
 from kvtiers.config.sizing import (
     ACTIVATION_RESERVE_GIB,
@@ -741,6 +741,12 @@ class Endpoint(Strict):
                 f"routing 'kvaware' with the gated model {self.model!r} needs source.token_secret: the router loads the "
                 "tokenizer from the Hugging Face Hub and, without a token, retries on every request and falls back to a "
                 "blocking /tokenize call to an engine (with S3 weights it copies the tokenizer from S3 instead)"
+            )
+        if self.routing == "kvaware" and (problem := checks.hub_repo_id_problem(self.model)) is not None:
+            raise ValueError(
+                f"routing 'kvaware' serves model {self.model!r}, which {problem}: production-stack's router loads its "
+                "tokenizer by the served model name (AutoTokenizer.from_pretrained), and huggingface_hub refuses that "
+                "name; serve the model under an 'org/name' of letters, digits, '-', '_' and '.', or use prefixaware"
             )
         if self.routing == "kvaware" and self.router_replicas > 1:
             raise ValueError(

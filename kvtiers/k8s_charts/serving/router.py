@@ -15,6 +15,7 @@ import cdk8s_plus_33 as kplus
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
+from kvtiers import checks
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.secrets import (
     API_AUTH_MODULE,
@@ -135,6 +136,14 @@ commit the revision resolved to): the router's ``from_pretrained(<model>)`` asks
 resolves to the engines' revision."""
 
 
+def check_served_name(owner: object, model: str) -> None:
+    """The router looks its tokenizer up by the served model name, which huggingface_hub must accept as a repository
+    id."""
+    problem = checks.hub_repo_id_problem(model)
+    if problem is not None:
+        raise checks.invalid(owner, "model", f"{model!r} {problem}: huggingface_hub refuses it as a repository id")
+
+
 @dataclass(frozen=True, kw_only=True)
 class HubTokenizerCopy:
     """kvaware with Hugging Face weights pinned at a revision: the router's tokenizer is that revision's, downloaded at
@@ -148,6 +157,9 @@ class HubTokenizerCopy:
     """The router image (Python and huggingface_hub at the router's pins)."""
     python: str = "/opt/venv/bin/python"
     """The router image's Python (its venv: production-stack ``docker/Dockerfile``)."""
+
+    def __post_init__(self) -> None:
+        check_served_name(self, self.model)
 
     def command(self) -> list[str]:
         return [
@@ -173,6 +185,9 @@ class TokenizerCopy:
     weights: S3Weights
     image: str
     """The AWS CLI image (the engines' ``model_sync_image``)."""
+
+    def __post_init__(self) -> None:
+        check_served_name(self, self.model)
 
     @property
     def commit(self) -> str:
