@@ -143,22 +143,41 @@ def endpoint(env):
     return next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
 
 
-def test_verify_passes_when_the_router_answers_401_without_a_key(keyed_world, dev_env):
+def test_verify_passes_when_the_router_and_each_engine_answer_401_without_a_key(keyed_world, dev_env):
     check = api_key.check_api_key(
         secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
     )
     assert check.ok, check
-    assert "401" in check.detail
+    assert "router and its 2 Ready engine pod(s) (qwen2-7b-engine-0, qwen2-7b-engine-1" in check.detail
+    assert "answer 401" in check.detail
+    # each engine was asked directly, through the pod proxy (which strips any key)
+    log = [path for _, path in keyed_world.log]
+    for pod in ("qwen2-7b-engine-0", "qwen2-7b-engine-1"):
+        assert f"/api/v1/namespaces/serving/pods/{pod}:8000/proxy/v1/chat/completions" in log
 
 
-def test_verify_fails_when_the_router_serves_without_the_key(keyed_world, dev_env):
+def test_verify_fails_when_the_router_and_its_engines_serve_without_the_key(keyed_world, dev_env):
     router = keyed_world.handles["routers"]["qwen2-7b"]
     assert router["keyed"], "the rendered router loads the key check"
     router["keyed"] = False
+    for engine in keyed_world.handles["engines"].values():
+        engine.key_file = None
     check = api_key.check_api_key(
         secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
     )
-    assert not check.ok and "HTTP 200, not 401" in check.detail
+    assert not check.ok and "the router answered HTTP 200, not 401" in check.detail
+
+
+def test_verify_fails_when_an_engine_serves_a_completion_without_a_key(keyed_world, dev_env):
+    """A router that checks the key is not enough: a pod that reaches an engine past it must need the key too."""
+    keyed_world.handles["engines"]["qwen2-7b-engine-1"].key_file = None
+    check = api_key.check_api_key(
+        secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
+    )
+    assert not check.ok
+    assert "the router answers 401 without a key, but through the pod proxy (no key) 1 of 2" in check.detail
+    assert "qwen2-7b-engine-1 HTTP 200" in check.detail and "qwen2-7b-engine-0" not in check.detail
+    assert "--middleware kvtiers_api_auth.EngineKeyCheck" in check.hint
 
 
 def test_verify_fails_naming_a_missing_secret(keyed_world, dev_env):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client import AppsV1Api, CoreV1Api
 
-from kvtiers.cli.verify import crosspod, k8s, runner
+from kvtiers.cli.verify import crosspod, k8s, proxy, runner
 from kvtiers.k8s_charts import names as chart_names
 from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
@@ -59,9 +59,13 @@ def test_healthy_cluster_passes_every_kubernetes_check(world, dev_env):
     }
     cross = results[crosspod.NAME]
     assert "stored 1941" in cross.detail and "hit 1941" in cross.detail and "100%" in cross.detail
-    # the check went through the API server's proxy subresource, not pod IPs
-    # (the engines take no key: the router checks it)
-    assert any("/pods/qwen2-7b-engine-1:8000/proxy/v1/completions" in path for _, path in kube.log)
+    # the completions went to the engines through a port-forward (the engines check the key, which the pod proxy
+    # would strip); their /metrics and /tokenize, served without a key, through the pod proxy; never to pod IPs
+    assert any(
+        path == "/api/v1/namespaces/serving/pods/qwen2-7b-engine-1/portforward?ports=8000" for _, path in kube.log
+    )
+    assert not any("/proxy/v1/completions" in path and "/pods/" in path for _, path in kube.log)
+    assert any("/pods/qwen2-7b-engine-1:8000/proxy/metrics" in path for _, path in kube.log)
     assert any("/services/qwen2-7b-router:80/proxy/engines" in path for _, path in kube.log)
 
 
@@ -155,9 +159,10 @@ def test_router_service_without_endpoints(world, dev_env):
     assert not results["router sees engines"].ok and "/engines HTTP 503" in results["router sees engines"].detail
 
 
-def cross(world, dev_env):
+def cross(world, dev_env, secrets=None):
     _kube, _handles, api, core, _apps = world
-    return crosspod.check_cross_pod(core, api, dev_env, dev_env.serving.endpoints[0], timeout=0.3, poll=0.05)
+    store = secrets if secrets is not None else secrets_manager.for_environment(dev_env)
+    return crosspod.check_cross_pod(core, api, dev_env, dev_env.serving.endpoints[0], 0.3, 0.05, store)
 
 
 def test_cross_pod_needs_two_nodes(world, dev_env):
@@ -186,10 +191,10 @@ def test_cross_pod_store_never_happens(world, dev_env, dev_objects):
     kube, handles, _api, _core, _apps = world
     original = handles["engines"]["qwen2-7b-engine-0"]
 
-    def no_store(method, path, body):
+    def no_store(method, path, body, authorization=None):
         if path == "/" + crosspod.completions_path(next(e for e in dev_env.serving.endpoints if e.name == "qwen2-7b")):
             return json_reply(200, {"choices": [{"text": "x"}], "usage": {"prompt_tokens": 1941}})
-        return original(method, path, body)
+        return original(method, path, body, authorization)
 
     kube.proxy("pods", "serving", "qwen2-7b-engine-0", engine_port(dev_objects), no_store)
     check = cross(world, dev_env)
@@ -201,6 +206,56 @@ def test_cross_pod_completion_error(world, dev_env, dev_objects):
     kube.proxy("pods", "serving", "qwen2-7b-engine-0", engine_port(dev_objects), FakeEngine("other/model", set()))
     check = cross(world, dev_env)
     assert not check.ok and "HTTP 404" in check.detail
+
+
+def test_cross_pod_sends_the_key_through_a_port_forward_to_engines_that_refuse_without_it(world, dev_env):
+    kube, handles, api, _core, _apps = world
+    endpoint = dev_env.serving.endpoints[0]
+    assert endpoint.authenticated and all(e.key_file is not None for e in handles["engines"].values())
+    # without a key (the pod proxy strips it) the engine refuses a completion, as kvtiers_api_auth decides
+    refused = proxy.request(api, "pods", "serving", "qwen2-7b-engine-0", 8000, "v1/completions", "POST", {"p": 1})
+    assert refused.status == 401
+    store = secrets_manager.for_environment(dev_env)
+    check = cross(world, dev_env, store)
+    assert check.ok, check
+    assert store.reads == [dev_env.api_key_secret_name(endpoint.name)]
+    forwarded = [p for _, p in kube.log if p.endswith("/portforward?ports=8000")]
+    assert forwarded == [
+        "/api/v1/namespaces/serving/pods/qwen2-7b-engine-0/portforward?ports=8000",
+        "/api/v1/namespaces/serving/pods/qwen2-7b-engine-1/portforward?ports=8000",
+    ]
+
+
+def test_cross_pod_fails_when_the_engines_refuse_the_key(world, dev_env):
+    secret = dev_env.api_key_secret_name(dev_env.serving.endpoints[0].name)
+    check = cross(world, dev_env, secrets_manager.FakeSecretsManager({secret: "rotated-elsewhere"}))
+    assert not check.ok and "qwen2-7b-engine-0 completion: HTTP 401" in check.detail
+    assert "KVTIERS_API_KEY_FILE" in check.hint
+
+
+def test_cross_pod_fails_naming_the_secret_it_cannot_read(world, dev_env):
+    check = cross(world, dev_env, secrets_manager.FakeSecretsManager({}))
+    secret = dev_env.api_key_secret_name(dev_env.serving.endpoints[0].name)
+    assert not check.ok and secret in check.detail and "ResourceNotFoundException" in check.detail
+
+
+def test_cross_pod_fails_naming_the_pod_when_the_port_forward_is_refused(world, dev_env):
+    world[0].portforward_forbidden = True
+    check = cross(world, dev_env)
+    assert not check.ok
+    assert check.detail.startswith("port-forward to pod qwen2-7b-engine-0 port 8000: HTTP 403: ")
+    assert 'cannot create resource "pods/portforward"' in check.detail
+    assert "get and create on pods/portforward in serving" in check.hint
+
+
+def test_cross_pod_fails_naming_the_pod_when_nothing_listens_on_its_port(world, dev_env):
+    kube = world[0]
+    kube.pod_servers[("serving", "qwen2-7b-engine-1", 8000)].__exit__(None, None, None)  # its port now refuses
+    check = cross(world, dev_env)
+    assert not check.ok
+    assert check.detail.startswith("port-forward to pod qwen2-7b-engine-1 port 8000: error forwarding port 8000")
+    assert "failed to connect to localhost:8000" in check.detail
+    assert "qwen2-7b-engine-1 8000" in check.hint
 
 
 @pytest.mark.parametrize("drift", ["engine-label", "router-service-port", "master-web-port"])

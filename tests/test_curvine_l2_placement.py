@@ -12,6 +12,7 @@ import pytest
 from kubernetes.client import AppsV1Api, CoreV1Api
 
 from kvtiers.cli.verify import crosspod, placement, runner
+from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
 from tests.fakes.kube_server import FakeKube
 
@@ -27,7 +28,8 @@ def world(dev_env, dev_objects):
 
 
 def checks(env, api) -> dict:
-    results = runner.run(env, runner.Clients(sagemaker=None, kube=api), show_progress=False, **FAST)
+    clients = runner.Clients(sagemaker=None, kube=api, secretsmanager=secrets_manager.for_environment(env))
+    results = runner.run(env, clients, show_progress=False, **FAST)
     return {r.name: r for r in results if r.area.startswith("cross-pod:")}
 
 

@@ -15,12 +15,14 @@ from pathlib import Path
 
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.hyperpod_operator import policy
+from kvtiers.k8s_charts.kvtiers_api_auth import KeyFile
 from kvtiers.k8s_charts.names import CURVINE_JANITOR
 from kvtiers.k8s_charts.secrets import API_KEY_FILE_ENV
 from kvtiers.stacks.wiring.serving import operator_endpoint
 from tests.fakes import kyverno
 from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply, matches
 from tests.fakes.operator_pod import operator_pod
+from tests.fakes.secrets_manager import endpoint_keys
 from tools.layer_helm import extract_kubectl
 
 PLURALS = {
@@ -184,8 +186,15 @@ def _engine(
         lmcache=exports_lmcache_metrics(container),
         on_store=store,
     )
+    if next(e for e in env.serving.endpoints if e.name == endpoint).authenticated:
+        # The engines of an endpoint with an API key check it (kvtiers_api_auth.EngineKeyCheck, its key file mounted
+        # from the endpoint's secret). Taken from the configuration until the engine chart renders the check, then
+        # to be read from the rendered container, as the router's is.
+        key_file = Path(kube.files.name) / f"{endpoint}-api-key"
+        key_file.write_text(endpoint_keys(endpoint) + "\n")
+        engine.key_file = KeyFile(str(key_file))
     handles["engines"][pod] = engine
-    kube.proxy("pods", namespace, pod, port, engine)
+    kube.serve_pod(namespace, pod, port, engine)
     return engine
 
 

@@ -2,7 +2,10 @@
 
 It serves exactly what ``kvtiers verify`` reads: node and pod lists (equality label selectors), StatefulSets,
 DaemonSets, Deployments, PVCs, and the ``pods|services/<name>:<port>/proxy/<path>`` subresource, whose answers
-come from Python handlers registered per target. For the router's pod discovery it also serves one pod by name and
+come from Python handlers registered per target. Like the API server's authentication filter, the proxy passes no
+``Authorization`` header on (a handler is called without one). A pod registered with :meth:`FakeKube.serve_pod` also
+serves its handler over real HTTP on a loopback port, which the ``pods/<name>/portforward`` subresource relays to
+(see :class:`PortForwardRelay`): there, the request's headers reach the handler as sent. For the router's pod discovery it also serves one pod by name and
 pod watches (``?watch=true``: the matching pods as ``ADDED``, then every :meth:`FakeKube.update_pod` and
 :meth:`FakeKube.delete_pod` as it happens, one JSON event a line, on a connection that stays open). The kubernetes client talks to it through a
 ``Configuration(host=http://127.0.0.1:<port>)``.
@@ -10,24 +13,34 @@ pod watches (``?watch=true``: the matching pods as ``ADDED``, then every :meth:`
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import json
 import queue
 import re
+import socket
+import struct
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from kubernetes import client
+from websocket import ABNF, frame_buffer
 
+from kvtiers.k8s_charts.kvtiers_api_auth import UNAUTHORIZED, KeyFile, authorized, engine_needs_key
 from tests.fakes.loopback import LoopbackServer
 
-# handler(method, path, body) -> (status, content type, text)
-ProxyHandler = Callable[[str, str, dict | None], tuple[int, str, str]]
+# handler(method, path, body) -> (status, content type, text); pod handlers served over HTTP (serve_pod) are also
+# given the request's Authorization header as ``authorization=`` (None through the proxy, which strips it)
+ProxyHandler = Callable[..., tuple[int, str, str]]
 
 PROXY = re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services)/([^/:]+):(\d+)/proxy/?(.*)$")
+PORTFORWARD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/portforward$")
 COLLECTION = re.compile(r"^/apis?/(?:v1|[^/]+/[^/]+)/namespaces/[^/]+/[a-z]+$")
 
 
@@ -52,6 +65,152 @@ def status(code: int, message: str) -> dict:
     }
 
 
+WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+"""RFC 6455, section 1.3: appended to the client's ``Sec-WebSocket-Key`` before hashing it for the answer."""
+CHANNEL_PROTOCOL = "v4.channel.k8s.io"
+"""The port-forward subprotocol the API server, the kubelet and the CRI streaming server accept with binary frames
+(k8s.io/kubelet ``pkg/cri/streaming/portforward/websocket.go``: ``"v4." + wsstream.ChannelWebSocketProtocol``; no
+``Sec-WebSocket-Protocol`` at all gets the same framing); the kubernetes Python client asks for it
+(``kubernetes/stream/ws_client.py`` ``create_websocket``)."""
+
+
+class PortForwardRelay:
+    """One port of a ``pods/<name>/portforward`` stream, from the 101 answer on, as the API server, the kubelet and
+    containerd serve it together (k8s.io/kubelet ``websocket.go`` ``handleWebSocketStreams``, containerd
+    ``sandbox_portforward_linux.go``): every binary frame starts with its channel byte, 0 the port's data and 1 its
+    errors; each channel opens with a frame holding the port (unsigned 16 bits, little endian); then the stream is
+    relayed to a TCP connection to the pod's port (here a loopback address). When nothing accepts the connection,
+    the error channel carries the runtime's message and the stream ends."""
+
+    DATA, ERROR = b"\x00", b"\x01"
+
+    def __init__(self, connection: socket.socket, reader: Any, pod: str, port: int) -> None:
+        self._connection, self._pod, self._port = connection, pod, port
+        self._frames = frame_buffer(self._recv(reader), skip_utf8_validation=True)
+        self._send_lock = threading.Lock()
+
+    @staticmethod
+    def _recv(reader: Any) -> Callable[[int], bytes]:
+        def recv(size: int) -> bytes:
+            data = reader.read1(size)
+            if not data:
+                raise ConnectionError("the client closed the websocket")
+            return data
+
+        return recv
+
+    def _send(self, opcode: int, payload: bytes) -> None:
+        # Server frames are not masked (RFC 6455, section 5.1).
+        with self._send_lock:
+            self._connection.sendall(ABNF(1, 0, 0, 0, opcode, 0, payload).format())
+
+    def run(self, target: tuple[str, int] | None) -> None:
+        opening = struct.pack("<H", self._port)
+        self._send(ABNF.OPCODE_BINARY, self.DATA + opening)
+        self._send(ABNF.OPCODE_BINARY, self.ERROR + opening)
+        try:
+            if target is None:
+                raise ConnectionRefusedError("connection refused")
+            upstream = socket.create_connection(target, timeout=10)
+        except OSError as exc:
+            message = (
+                f"error forwarding port {self._port} to pod {self._pod}, uid : failed to execute portforward in "
+                f"network namespace: failed to connect to localhost:{self._port} inside namespace: {exc}"
+            )
+            self._send(ABNF.OPCODE_BINARY, self.ERROR + message.encode())
+            self._send(ABNF.OPCODE_CLOSE, struct.pack("!H", 1000))
+            return
+        upstream.settimeout(None)
+        back = threading.Thread(target=self._pod_to_client, args=(upstream,), daemon=True)
+        back.start()
+        try:
+            self._client_to_pod(upstream)
+        finally:
+            back.join(5)
+            upstream.close()
+
+    def _client_to_pod(self, upstream: socket.socket) -> None:
+        while True:
+            try:
+                frame = self._frames.recv_frame()
+            except Exception:  # noqa: BLE001 - EOF, or any of websocket-client's protocol errors: the client is gone
+                break
+            if frame.opcode == ABNF.OPCODE_CLOSE:
+                self._send(ABNF.OPCODE_CLOSE, struct.pack("!H", 1000))
+                break
+            if frame.opcode == ABNF.OPCODE_PING:
+                self._send(ABNF.OPCODE_PONG, frame.data)
+                continue
+            data = frame.data if isinstance(frame.data, bytes) else frame.data.encode()
+            if frame.opcode == ABNF.OPCODE_BINARY and data[:1] == self.DATA:
+                upstream.sendall(data[1:])
+        try:
+            upstream.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _pod_to_client(self, upstream: socket.socket) -> None:
+        try:
+            while True:
+                data = upstream.recv(65536)
+                if not data:
+                    break
+                self._send(ABNF.OPCODE_BINARY, self.DATA + data)
+            self._send(ABNF.OPCODE_CLOSE, struct.pack("!H", 1000))
+        except OSError:
+            pass  # the client went away first
+
+
+class PodServer(LoopbackServer):
+    """A pod's port over HTTP on loopback, answered by the handler registered for it in ``fake.proxies`` (looked up
+    at each request, so a test that replaces the handler replaces what both the proxy and a port-forward reach),
+    given the request's ``Authorization`` header."""
+
+    def __init__(self, fake: FakeKube, key: tuple[str, str, str, int]) -> None:
+        self._fake, self._key = fake, key
+        self._serve()
+
+    def _handler(self):
+        pod = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _answer(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                handler = pod._fake.proxies.get(pod._key)
+                if handler is None:
+                    code, ctype, text = json_reply(404, {"detail": "Not Found"})
+                else:
+                    code, ctype, text = handler(
+                        method, self.path, body, authorization=self.headers.get("Authorization")
+                    )
+                data = text.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._answer("GET")
+
+            def do_POST(self) -> None:
+                self._answer("POST")
+
+        return Handler
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+
 class FakeKube(LoopbackServer):
     def __init__(self) -> None:
         self.nodes: list[dict] = []
@@ -59,6 +218,12 @@ class FakeKube(LoopbackServer):
         self.objects: dict[str, dict] = {}
         """Path (``/apis/apps/v1/namespaces/<ns>/statefulsets/<name>`` ...) -> object."""
         self.proxies: dict[tuple[str, str, str, int], ProxyHandler] = {}
+        self.pod_servers: dict[tuple[str, str, int], PodServer] = {}
+        """(namespace, pod, port) -> the loopback HTTP server a port-forward to that port relays to."""
+        self.files = tempfile.TemporaryDirectory(prefix="kvtiers-fake-kube-")
+        """Files the fake pods mount (the engines' key files)."""
+        self.portforward_forbidden = False
+        """Answer every port-forward 403, as the API server does to an identity without create on pods/portforward."""
         self.log: list[tuple[str, str]] = []
         self._watches: list[tuple[str, str | None, queue.Queue]] = []
         self._watch_lock = threading.Lock()
@@ -154,13 +319,72 @@ class FakeKube(LoopbackServer):
 
     def __exit__(self, *exc) -> None:
         self._stopping = True
+        for server in self.pod_servers.values():
+            server.__exit__(*exc)
         super().__exit__(*exc)
+        self.files.cleanup()
 
     def put(self, path: str, obj: dict) -> None:
         self.objects[path] = obj
 
     def proxy(self, kind: str, namespace: str, name: str, port: int, handler: ProxyHandler) -> None:
         self.proxies[(kind, namespace, name, port)] = handler
+
+    def serve_pod(self, namespace: str, name: str, port: int, handler: ProxyHandler) -> None:
+        """``handler`` answers the pod proxy to ``name:port`` and, over HTTP on loopback, a port-forward to it."""
+        self.proxy("pods", namespace, name, port, handler)
+        if (namespace, name, port) not in self.pod_servers:
+            server = PodServer(self, ("pods", namespace, name, port))
+            self.pod_servers[(namespace, name, port)] = server.__enter__()
+
+    def _portforward(self, handler: BaseHTTPRequestHandler, namespace: str, name: str, query: dict) -> None:
+        """``GET .../pods/<name>/portforward?ports=<port>`` upgraded to a websocket (RFC 6455 handshake), or the
+        API server's Status when it refuses: 403 (RBAC), 404 (no such pod), 400 (bad request)."""
+        self.log.append(("GET", handler.path))
+
+        def refuse(code: int, message: str) -> None:
+            data = json.dumps(status(code, message)).encode()
+            handler.send_response(code)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+
+        if self.portforward_forbidden:
+            refuse(
+                403,
+                f'pods "{name}" is forbidden: User "kvtiers-verify" cannot create resource "pods/portforward" in '
+                f'API group "" in the namespace "{namespace}"',
+            )
+            return
+        if not any((p["metadata"]["namespace"], p["metadata"]["name"]) == (namespace, name) for p in self.pods):
+            refuse(404, f'pods "{name}" not found')
+            return
+        ports = [p for value in query.get("ports", ()) for p in value.split(",")]
+        key = handler.headers.get("Sec-WebSocket-Key")
+        protocols = [p.strip() for p in (handler.headers.get("Sec-WebSocket-Protocol") or "").split(",") if p.strip()]
+        if len(ports) != 1 or not ports[0].isdigit():
+            refuse(400, 'query parameter "port" is required (one port here)')
+            return
+        if (handler.headers.get("Upgrade") or "").lower() != "websocket" or not key:
+            refuse(400, "Upgrade request required")
+            return
+        if protocols and CHANNEL_PROTOCOL not in protocols:
+            refuse(400, f"requested protocol(s) are not supported: {protocols}")
+            return
+        accept = base64.b64encode(hashlib.sha1((key + WEBSOCKET_GUID).encode()).digest()).decode()
+        handler.send_response(101, "Switching Protocols")
+        handler.send_header("Upgrade", "websocket")
+        handler.send_header("Connection", "Upgrade")
+        handler.send_header("Sec-WebSocket-Accept", accept)
+        if protocols:
+            handler.send_header("Sec-WebSocket-Protocol", CHANNEL_PROTOCOL)
+        handler.end_headers()
+        handler.close_connection = True
+        port = int(ports[0])
+        server = self.pod_servers.get((namespace, name, port))
+        relay = PortForwardRelay(handler.connection, handler.rfile, name, port)
+        relay.run(server.address if server is not None else None)
 
     # ------------------------------------------------------------------ HTTP
 
@@ -213,6 +437,10 @@ class FakeKube(LoopbackServer):
             def _serve(self, method: str) -> None:
                 url = urlparse(self.path)
                 query = parse_qs(url.query)
+                forwarded = PORTFORWARD.match(url.path)
+                if method == "GET" and forwarded:
+                    fake._portforward(self, forwarded.group(1), forwarded.group(2), query)
+                    return
                 watched = re.match(r"^/api/v1/namespaces/([^/]+)/pods$", url.path)
                 if method == "GET" and watched and (query.get("watch") or [""])[0].lower() == "true":
                     fake.log.append((method, self.path))
@@ -300,12 +528,23 @@ class FakeEngine:
         on_store: Callable[[str], None] | None = None,
     ) -> None:
         self.model, self.l2, self.lmcache, self.on_store = model, l2, lmcache, on_store
+        self.key_file: KeyFile | None = None
+        """The engine's mounted key file: set, it refuses what ``kvtiers_api_auth.EngineKeyCheck`` refuses."""
         self.vllm_counters = True
         self.stored = 0
         self.hit = 0
         self.local: set[str] = set()
 
-    def __call__(self, method: str, path: str, body: dict | None) -> tuple[int, str, str]:
+    def __call__(
+        self, method: str, path: str, body: dict | None, authorization: str | None = None
+    ) -> tuple[int, str, str]:
+        # The engines' check, with kvtiers_api_auth's own rules (the path without its query, as ASGI's scope has it).
+        if (
+            self.key_file is not None
+            and engine_needs_key(urlparse(path).path)
+            and not authorized(authorization, self.key_file.keys())
+        ):
+            return json_reply(401, UNAUTHORIZED)
         if path == "/tokenize" and method == "POST":
             return json_reply(200, {"count": len(body["prompt"].split())})
         if path == "/v1/chat/completions" and method == "POST":

@@ -25,12 +25,14 @@ class FakeSecretsManager:
         return {"Name": SecretId, "SecretString": self.secrets[SecretId]}
 
 
+def endpoint_keys(endpoint: str) -> str:
+    """What an authenticated endpoint's secret holds in these tests (and its engines' key file): a new and an old
+    key, the new one first."""
+    return f"new-{endpoint} old-{endpoint}"
+
+
 def for_environment(env) -> FakeSecretsManager:
     """Every authenticated endpoint's secret, holding a new and an old key."""
     return FakeSecretsManager(
-        {
-            env.api_key_secret_name(e.name): f"new-{e.name} old-{e.name}"
-            for e in env.serving.endpoints
-            if e.authenticated
-        }
+        {env.api_key_secret_name(e.name): endpoint_keys(e.name) for e in env.serving.endpoints if e.authenticated}
     )

@@ -1,19 +1,25 @@
-"""An authenticated endpoint refuses a caller without its key: its secret holds a key, and a completion sent to the
-router without one is answered 401 (vLLM's check on the engines' ``/v1`` routes, relayed by the router).
+"""An authenticated endpoint refuses a caller without its key, at the router and at each engine: its secret holds a
+key; a completion sent to the router without one is answered 401 (the router's ``kvtiers_api_auth`` check); and so
+is one sent straight to each Ready engine pod (the engines' own ``kvtiers_api_auth.EngineKeyCheck``), which proves
+that a pod that can reach an engine past the router still needs the key.
 
-The request goes through the Kubernetes API server's service proxy, which removes every ``Authorization`` header
-(the caller's credentials for the API server), so verify cannot send the key that way: ``kvtiers bench -c <env>
---endpoint <name> --url <router>`` sends it from inside the VPC.
+Both requests go through the Kubernetes API server's proxy (service, then pod), which removes every ``Authorization``
+header (the caller's credentials for the API server; k8s.io/apiserver ``pkg/endpoints/filters/authentication.go`` at
+kubernetes-1.34.0), so they carry no key whatever the caller sends. The cross-pod check sends the key to the engines
+through a port-forward (:mod:`kvtiers.cli.verify.portforward`); ``kvtiers bench -c <env> --endpoint <name> --url
+<router>`` sends it to the router from inside the VPC.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubernetes.client import ApiClient
+from kubernetes.client import ApiClient, CoreV1Api
 
 from kvtiers.cli.api_key import ApiKeyError, read_api_key
 from kvtiers.cli.verify import proxy
+from kvtiers.cli.verify.crosspod import engine_port
+from kvtiers.cli.verify.k8s import engine_pods, pod_ready
 from kvtiers.cli.verify.result import CheckResult, failed, passed
 from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.k8s_charts import names
@@ -43,8 +49,39 @@ def check_api_key(secrets_manager: Any, api: ApiClient, env: Environment, endpoi
         answer = proxy.request(api, "services", ns, router, names.ROUTER_SERVICE_PORT, path, "POST", body)
     except proxy.ProxyError as exc:
         return failed(area, NAME, str(exc), hint)
-    if answer.status == 401:
-        return passed(area, NAME, f"without a key the router answers 401; the key is in Secrets Manager ({secret})")
-    return failed(
-        area, NAME, f"without a key the router answered HTTP {answer.status}, not 401: {answer.text[:200]}", hint
+    if answer.status != 401:
+        return failed(
+            area, NAME, f"without a key the router answered HTTP {answer.status}, not 401: {answer.text[:200]}", hint
+        )
+    engine_hint = (
+        f"kubectl -n {ns} get pod <engine> -o yaml: the engine's args must name --middleware "
+        "kvtiers_api_auth.EngineKeyCheck and KVTIERS_API_KEY_FILE the mounted key file; the engine's log says why "
+        "it did not load"
+    )
+    ready = [p.metadata.name for p in engine_pods(CoreV1Api(api), env, endpoint) if pod_ready(p)]
+    if not ready:
+        return failed(
+            area, NAME, "the router answers 401 without a key; no Ready engine pod to ask the same", engine_hint
+        )
+    served = []
+    for pod in ready:
+        try:
+            direct = proxy.request(api, "pods", ns, pod, engine_port(endpoint), path, "POST", body)
+        except proxy.ProxyError as exc:
+            return failed(area, NAME, f"the router answers 401 without a key; engine pod {pod}: {exc}", engine_hint)
+        if direct.status != 401:
+            served.append(f"{pod} HTTP {direct.status}: {direct.text[:120]}")
+    if served:
+        return failed(
+            area,
+            NAME,
+            f"the router answers 401 without a key, but through the pod proxy (no key) {len(served)} of "
+            f"{len(ready)} engine pod(s) did not: " + "; ".join(served),
+            engine_hint,
+        )
+    return passed(
+        area,
+        NAME,
+        f"without a key the router and its {len(ready)} Ready engine pod(s) ({', '.join(ready)}, through the pod "
+        f"proxy, /{path}) answer 401; the key is in Secrets Manager ({secret})",
     )

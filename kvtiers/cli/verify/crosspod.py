@@ -3,17 +3,24 @@
 A must store the prompt's tokens (``lmcache:num_stored_tokens``) and B must then hit at least as many
 (``lmcache:num_hit_tokens``): B's GPU and DRAM tiers have never seen the prompt, so the hit came from the L2.
 LMCache publishes its counters periodically, so both are polled until they move or ``timeout`` passes.
+
+The two completions go to each engine through a port-forward (:mod:`kvtiers.cli.verify.portforward`), with
+``Authorization: Bearer <key>`` when the endpoint has an API key (the engines check it themselves): the API server's
+pod proxy removes that header. ``/metrics`` and ``/tokenize``, which an engine serves without a key, still go through
+the pod proxy. Operator endpoints take the same path, without a key.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from kubernetes.client import ApiClient, CoreV1Api
 
 from kvtiers.cli import prompts
-from kvtiers.cli.verify import metrics, proxy
+from kvtiers.cli.api_key import ApiKeyError, read_api_key
+from kvtiers.cli.verify import metrics, portforward, proxy
 from kvtiers.cli.verify.k8s import engine_pods, pod_ready
 from kvtiers.cli.verify.result import CheckResult, failed, passed
 from kvtiers.config.schema import Endpoint, Environment
@@ -29,9 +36,7 @@ CROSS_POD_MIN_TOKENS = 1925
 
 
 def completions_path(endpoint: Endpoint) -> str:  # noqa: ARG001 (every endpoint's engines serve it)
-    """Where the check sends its completion to one engine through the API server's pod proxy: ``v1/completions``
-    (the engines take no API key; the router checks it, and the engines' NetworkPolicy admits only the router and the
-    API server's proxy)."""
+    """Where the check sends its completion to one engine, through a port-forward: ``v1/completions``."""
     return "v1/completions"
 
 
@@ -41,13 +46,19 @@ def engine_port(endpoint: Endpoint) -> int:
 
 
 class _Pod:
-    def __init__(self, api: ApiClient, namespace: str, name: str, port: int) -> None:
-        self.api, self.namespace, self.name, self.port = api, namespace, name, port
+    def __init__(self, api: ApiClient, namespace: str, name: str, port: int, key: str | None = None) -> None:
+        self.api, self.namespace, self.name, self.port, self.key = api, namespace, name, port, key
 
     def call(
         self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 120
     ) -> proxy.ProxyResponse:
+        """A path the engine serves without a key, through the API server's pod proxy."""
         return proxy.request(self.api, "pods", self.namespace, self.name, self.port, path, method, body, timeout)
+
+    def complete(self, path: str, body: dict, timeout: float = 120) -> proxy.ProxyResponse:
+        """A completion, through a port-forward, with the endpoint's key when it has one."""
+        headers = {"Authorization": f"Bearer {self.key}"} if self.key is not None else {}
+        return portforward.request(self.api, self.namespace, self.name, self.port, path, "POST", body, headers, timeout)
 
     def counters(self) -> dict[str, float]:
         response = self.call("metrics", timeout=15)
@@ -96,7 +107,9 @@ def check_cross_pod(
     endpoint: Endpoint,
     timeout: float = 60.0,
     poll: float = 2.0,
+    secrets_manager: Any = None,
 ) -> CheckResult:
+    """``secrets_manager``: a Secrets Manager client, to read the key of an endpoint that has one."""
     area = f"cross-pod:{endpoint.name}"
     ns = env.serving.namespace
     ready, by_node = ready_by_node(core, env, endpoint)
@@ -107,7 +120,16 @@ def check_cross_pod(
             f"need Ready engine pods on two nodes, found {len(ready)} on {len(by_node)} node(s)",
             "replicas >= 2 spread over >= 2 HyperPod nodes (topology spread / anti-affinity of the engine pods)",
         )
-    first, second = (_Pod(api, ns, name, engine_port(endpoint)) for name in list(by_node.values())[:2])
+    key = None
+    if endpoint.authenticated:
+        secret = env.api_key_secret_name(endpoint.name)
+        if secrets_manager is None:
+            return failed(area, NAME, f"no secretsmanager client to read the API key ({secret})", "AWS credentials")
+        try:
+            key = read_api_key(secrets_manager, secret)
+        except ApiKeyError as exc:
+            return failed(area, NAME, str(exc), f"aws secretsmanager describe-secret --secret-id {secret}")
+    first, second = (_Pod(api, ns, name, engine_port(endpoint), key) for name in list(by_node.values())[:2])
     hint = (
         "engine logs ('Stored X out of total Y tokens', 'LMCache hit tokens'); the same PYTHONHASHSEED, model name, "
         "TP size and chunk size on every replica; the L2 claim mounted at the LMCache remote_url path"
@@ -125,9 +147,9 @@ def check_cross_pod(
                 f"{first.name} /metrics has no lmcache:* counters",
                 "LMCache not loaded in vLLM (kv-transfer-config LMCacheConnectorV1) or PROMETHEUS_MULTIPROC_DIR unset",
             )
-        response = first.call(completions_path(endpoint), "POST", request)
+        response = first.complete(completions_path(endpoint), request)
         if not response.ok:
-            return failed(area, NAME, f"{first.name} completion: HTTP {response.status}: {response.text[:200]}", hint)
+            return _completion_failed(area, first.name, response, hint)
         tokens = int(response.json().get("usage", {}).get("prompt_tokens", 0))
         stored = _wait_for(
             lambda: metrics.counter(first.counters(), LMCACHE_STORED_TOKENS),
@@ -138,15 +160,23 @@ def check_cross_pod(
         )
         if stored <= 0:
             return failed(area, NAME, f"{first.name} stored 0 of {tokens} tokens within {timeout:.0f} s", hint)
-        response = second.call(completions_path(endpoint), "POST", request)
+        response = second.complete(completions_path(endpoint), request)
         if not response.ok:
-            return failed(area, NAME, f"{second.name} completion: HTTP {response.status}: {response.text[:200]}", hint)
+            return _completion_failed(area, second.name, response, hint)
         hit = _wait_for(
             lambda: metrics.counter(second.counters(), LMCACHE_HIT_TOKENS),
             metrics.counter(b0, LMCACHE_HIT_TOKENS) or 0.0,
             stored,
             timeout,
             poll,
+        )
+    except portforward.PortForwardError as exc:
+        return failed(
+            area,
+            NAME,
+            str(exc),
+            f"kubectl -n {ns} port-forward pod/{exc.pod} {exc.port}: your kubeconfig identity needs get and create "
+            f"on pods/portforward in {ns}; the pod Running and its engine listening on localhost:{exc.port}",
         )
     except (proxy.ProxyError, RuntimeError, ValueError, KeyError) as exc:
         return failed(area, NAME, str(exc), hint)
@@ -159,6 +189,16 @@ def check_cross_pod(
     if hit >= stored:
         return passed(area, NAME, detail + f" ({hit / max(tokens, 1):.0%} of the prompt)")
     return failed(area, NAME, detail + f" (B read {hit / stored:.0%} of what A stored)", hint)
+
+
+def _completion_failed(area: str, pod: str, response: proxy.ProxyResponse, hint: str) -> CheckResult:
+    if response.status == 401:
+        hint = (
+            "the engine refused the endpoint's key from Secrets Manager (or was sent none): its mounted key file "
+            "(KVTIERS_API_KEY_FILE) must hold it; a rotated secret reaches the pods at the CSI driver's next "
+            "rotation poll"
+        )
+    return failed(area, NAME, f"{pod} completion: HTTP {response.status}: {response.text[:200]}", hint)
 
 
 def first_node(by_node: dict[str, str], pod: str) -> str:

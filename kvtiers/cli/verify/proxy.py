@@ -1,7 +1,9 @@
 """HTTP through the Kubernetes API server's proxy subresource (pods and services), with the caller's kubeconfig.
 
-No port-forward and no direct network path to pod IPs are needed: the API server relays the request, which also
-makes the checks testable against a local fake API server.
+No direct network path to pod IPs is needed: the API server relays the request, which also makes the checks
+testable against a local fake API server. The API server removes the caller's ``Authorization`` header before it
+relays (k8s.io/apiserver ``pkg/endpoints/filters/authentication.go`` at kubernetes-1.34.0), so a request that must
+carry an endpoint's API key goes by port-forward instead (:mod:`kvtiers.cli.verify.portforward`).
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
 
         def cross(e) -> CheckResult:
             started[e.name] = time.time()
-            return crosspod.check_cross_pod(core, api, env, e, metrics_timeout, poll)
+            return crosspod.check_cross_pod(core, api, env, e, metrics_timeout, poll, clients.secretsmanager)
 
         for endpoint, sized in env.sized_endpoints():
             if sized.l2_enabled:
