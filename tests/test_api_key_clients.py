@@ -161,7 +161,7 @@ def test_verify_fails_when_the_router_and_its_engines_serve_without_the_key(keye
     assert router["keyed"], "the rendered router loads the key check"
     router["keyed"] = False
     for engine in keyed_world.handles["engines"].values():
-        engine.key_file = None
+        engine.key_check = None
     check = api_key.check_api_key(
         secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
     )
@@ -170,14 +170,14 @@ def test_verify_fails_when_the_router_and_its_engines_serve_without_the_key(keye
 
 def test_verify_fails_when_an_engine_serves_a_completion_without_a_key(keyed_world, dev_env):
     """A router that checks the key is not enough: a pod that reaches an engine past it must need the key too."""
-    keyed_world.handles["engines"]["qwen2-7b-engine-1"].key_file = None
+    keyed_world.handles["engines"]["qwen2-7b-engine-1"].key_check = None
     check = api_key.check_api_key(
         secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
     )
     assert not check.ok
     assert "the router answers 401 without a key, but through the pod proxy (no key) 1 of 2" in check.detail
     assert "qwen2-7b-engine-1 HTTP 200" in check.detail and "qwen2-7b-engine-0" not in check.detail
-    assert "--middleware kvtiers_api_auth.EngineKeyCheck" in check.hint
+    assert "--middleware kvtiers_api_auth.KeyCheckMiddleware" in check.hint
 
 
 def test_verify_fails_naming_a_missing_secret(keyed_world, dev_env):

@@ -227,12 +227,16 @@ def value_objects_built_outside_the_wiring(root: Path, package: str, extra: tupl
     return sorted(found)
 
 
-ENGINE_SIDE = {"kvtiers.k8s_charts.kvtiers_l2_guard", "kvtiers.k8s_charts.kvtiers_engine_drain"}
+ENGINE_SIDE = {
+    "kvtiers.k8s_charts.kvtiers_l2_guard",
+    "kvtiers.k8s_charts.kvtiers_engine_drain",
+    "kvtiers.k8s_charts.kvtiers_api_auth",
+}
 """Modules shipped into the engine image (a ConfigMap on its PYTHONPATH), which import the image's packages."""
-ENGINE_PACKAGES = {"lmcache", "prometheus_client", "torch", "vllm", "zmq"}
+ENGINE_PACKAGES = {"lmcache", "prometheus_client", "torch", "vllm", "zmq", "fastapi"}
 ROUTER_SIDE = {"kvtiers.k8s_charts.kvtiers_kvaware_fallback", "kvtiers.k8s_charts.kvtiers_api_auth"}
 """Modules shipped into the router image (a ConfigMap on its PYTHONPATH), which import the router's own code."""
-ROUTER_PACKAGES = {"vllm_router", "fastapi"}
+ROUTER_PACKAGES = {"vllm_router", "fastapi", "transformers"}
 
 
 def top_level_imports(tree: ast.Module) -> set[str]:

@@ -211,7 +211,7 @@ def test_cross_pod_completion_error(world, dev_env, dev_objects):
 def test_cross_pod_sends_the_key_through_a_port_forward_to_engines_that_refuse_without_it(world, dev_env):
     kube, handles, api, _core, _apps = world
     endpoint = dev_env.serving.endpoints[0]
-    assert endpoint.authenticated and all(e.key_file is not None for e in handles["engines"].values())
+    assert endpoint.authenticated and all(e.key_check is not None for e in handles["engines"].values())
     # without a key (the pod proxy strips it) the engine refuses a completion, as kvtiers_api_auth decides
     refused = proxy.request(api, "pods", "serving", "qwen2-7b-engine-0", 8000, "v1/completions", "POST", {"p": 1})
     assert refused.status == 401

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.hyperpod_operator import policy
-from kvtiers.k8s_charts.kvtiers_api_auth import KeyFile
+from kvtiers.k8s_charts.kvtiers_api_auth import KeyCheckMiddleware
 from kvtiers.k8s_charts.names import CURVINE_JANITOR
-from kvtiers.k8s_charts.secrets import API_KEY_FILE_ENV
+from kvtiers.k8s_charts.secrets import API_KEY_FILE_ENV, ENGINE_KEY_CHECK
 from kvtiers.stacks.wiring.serving import operator_endpoint
 from tests.fakes import kyverno
 from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply, matches
@@ -186,13 +186,13 @@ def _engine(
         lmcache=exports_lmcache_metrics(container),
         on_store=store,
     )
-    if next(e for e in env.serving.endpoints if e.name == endpoint).authenticated:
-        # The engines of an endpoint with an API key check it (kvtiers_api_auth.EngineKeyCheck, its key file mounted
-        # from the endpoint's secret). Taken from the configuration until the engine chart renders the check, then
-        # to be read from the rendered container, as the router's is.
+    args = container.get("args", [])
+    if "--middleware" in args:
+        # The check the rendered engine loads, over a key file with the endpoint's keys (mounted from its secret).
+        assert args[args.index("--middleware") + 1] == ENGINE_KEY_CHECK, "the engines' key check"
         key_file = Path(kube.files.name) / f"{endpoint}-api-key"
         key_file.write_text(endpoint_keys(endpoint) + "\n")
-        engine.key_file = KeyFile(str(key_file))
+        engine.key_check = KeyCheckMiddleware(None, key_file=str(key_file))
     handles["engines"][pod] = engine
     kube.serve_pod(namespace, pod, port, engine)
     return engine

@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, urlparse
 from kubernetes import client
 from websocket import ABNF, frame_buffer
 
-from kvtiers.k8s_charts.kvtiers_api_auth import UNAUTHORIZED, KeyFile, authorized, engine_needs_key
+from kvtiers.k8s_charts.kvtiers_api_auth import UNAUTHORIZED, KeyCheckMiddleware
 from tests.fakes.loopback import LoopbackServer
 
 # handler(method, path, body) -> (status, content type, text); pod handlers served over HTTP (serve_pod) are also
@@ -528,8 +528,9 @@ class FakeEngine:
         on_store: Callable[[str], None] | None = None,
     ) -> None:
         self.model, self.l2, self.lmcache, self.on_store = model, l2, lmcache, on_store
-        self.key_file: KeyFile | None = None
-        """The engine's mounted key file: set, it refuses what ``kvtiers_api_auth.EngineKeyCheck`` refuses."""
+        self.key_check: KeyCheckMiddleware | None = None
+        """The engine's key check (``kvtiers_api_auth.KeyCheckMiddleware`` over its mounted key file): set, the engine
+        refuses what it refuses."""
         self.vllm_counters = True
         self.stored = 0
         self.hit = 0
@@ -538,12 +539,10 @@ class FakeEngine:
     def __call__(
         self, method: str, path: str, body: dict | None, authorization: str | None = None
     ) -> tuple[int, str, str]:
-        # The engines' check, with kvtiers_api_auth's own rules (the path without its query, as ASGI's scope has it).
-        if (
-            self.key_file is not None
-            and engine_needs_key(urlparse(path).path)
-            and not authorized(authorization, self.key_file.keys())
-        ):
+        # The engines' check itself, on the request as ASGI presents it (the path without its query).
+        headers = [(b"authorization", authorization.encode())] if authorization is not None else []
+        scope = {"type": "http", "method": method, "path": urlparse(path).path, "headers": headers}
+        if self.key_check is not None and not self.key_check.allows(scope):
             return json_reply(401, UNAUTHORIZED)
         if path == "/tokenize" and method == "POST":
             return json_reply(200, {"count": len(body["prompt"].split())})

@@ -1,6 +1,6 @@
 """An authenticated endpoint refuses a caller without its key, at the router and at each engine: its secret holds a
 key; a completion sent to the router without one is answered 401 (the router's ``kvtiers_api_auth`` check); and so
-is one sent straight to each Ready engine pod (the engines' own ``kvtiers_api_auth.EngineKeyCheck``), which proves
+is one sent straight to each Ready engine pod (the engines' own ``kvtiers_api_auth.KeyCheckMiddleware``), which proves
 that a pod that can reach an engine past the router still needs the key.
 
 Both requests go through the Kubernetes API server's proxy (service, then pod), which removes every ``Authorization``
@@ -55,7 +55,7 @@ def check_api_key(secrets_manager: Any, api: ApiClient, env: Environment, endpoi
         )
     engine_hint = (
         f"kubectl -n {ns} get pod <engine> -o yaml: the engine's args must name --middleware "
-        "kvtiers_api_auth.EngineKeyCheck and KVTIERS_API_KEY_FILE the mounted key file; the engine's log says why "
+        "kvtiers_api_auth.KeyCheckMiddleware and KVTIERS_API_KEY_FILE the mounted key file; the engine's log says why "
         "it did not load"
     )
     ready = [p.metadata.name for p in engine_pods(CoreV1Api(api), env, endpoint) if pod_ready(p)]

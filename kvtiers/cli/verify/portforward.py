@@ -5,7 +5,7 @@ Why not the pod proxy (:mod:`kvtiers.cli.verify.proxy`): the API server's authen
 ``Authorization`` header of every request it authenticated, before any handler sees it (k8s.io/apiserver
 ``pkg/endpoints/filters/authentication.go`` ``WithAuthentication``, ``req.Header.Del("Authorization")``, at tag
 kubernetes-1.34.0), so a request through the proxy can never carry an endpoint's API key, and an engine that checks
-the key (``kvtiers_api_auth.EngineKeyCheck``) answers it 401. Through a port-forward, the bytes written here reach the
+the key (``kvtiers_api_auth.KeyCheckMiddleware``) answers it 401. Through a port-forward, the bytes written here reach the
 engine as they are: the key travels inside the tunnel, where the API server does not parse HTTP.
 
 Why a port-forward reaches an engine that the NetworkPolicy closes to everyone but its router (and the proxy's
