@@ -33,7 +33,7 @@ from kubernetes import client
 from websocket import ABNF, frame_buffer
 
 from kvtiers.k8s_charts.kvtiers_api_auth import UNAUTHORIZED, KeyCheckMiddleware
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.loopback import LoopbackServer, send_text
 
 # handler(method, path, body) -> (status, content type, text); pod handlers served over HTTP (serve_pod) are also
 # given the request's Authorization header as ``authorization=`` (None through the proxy, which strips it)
@@ -190,12 +190,7 @@ class PodServer(LoopbackServer):
                     code, ctype, text = handler(
                         method, self.path, body, authorization=self.headers.get("Authorization")
                     )
-                data = text.encode()
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_text(self, code, ctype, text)
 
             def do_GET(self) -> None:
                 self._answer("GET")
@@ -450,12 +445,7 @@ class FakeKube(LoopbackServer):
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None
                 code, ctype, text = fake._route(method, self.path, body)
-                data = text.encode()
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_text(self, code, ctype, text)
 
             def do_GET(self) -> None:
                 self._serve("GET")

@@ -7,14 +7,18 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def send_json(handler: BaseHTTPRequestHandler, code: int, body) -> None:
-    """Write ``body`` as a JSON response with its length (keep-alive clients need it)."""
-    data = json.dumps(body).encode()
+def send_text(handler: BaseHTTPRequestHandler, code: int, content_type: str, text: str) -> None:
+    """Write ``text`` as the response with its length (keep-alive clients need it)."""
+    data = text.encode()
     handler.send_response(code)
-    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Type", content_type)
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, body) -> None:
+    send_text(handler, code, "application/json", json.dumps(body))
 
 
 class LoopbackServer:
