@@ -178,7 +178,8 @@ def test_config_checksum_annotation_follows_the_config(env, charts):
 
     for objs in charts.values():
         data = lmcache_config_map(objs)["data"]
-        # the LMCache config, then the preStop hook and (with an L2) the L2 guard the engines load from the same ConfigMap
+        # the LMCache config, then the scripts the engines load from the same ConfigMap, by name (the preStop hook, the
+        # key check, the L2 guard)
         texts = [data[LMCACHE_CONFIG_KEY], *(v for k, v in data.items() if k != LMCACHE_CONFIG_KEY)]
         annotations = engine_deployment(objs)["spec"]["template"]["metadata"]["annotations"]
         assert annotations[CONFIG_CHECKSUM_ANNOTATION] == hashlib.sha256("\0".join(texts).encode()).hexdigest()

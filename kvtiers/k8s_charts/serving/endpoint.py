@@ -145,7 +145,7 @@ class EngineDeployment(Construct):
             **({f"{API_AUTH_MODULE}.py": api_auth_source()} if api_key else {}),
         }
         scripts.update(modules)
-        self.config_checksum = config_checksum(self.config_text, *scripts.values())
+        self.config_checksum = config_checksum(self.config_text, *(scripts[name] for name in sorted(scripts)))
 
         sa_annotations = {MODEL_ROLE_ANNOTATION: engine.model_role_arn} if engine.model_role_arn else None
         self.service_account = kplus.ServiceAccount(
