@@ -61,7 +61,7 @@ the driver's own default. The kubelet asks the driver to remount about once a mi
 while the mount is younger than this, and rewrites nothing when the value is unchanged, so a pod's files stop
 ageing after their last change (v1.6.0 ``pkg/secrets-store/nodeserver.go``, ``pkg/util/fileutil/atomic_writer.go``).
 The interval therefore bounds how long a key change takes to reach the router's and the engines' checks, which
-re-read the file, and not the steady-state cost: one ``GetSecretValue`` per pod and secret per remount whatever it is
+re-read the file, and not the steady-state cost: one ``DescribeSecret`` per pod and secret per remount whatever it is
 (the AWS provider's README suggests an hour for cost, which only delays a second change by that long)."""
 
 # The HyperPod Inference Operator add-on and its prerequisites, pinned likewise (docs/operator-contract.md).

@@ -22,7 +22,7 @@ from kvtiers.cli.main import app
 from kvtiers.cli.verify import api_key, runner
 from kvtiers.config import load_environment
 from kvtiers.k8s_charts import kvtiers_api_auth
-from kvtiers.k8s_charts.kvtiers_api_auth import ENGINE_OPEN_ROUTES
+from kvtiers.k8s_charts.kvtiers_api_auth import ENGINE_OPEN_ROUTES, KeyCheckMiddleware
 from kvtiers.k8s_charts.secrets import API_AUTH_MODULE, ENGINE_KEY_CHECK, api_auth_source
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.fakes import secrets_manager
@@ -178,6 +178,31 @@ def test_verify_fails_when_an_engine_serves_a_completion_without_a_key(keyed_wor
     assert "the router answers 401 without a key, but through the pod proxy (no key) 1 of 2" in check.detail
     assert "qwen2-7b-engine-1 HTTP 200" in check.detail and "qwen2-7b-engine-0" not in check.detail
     assert "--middleware kvtiers_api_auth.KeyCheckMiddleware" in check.hint
+
+
+def test_verify_sends_each_key_to_each_router_and_engine_pod(keyed_world, dev_env):
+    check = api_key.check_api_key(
+        secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
+    )
+    routers = [f"qwen2-7b-router-{i}" for i in range(endpoint(dev_env).router_replicas)]
+    pods = [*routers, "qwen2-7b-engine-0", "qwen2-7b-engine-1"]
+    assert check.ok and "each of the 2 key(s)" in check.detail and f"taken by {len(pods)} pod(s)" in check.detail
+    forwarded = [path for _, path in keyed_world.log if path.endswith("/portforward?ports=8000")]
+    assert sorted(forwarded) == sorted(
+        f"/api/v1/namespaces/serving/pods/{pod}/portforward?ports=8000" for pod in pods * 2
+    )
+
+
+def test_verify_fails_naming_a_pod_whose_key_file_is_older_than_the_secret(keyed_world, dev_env, tmp_path):
+    """A refresh that failed leaves a pod with the old file: it refuses the key clients now send."""
+    stale = tmp_path / "api-key"
+    stale.write_text("old-qwen2-7b\n")
+    keyed_world.handles["engines"]["qwen2-7b-engine-1"].key_check = KeyCheckMiddleware(None, key_file=str(stale))
+    check = api_key.check_api_key(
+        secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
+    )
+    assert not check.ok and "qwen2-7b-engine-1 (key 1 of 2)" in check.detail
+    assert "qwen2-7b-engine-0" not in check.detail.partition("secret holds:")[2] and "FailedMount" in check.hint
 
 
 def test_verify_fails_naming_a_missing_secret(keyed_world, dev_env):

@@ -234,9 +234,13 @@ ENGINE_SIDE = {
 }
 """Modules shipped into the engine image (a ConfigMap on its PYTHONPATH), which import the image's packages."""
 ENGINE_PACKAGES = {"lmcache", "prometheus_client", "torch", "vllm", "zmq", "fastapi"}
-ROUTER_SIDE = {"kvtiers.k8s_charts.kvtiers_kvaware_fallback", "kvtiers.k8s_charts.kvtiers_api_auth"}
+ROUTER_SIDE = {
+    "kvtiers.k8s_charts.kvtiers_kvaware_fallback",
+    "kvtiers.k8s_charts.kvtiers_api_auth",
+    "kvtiers.k8s_charts.kvtiers_router_auth",
+}
 """Modules shipped into the router image (a ConfigMap on its PYTHONPATH), which import the router's own code."""
-ROUTER_PACKAGES = {"vllm_router", "fastapi", "transformers"}
+ROUTER_PACKAGES = {"vllm_router", "fastapi", "transformers", "kvtiers_api_auth"}
 
 
 def top_level_imports(tree: ast.Module) -> set[str]:

@@ -16,11 +16,14 @@ import time
 import httpx
 import pytest
 
+from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.kvtiers_api_auth import ROUTER_OPEN_ROUTES
 from kvtiers.k8s_charts.secrets import API_AUTH_MODULE, api_auth_source
+from kvtiers.k8s_charts.serving.router import PREVIOUS_API_AUTH_MODULE
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_engine_drain import free_port
 from tests.test_router_rollout import ROUTER_VENV, STUBS, _router_source_available, router_source  # noqa: F401
+from tests.test_serving_charts import DEV, render
 
 KEY = "router-key-0123456789"
 WITHOUT_KEY = [
@@ -36,10 +39,25 @@ WITHOUT_KEY = [
 ]
 
 
-@pytest.fixture(scope="module")
-def router(router_source, tmp_path_factory):  # noqa: F811 (the fixture imported above)
+def router_scripts() -> dict[str, str]:
+    """The router ConfigMap's files of an endpoint with an API key, as the chart renders them."""
+    objs = render(Environment.model_validate(DEV), "qwen2-7b")
+    return next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-router-kvtiers"))[
+        "data"
+    ]
+
+
+@pytest.fixture(
+    scope="module",
+    params=[API_AUTH_MODULE, PREVIOUS_API_AUTH_MODULE],
+    ids=["this-release", "previous-release-router-restarting"],
+)
+def router(request, router_source, tmp_path_factory):  # noqa: F811 (the fixture imported above)
+    """The real router on the rendered ConfigMap's files, started with this release's ``--callbacks`` or with the
+    previous release's (one of its pods restarting after the deploy replaced the ConfigMap)."""
     tmp = tmp_path_factory.mktemp("router-key-check")
-    (tmp / f"{API_AUTH_MODULE}.py").write_text(api_auth_source())
+    for name, text in router_scripts().items():
+        (tmp / name).write_text(text)
     key_file = tmp / "api-key"
     key_file.write_text(f"{KEY}\n")
     reached: list[tuple[str, str, str | None]] = []
@@ -53,7 +71,7 @@ def router(router_source, tmp_path_factory):  # noqa: F811 (the fixture imported
         args = [
             "--host", "127.0.0.1", "--port", str(port), "--service-discovery", "static",
             "--static-backends", f"http://127.0.0.1:{engine_port}", "--static-models", "test-model",
-            "--routing-logic", "roundrobin", "--callbacks", f"{API_AUTH_MODULE}.callbacks", "--log-level", "warning",
+            "--routing-logic", "roundrobin", "--callbacks", f"{request.param}.callbacks", "--log-level", "warning",
         ]  # fmt: skip
         env = {
             "PATH": os.environ["PATH"],

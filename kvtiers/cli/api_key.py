@@ -16,8 +16,8 @@ class ApiKeyError(Exception):
     """The key could not be read: the message says which secret and why."""
 
 
-def read_api_key(secrets_manager: Any, secret_name: str) -> str:
-    """The secret's first key (the one clients use; a rotation puts the new key first)."""
+def read_api_keys(secrets_manager: Any, secret_name: str) -> tuple[str, ...]:
+    """The secret's keys, in order (during a rotation, two)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -30,10 +30,15 @@ def read_api_key(secrets_manager: Any, secret_name: str) -> str:
         ) from None
     except BotoCoreError as exc:
         raise ApiKeyError(f"secretsmanager:GetSecretValue {secret_name}: {exc}") from None
-    keys = value.split()
+    keys = tuple(value.split())
     if not keys:
         raise ApiKeyError(f"secret {secret_name} holds no key (docs/runbooks.md, Rotate an endpoint's API key)")
-    return keys[0]
+    return keys
+
+
+def read_api_key(secrets_manager: Any, secret_name: str) -> str:
+    """The secret's first key (the one clients use; a rotation puts the new key first once every pod has it)."""
+    return read_api_keys(secrets_manager, secret_name)[0]
 
 
 def endpoint_api_key(env: Environment, endpoint: str, *, profile: str | None = None) -> str | None:

@@ -101,6 +101,9 @@ class KeyFile:
                 except OSError:
                     return ()
                 self._stamp = stamp
+                # The count only, never a key: an empty secret shows here, not only as 401s.
+                loaded = f"{len(self._keys)} key(s)" if self._keys else "no key (every request that needs one: 401)"
+                print(f"kvtiers_api_auth: {self._path}: {loaded}", file=sys.stderr, flush=True)
             return self._keys
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.hyperpod_operator import policy
-from kvtiers.k8s_charts.kvtiers_api_auth import KeyCheckMiddleware
+from kvtiers.k8s_charts.kvtiers_api_auth import ROUTER_OPEN_ROUTES, KeyCheckMiddleware
 from kvtiers.k8s_charts.names import CURVINE_JANITOR
 from kvtiers.k8s_charts.secrets import API_KEY_FILE_ENV, ENGINE_KEY_CHECK
 from kvtiers.stacks.wiring.serving import operator_endpoint
@@ -104,6 +104,7 @@ def build_healthy(
         "overview": {},
         "engines": {},
         "routers": {},
+        "router_checks": {},
         "l2": set(),
         "curvine": None,
         "placement": {"worker": "local"},
@@ -282,6 +283,30 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                 # production-stack forwards the request (and its headers) to an engine and relays its answer.
                 return handles["engines"][state["pods"][0]](method, path, body)
             return json_reply(404, {})
+
+        # The router's pods, reached by port-forward with a key: the router's own check (kvtiers_api_auth) over a key
+        # file with the endpoint's keys, as its mounted secret holds them.
+        check = None
+        if state["keyed"]:
+            key_file = Path(kube.files.name) / f"{labels[ENDPOINT_LABEL]}-router-api-key"
+            key_file.write_text(endpoint_keys(labels[ENDPOINT_LABEL]) + "\n")
+            check = KeyCheckMiddleware(None, open_routes=ROUTER_OPEN_ROUTES, key_file=str(key_file))
+            handles["router_checks"][labels[ENDPOINT_LABEL]] = check
+
+        def router_pod(method, path, body, authorization=None, check=check, route=route):
+            headers = [(b"authorization", authorization.encode())] if authorization is not None else []
+            scope = {"type": "http", "method": method, "path": path, "headers": headers}
+            if check is not None and not check.allows(scope):
+                return json_reply(401, {"error": "Unauthorized"})
+            if method == "GET" and path == "/v1/models":
+                return json_reply(200, {"object": "list", "data": []})
+            return route(method, path, body)
+
+        template = deployment["spec"]["template"]
+        for i in range(deployment["spec"]["replicas"]):
+            pod = f"{deployment['metadata']['name']}-{i}"
+            kube.add_pod(deployment["metadata"]["namespace"], pod, labels, "system-1", spec=template["spec"])
+            kube.serve_pod(deployment["metadata"]["namespace"], pod, _template_port(template, "http"), router_pod)
 
         for service in by_kind.get("Service", ()):
             if service["spec"].get("selector") == labels and service["spec"].get("type", "ClusterIP") == "ClusterIP":

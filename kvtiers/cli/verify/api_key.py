@@ -1,7 +1,10 @@
-"""An authenticated endpoint refuses a caller without its key, at the router and at each engine: its secret holds a
-key; a completion sent to the router without one is answered 401 (the router's ``kvtiers_api_auth`` check); and so
-is one sent straight to each Ready engine pod (the engines' own ``kvtiers_api_auth.KeyCheckMiddleware``), which proves
-that a pod that can reach an engine past the router still needs the key.
+"""An authenticated endpoint refuses a caller without its key, at the router and at each engine, and every one of its
+pods takes each key of the secret: its secret holds a key; a completion sent to the router without one is answered
+401 (the router's ``kvtiers_api_auth`` check); and so is one sent straight to each Ready engine pod (the engines' own
+``kvtiers_api_auth.KeyCheckMiddleware``), which proves that a pod that can reach an engine past the router still
+needs the key. Then each key goes to each Ready router and engine pod by port-forward, on a route that needs one
+(the router's ``/v1/models``, the engine's ``/version``): a pod that refuses it holds an older file than the secret
+(the CSI driver keeps the old file when a refresh fails, and each pod refreshes on its own schedule).
 
 Both requests go through the Kubernetes API server's proxy (service, then pod), which removes every ``Authorization``
 header (the caller's credentials for the API server; k8s.io/apiserver ``pkg/endpoints/filters/authentication.go`` at
@@ -16,8 +19,8 @@ from typing import Any
 
 from kubernetes.client import ApiClient, CoreV1Api
 
-from kvtiers.cli.api_key import ApiKeyError, read_api_key
-from kvtiers.cli.verify import proxy
+from kvtiers.cli.api_key import ApiKeyError, read_api_keys
+from kvtiers.cli.verify import portforward, proxy
 from kvtiers.cli.verify.crosspod import engine_port
 from kvtiers.cli.verify.k8s import engine_pods, pod_ready
 from kvtiers.cli.verify.result import CheckResult, failed, passed
@@ -25,6 +28,14 @@ from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.k8s_charts import names
 
 NAME = "API key required"
+ROUTER_KEYED_PATH = "/v1/models"
+"""A router route that needs the key and runs no model (production-stack answers it from its discovery)."""
+ENGINE_KEYED_PATH = "/version"
+"""An engine route that needs the key and runs no model (vLLM 0.12.0's version string)."""
+PORT_FORWARD_HINT = (
+    "kubectl port-forward to the pod works for your identity (pods/portforward get and create in the serving "
+    "namespace), and the pod listens on its port"
+)
 
 
 def check_api_key(secrets_manager: Any, api: ApiClient, env: Environment, endpoint: Endpoint) -> CheckResult:
@@ -34,7 +45,7 @@ def check_api_key(secrets_manager: Any, api: ApiClient, env: Environment, endpoi
     if secrets_manager is None:
         return failed(area, NAME, "no secretsmanager client", "AWS credentials and region")
     try:
-        read_api_key(secrets_manager, secret)
+        keys = read_api_keys(secrets_manager, secret)
     except ApiKeyError as exc:
         return failed(area, NAME, str(exc), f"aws secretsmanager describe-secret --secret-id {secret}")
     body = {"model": endpoint.model, "prompt": "kvtiers verify", "max_tokens": 1}
@@ -79,9 +90,33 @@ def check_api_key(secrets_manager: Any, api: ApiClient, env: Environment, endpoi
             f"{len(ready)} engine pod(s) did not: " + "; ".join(served),
             engine_hint,
         )
+    core = CoreV1Api(api)
+    routers = core.list_namespaced_pod(ns, label_selector=names.label_selector(names.router_selector(endpoint.name)))
+    targets = [(p.metadata.name, names.ROUTER_PORT, ROUTER_KEYED_PATH) for p in routers.items if pod_ready(p)]
+    targets += [(pod, engine_port(endpoint), ENGINE_KEYED_PATH) for pod in ready]
+    refusing = []
+    for pod, port, keyed_path in targets:
+        for number, key in enumerate(keys, start=1):
+            headers = {"Authorization": f"Bearer {key}"}
+            try:
+                answer = portforward.request(api, ns, pod, port, keyed_path, "GET", headers=headers, timeout=15)
+            except portforward.PortForwardError as exc:
+                return failed(area, NAME, f"with a key: {exc}", PORT_FORWARD_HINT)
+            if answer.status == 401:
+                refusing.append(f"{pod} (key {number} of {len(keys)})")
+    if refusing:
+        return failed(
+            area,
+            NAME,
+            "the router and the engines answer 401 without a key, but some pods refuse a key the secret holds: "
+            + ", ".join(refusing),
+            f"a pod's key file follows the secret within about five minutes; one that stays behind kept an old file "
+            f"(a failed refresh): kubectl -n {ns} describe pod <pod> (FailedMount events), then delete the pod",
+        )
     return passed(
         area,
         NAME,
         f"without a key the router and its {len(ready)} Ready engine pod(s) ({', '.join(ready)}, through the pod "
-        f"proxy, /{path}) answer 401; the key is in Secrets Manager ({secret})",
+        f"proxy, /{path}) answer 401; each of the {len(keys)} key(s) in Secrets Manager ({secret}) is taken by "
+        f"{len(targets)} pod(s) (port-forward)",
     )

@@ -50,6 +50,10 @@ ROUTER_WRITABLE = {"home": (ROUTER_HOME, "2Gi"), "tmp": ("/tmp", "1Gi")}
 KVAWARE_FALLBACK_MODULE = "kvtiers_kvaware_fallback"
 """kvaware: the module the router loads with ``--callbacks`` (``kvtiers/k8s_charts/kvtiers_kvaware_fallback.py``): a
 cache match on an engine that is no longer an endpoint is routed as a miss, never to the departed pod."""
+PREVIOUS_API_AUTH_MODULE = "kvtiers_router_auth"
+"""With an API key, also shipped for one release: the name the previous release's routers load, now a shim that
+serves ``kvtiers_api_auth``'s ``callbacks``, so that such a router restarting after a deploy replaced the ConfigMap
+still starts (``kvtiers/k8s_charts/kvtiers_router_auth.py``)."""
 ROUTER_SCRIPTS_DIR = "/etc/kvtiers"
 SCRIPTS_CHECKSUM_ANNOTATION = "kvtiers.io/router-scripts-sha256"
 PRESTOP_DELAY_SECONDS = 10
@@ -391,7 +395,8 @@ class RouterDeployment(Construct):
             if len(modules) > 1:
                 env.append(k8s.EnvVar(name="KVTIERS_ROUTER_MODULES", value=" ".join(modules[:-1])))
         if modules:
-            scripts = {f"{module}.py": router_module_source(module) for module in modules}
+            shipped = (*modules, *([PREVIOUS_API_AUTH_MODULE] if api_key else []))
+            scripts = {f"{module}.py": router_module_source(module) for module in shipped}
             self.scripts = k8s.KubeConfigMap(
                 self,
                 "Scripts",
