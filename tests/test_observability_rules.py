@@ -491,3 +491,14 @@ def test_an_engine_whose_l2_shows_another_directory_warns_per_endpoint(tmp_path)
     test.add(m.L2_WRONG_MOUNTS.name, counter(0.0, SHORT), **{**labels, "endpoint": "other"})
     test.expect_firing("KvtiersL2WrongMount", LATER, [{"severity": "warning", "endpoint": "qwen25-32b"}])
     run_rule_tests(tmp_path, r.rule_groups(env), [test])
+
+
+def test_the_alertmanager_definition_does_not_depend_on_how_long_the_topics_token_is():
+    """At synth the topic ARN is a CDK token whose text length depends on how many tokens the process made before;
+    the definition must be the same text around it, or synth output (and the golden templates) would shift with it."""
+    from kvtiers.observability.alertmanager import alertmanager_definition
+
+    short, long = "${Token[TOKEN.9]}", "${Token[TOKEN.123456]}"
+    assert alertmanager_definition(short, "us-east-1", "prod").replace(short, long) == alertmanager_definition(
+        long, "us-east-1", "prod"
+    )

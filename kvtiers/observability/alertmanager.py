@@ -8,6 +8,8 @@ import yaml
 from kvtiers.observability.rules import INHIBITED_WHILE_COLLECTOR_DOWN, WATCHDOG
 from kvtiers.observability.scrape import ENDPOINT
 
+UNFOLDED = 1_000_000
+"""A YAML line width no line reaches."""
 WATCHDOG_REPEAT = "5m"
 """How often the watchdog reaches SNS: the external dead-man's switch alerts when it has not for a few of these."""
 
@@ -54,4 +56,6 @@ def alertmanager_definition(topic_arn: str, region: str, environment: str) -> st
             }
         ],
     }
-    return yaml.safe_dump({"alertmanager_config": yaml.safe_dump(config, sort_keys=False)}, sort_keys=False)
+    # No line folding: the topic ARN is a token at synth, and folding would follow its text's length.
+    inner = yaml.safe_dump(config, sort_keys=False, width=UNFOLDED)
+    return yaml.safe_dump({"alertmanager_config": inner}, sort_keys=False, width=UNFOLDED)
