@@ -22,7 +22,7 @@ from kvtiers.cli.main import app
 from kvtiers.cli.verify import api_key, runner
 from kvtiers.config import load_environment
 from kvtiers.k8s_charts import kvtiers_api_auth
-from kvtiers.k8s_charts.kvtiers_api_auth import ENGINE_OPEN_ROUTES, KeyCheckMiddleware
+from kvtiers.k8s_charts.kvtiers_api_auth import ENGINE_OPEN_ROUTES, ROUTER_OPEN_ROUTES, KeyCheckMiddleware
 from kvtiers.k8s_charts.secrets import API_AUTH_MODULE, ENGINE_KEY_CHECK, api_auth_source
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.fakes import secrets_manager
@@ -186,10 +186,11 @@ def test_verify_sends_each_key_to_each_router_and_engine_pod(keyed_world, dev_en
     )
     routers = [f"qwen2-7b-router-{i}" for i in range(endpoint(dev_env).router_replicas)]
     pods = [*routers, "qwen2-7b-engine-0", "qwen2-7b-engine-1"]
-    assert check.ok and "each of the 2 key(s)" in check.detail and f"taken by {len(pods)} pod(s)" in check.detail
+    assert check.ok and f"each of {len(pods)} pod(s) refuses no key, takes each of the 2 key(s)" in check.detail
     forwarded = [path for _, path in keyed_world.log if path.endswith("/portforward?ports=8000")]
+    # per pod: no key, then each of the two keys
     assert sorted(forwarded) == sorted(
-        f"/api/v1/namespaces/serving/pods/{pod}/portforward?ports=8000" for pod in pods * 2
+        f"/api/v1/namespaces/serving/pods/{pod}/portforward?ports=8000" for pod in pods * 3
     )
 
 
@@ -201,8 +202,41 @@ def test_verify_fails_naming_a_pod_whose_key_file_is_older_than_the_secret(keyed
     check = api_key.check_api_key(
         secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
     )
-    assert not check.ok and "qwen2-7b-engine-1 (key 1 of 2)" in check.detail
-    assert "qwen2-7b-engine-0" not in check.detail.partition("secret holds:")[2] and "FailedMount" in check.hint
+    assert not check.ok and "qwen2-7b-engine-1 /version key 1 of 2: HTTP 401, not 200" in check.detail
+    assert "qwen2-7b-engine-0" not in check.detail.partition("current keys:")[2] and "delete it" in check.hint
+
+
+def test_verify_fails_naming_a_router_pod_without_the_check(keyed_world, dev_env):
+    """A router pod that does not load the check (one left from before it) answers its keyed route without a key;
+    the Service's 401 came from another replica."""
+    keyed_world.handles["router_checks"]["qwen2-7b-router-1"] = None
+    check = api_key.check_api_key(
+        secrets_manager.for_environment(dev_env), keyed_world.api_client(), dev_env, endpoint(dev_env)
+    )
+    assert not check.ok and "qwen2-7b-router-1 /v1/models without a key: HTTP 200, not 401" in check.detail
+    assert "qwen2-7b-router-0" not in check.detail
+
+
+def test_verify_fails_naming_a_pod_that_still_takes_a_retired_key(keyed_world, dev_env, tmp_path):
+    """After a rotation's last step the old key is in the secret's previous version only: every pod must refuse it."""
+    name = dev_env.api_key_secret_name("qwen2-7b")
+    store = secrets_manager.FakeSecretsManager({name: "new-qwen2-7b"}, previous={name: "new-qwen2-7b old-qwen2-7b"})
+    current = tmp_path / "current"
+    current.write_text("new-qwen2-7b\n")
+    for pod, engine in keyed_world.handles["engines"].items():
+        if pod != "qwen2-7b-engine-0":
+            engine.key_check = KeyCheckMiddleware(None, key_file=str(current))
+    for pod in list(keyed_world.handles["router_checks"]):
+        keyed_world.handles["router_checks"][pod] = KeyCheckMiddleware(
+            None, open_routes=ROUTER_OPEN_ROUTES, key_file=str(current)
+        )
+    check = api_key.check_api_key(store, keyed_world.api_client(), dev_env, endpoint(dev_env))
+    assert not check.ok
+    assert check.detail.count("retired key 1 of 1: HTTP 200, not 401") == 1 and "qwen2-7b-engine-0" in check.detail
+    # once that engine has the current file too, the rotation is complete
+    keyed_world.handles["engines"]["qwen2-7b-engine-0"].key_check = KeyCheckMiddleware(None, key_file=str(current))
+    check = api_key.check_api_key(store, keyed_world.api_client(), dev_env, endpoint(dev_env))
+    assert check.ok and "refuses the 1 retired one(s)" in check.detail
 
 
 def test_verify_fails_naming_a_missing_secret(keyed_world, dev_env):

@@ -36,6 +36,25 @@ def read_api_keys(secrets_manager: Any, secret_name: str) -> tuple[str, ...]:
     return keys
 
 
+def read_retired_api_keys(secrets_manager: Any, secret_name: str, current: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys of the secret's previous version (``AWSPREVIOUS``) that its current one no longer holds: what a
+    rotation's last step retired. None when the secret has no previous version."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        value = secrets_manager.get_secret_value(SecretId=secret_name, VersionStage="AWSPREVIOUS")["SecretString"]
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") == "ResourceNotFoundException":
+            return ()
+        raise ApiKeyError(
+            f"secretsmanager:GetSecretValue {secret_name} (AWSPREVIOUS): {error.get('Code')}: {error.get('Message')}"
+        ) from None
+    except BotoCoreError as exc:
+        raise ApiKeyError(f"secretsmanager:GetSecretValue {secret_name} (AWSPREVIOUS): {exc}") from None
+    return tuple(key for key in value.split() if key not in current)
+
+
 def read_api_key(secrets_manager: Any, secret_name: str) -> str:
     """The secret's first key (the one clients use; a rotation puts the new key first once every pod has it)."""
     return read_api_keys(secrets_manager, secret_name)[0]

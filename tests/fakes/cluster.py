@@ -10,6 +10,7 @@ chart and ``verify`` therefore fails a test. Operator pods, which no chart rende
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from pathlib import Path
 
@@ -284,16 +285,14 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
                 return handles["engines"][state["pods"][0]](method, path, body)
             return json_reply(404, {})
 
-        # The router's pods, reached by port-forward with a key: the router's own check (kvtiers_api_auth) over a key
-        # file with the endpoint's keys, as its mounted secret holds them.
-        check = None
-        if state["keyed"]:
-            key_file = Path(kube.files.name) / f"{labels[ENDPOINT_LABEL]}-router-api-key"
-            key_file.write_text(endpoint_keys(labels[ENDPOINT_LABEL]) + "\n")
-            check = KeyCheckMiddleware(None, open_routes=ROUTER_OPEN_ROUTES, key_file=str(key_file))
-            handles["router_checks"][labels[ENDPOINT_LABEL]] = check
+        # The router's pods, reached by port-forward with a key: each runs the router's own check (kvtiers_api_auth)
+        # over a key file with the endpoint's keys, as its mounted secret holds them (``router_checks[pod]``; None: a
+        # pod without the check).
+        key_file = Path(kube.files.name) / f"{labels[ENDPOINT_LABEL]}-router-api-key"
+        key_file.write_text(endpoint_keys(labels[ENDPOINT_LABEL]) + "\n")
 
-        def router_pod(method, path, body, authorization=None, check=check, route=route):
+        def router_pod(method, path, body, authorization=None, pod="", route=route):
+            check = handles["router_checks"].get(pod)
             headers = [(b"authorization", authorization.encode())] if authorization is not None else []
             scope = {"type": "http", "method": method, "path": path, "headers": headers}
             if check is not None and not check.allows(scope):
@@ -305,8 +304,12 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
         template = deployment["spec"]["template"]
         for i in range(deployment["spec"]["replicas"]):
             pod = f"{deployment['metadata']['name']}-{i}"
+            if state["keyed"]:
+                check = KeyCheckMiddleware(None, open_routes=ROUTER_OPEN_ROUTES, key_file=str(key_file))
+                handles["router_checks"][pod] = check
             kube.add_pod(deployment["metadata"]["namespace"], pod, labels, "system-1", spec=template["spec"])
-            kube.serve_pod(deployment["metadata"]["namespace"], pod, _template_port(template, "http"), router_pod)
+            port = _template_port(template, "http")
+            kube.serve_pod(deployment["metadata"]["namespace"], pod, port, functools.partial(router_pod, pod=pod))
 
         for service in by_kind.get("Service", ()):
             if service["spec"].get("selector") == labels and service["spec"].get("type", "ClusterIP") == "ClusterIP":

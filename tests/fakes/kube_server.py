@@ -534,6 +534,8 @@ class FakeEngine:
         scope = {"type": "http", "method": method, "path": urlparse(path).path, "headers": headers}
         if self.key_check is not None and not self.key_check.allows(scope):
             return json_reply(401, UNAUTHORIZED)
+        if path == "/version" and method == "GET":
+            return json_reply(200, {"version": "0.12.0"})
         if path == "/tokenize" and method == "POST":
             return json_reply(200, {"count": len(body["prompt"].split())})
         if path == "/v1/chat/completions" and method == "POST":

@@ -7,22 +7,30 @@ from botocore.exceptions import ClientError
 
 
 class FakeSecretsManager:
-    def __init__(self, secrets: dict[str, str], denied: tuple[str, ...] = ()) -> None:
-        self.secrets, self.denied = dict(secrets), denied
+    """:param previous: the ``AWSPREVIOUS`` version of some secrets (what the last ``put-secret-value`` replaced)."""
+
+    def __init__(
+        self, secrets: dict[str, str], denied: tuple[str, ...] = (), previous: dict[str, str] | None = None
+    ) -> None:
+        self.secrets, self.denied, self.previous = dict(secrets), denied, dict(previous or {})
         self.reads: list[str] = []
 
-    def get_secret_value(self, *, SecretId: str) -> dict:
-        self.reads.append(SecretId)
+    def get_secret_value(self, *, SecretId: str, VersionStage: str = "AWSCURRENT") -> dict:
+        if VersionStage == "AWSCURRENT":
+            self.reads.append(SecretId)
         if SecretId in self.denied:
             raise ClientError(
                 {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "GetSecretValue"
             )
-        if SecretId not in self.secrets:
+        versions = (
+            self.secrets if VersionStage == "AWSCURRENT" else self.previous if VersionStage == "AWSPREVIOUS" else {}
+        )
+        if SecretId not in versions:
             raise ClientError(
                 {"Error": {"Code": "ResourceNotFoundException", "Message": "Secrets Manager can't find it"}},
                 "GetSecretValue",
             )
-        return {"Name": SecretId, "SecretString": self.secrets[SecretId]}
+        return {"Name": SecretId, "SecretString": versions[SecretId]}
 
 
 def endpoint_keys(endpoint: str) -> str:

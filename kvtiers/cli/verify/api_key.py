@@ -3,8 +3,10 @@ pods takes each key of the secret: its secret holds a key; a completion sent to 
 401 (the router's ``kvtiers_api_auth`` check); and so is one sent straight to each Ready engine pod (the engines' own
 ``kvtiers_api_auth.KeyCheckMiddleware``), which proves that a pod that can reach an engine past the router still
 needs the key. Then each key goes to each Ready router and engine pod by port-forward, on a route that needs one
-(the router's ``/v1/models``, the engine's ``/version``): a pod that refuses it holds an older file than the secret
-(the CSI driver keeps the old file when a refresh fails, and each pod refreshes on its own schedule).
+(the router's ``/v1/models``, the engine's ``/version``), with no key (401), and with each key the secret's previous
+version held that its current one does not (401): a pod that answers otherwise holds an older file than the secret
+(the CSI driver keeps the old file when a refresh fails and reports no event, and each pod refreshes on its own
+schedule), or does not load the check at all.
 
 Both requests go through the Kubernetes API server's proxy (service, then pod), which removes every ``Authorization``
 header (the caller's credentials for the API server; k8s.io/apiserver ``pkg/endpoints/filters/authentication.go`` at
@@ -19,7 +21,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient, CoreV1Api
 
-from kvtiers.cli.api_key import ApiKeyError, read_api_keys
+from kvtiers.cli.api_key import ApiKeyError, read_api_keys, read_retired_api_keys
 from kvtiers.cli.verify import portforward, proxy
 from kvtiers.cli.verify.crosspod import engine_port
 from kvtiers.cli.verify.k8s import engine_pods, pod_ready
@@ -90,33 +92,43 @@ def check_api_key(secrets_manager: Any, api: ApiClient, env: Environment, endpoi
             f"{len(ready)} engine pod(s) did not: " + "; ".join(served),
             engine_hint,
         )
+    try:
+        retired = read_retired_api_keys(secrets_manager, secret, keys)
+    except ApiKeyError as exc:
+        return failed(area, NAME, str(exc), f"aws secretsmanager describe-secret --secret-id {secret}")
     core = CoreV1Api(api)
     routers = core.list_namespaced_pod(ns, label_selector=names.label_selector(names.router_selector(endpoint.name)))
     targets = [(p.metadata.name, names.ROUTER_PORT, ROUTER_KEYED_PATH) for p in routers.items if pod_ready(p)]
     targets += [(pod, engine_port(endpoint), ENGINE_KEYED_PATH) for pod in ready]
-    refusing = []
+    # Per pod, on a route that needs a key: nothing without one, each current key, no retired key.
+    expected = [(None, 401, "without a key")]
+    expected += [(key, 200, f"key {n} of {len(keys)}") for n, key in enumerate(keys, start=1)]
+    expected += [(key, 401, f"retired key {n} of {len(retired)}") for n, key in enumerate(retired, start=1)]
+    wrong = []
     for pod, port, keyed_path in targets:
-        for number, key in enumerate(keys, start=1):
-            headers = {"Authorization": f"Bearer {key}"}
+        for key, want, what in expected:
+            headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
             try:
                 answer = portforward.request(api, ns, pod, port, keyed_path, "GET", headers=headers, timeout=15)
             except portforward.PortForwardError as exc:
-                return failed(area, NAME, f"with a key: {exc}", PORT_FORWARD_HINT)
-            if answer.status == 401:
-                refusing.append(f"{pod} (key {number} of {len(keys)})")
-    if refusing:
+                return failed(area, NAME, f"{what}: {exc}", PORT_FORWARD_HINT)
+            if answer.status != want:
+                wrong.append(f"{pod} {keyed_path} {what}: HTTP {answer.status}, not {want}")
+    if wrong:
         return failed(
             area,
             NAME,
-            "the router and the engines answer 401 without a key, but some pods refuse a key the secret holds: "
-            + ", ".join(refusing),
-            f"a pod's key file follows the secret within about five minutes; one that stays behind kept an old file "
-            f"(a failed refresh): kubectl -n {ns} describe pod <pod> (FailedMount events), then delete the pod",
+            "some pods do not hold the secret's current keys: " + "; ".join(wrong),
+            "a pod's key file follows the secret within about five minutes; run verify again. A pod that stays "
+            "behind kept an old file (the CSI driver reports no event for a failed refresh): delete it, and its "
+            f"replacement mounts the current value (kubectl -n {ns} delete pod <pod>). A pod that answers without a "
+            "key does not load the key check: its args and KVTIERS_API_KEY_FILE, as above",
         )
     return passed(
         area,
         NAME,
         f"without a key the router and its {len(ready)} Ready engine pod(s) ({', '.join(ready)}, through the pod "
-        f"proxy, /{path}) answer 401; each of the {len(keys)} key(s) in Secrets Manager ({secret}) is taken by "
-        f"{len(targets)} pod(s) (port-forward)",
+        f"proxy, /{path}) answer 401; by port-forward, each of {len(targets)} pod(s) refuses no key, takes each of "
+        f"the {len(keys)} key(s) in Secrets Manager ({secret})"
+        + (f" and refuses the {len(retired)} retired one(s)" if retired else ""),
     )
