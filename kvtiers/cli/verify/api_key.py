@@ -101,13 +101,13 @@ def check_api_key(secrets_manager: Any, api: ApiClient, env: Environment, endpoi
     targets = [(p.metadata.name, names.ROUTER_PORT, ROUTER_KEYED_PATH) for p in routers.items if pod_ready(p)]
     targets += [(pod, engine_port(endpoint), ENGINE_KEYED_PATH) for pod in ready]
     # Per pod, on a route that needs a key: nothing without one, each current key, no retired key.
-    expected = [(None, 401, "without a key")]
+    expected: list[tuple[str | None, int, str]] = [(None, 401, "without a key")]
     expected += [(key, 200, f"key {n} of {len(keys)}") for n, key in enumerate(keys, start=1)]
     expected += [(key, 401, f"retired key {n} of {len(retired)}") for n, key in enumerate(retired, start=1)]
     wrong = []
     for pod, port, keyed_path in targets:
         for key, want, what in expected:
-            headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
+            headers: dict[str, str] = {"Authorization": f"Bearer {key}"} if key is not None else {}
             try:
                 answer = portforward.request(api, ns, pod, port, keyed_path, "GET", headers=headers, timeout=15)
             except portforward.PortForwardError as exc:
