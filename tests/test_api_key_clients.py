@@ -23,7 +23,8 @@ from kvtiers.cli.verify import api_key, runner
 from kvtiers.config import load_environment
 from kvtiers.k8s_charts import kvtiers_api_auth
 from kvtiers.k8s_charts.kvtiers_api_auth import ENGINE_OPEN_ROUTES, ROUTER_OPEN_ROUTES, KeyCheckMiddleware
-from kvtiers.k8s_charts.secrets import API_AUTH_MODULE, ENGINE_KEY_CHECK, api_auth_source
+from kvtiers.k8s_charts.secrets import API_AUTH_MODULE, ENGINE_KEY_CHECK
+from kvtiers.k8s_charts.shipped import module_source
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
@@ -299,7 +300,7 @@ def engine(engine_key_file, tmp_path_factory):
     ``--middleware`` loads it (``keyed_engine_server.py``); the check reads :data:`KEYS` from its key file."""
     routes = sorted(vllm_routes())
     modules = tmp_path_factory.mktemp("engine-modules")
-    (modules / f"{API_AUTH_MODULE}.py").write_text(api_auth_source())
+    (modules / f"{API_AUTH_MODULE}.py").write_text(module_source(API_AUTH_MODULE))
     routes_json = json.dumps(routes)
     yield from serve(
         "keyed_engine_server.py", "/health", str(modules), ENGINE_KEY_CHECK, str(engine_key_file), routes_json

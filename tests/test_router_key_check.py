@@ -18,8 +18,9 @@ import pytest
 
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.kvtiers_api_auth import ROUTER_OPEN_ROUTES
-from kvtiers.k8s_charts.secrets import API_AUTH_MODULE, api_auth_source
+from kvtiers.k8s_charts.secrets import API_AUTH_MODULE
 from kvtiers.k8s_charts.serving.router import PREVIOUS_API_AUTH_MODULE
+from kvtiers.k8s_charts.shipped import module_source
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_engine_drain import free_port
 from tests.test_router_rollout import ROUTER_VENV, STUBS, _router_source_available, router_source  # noqa: F401
@@ -122,7 +123,7 @@ def test_every_route_of_the_real_router_needs_the_key_and_nothing_keyless_reache
 
 def test_the_router_refuses_to_start_where_it_cannot_put_the_check_in_front(tmp_path):
     """Loaded without production-stack's app (another entry point), reading ``callbacks`` fails: no silent gap."""
-    (tmp_path / f"{API_AUTH_MODULE}.py").write_text(api_auth_source())
+    (tmp_path / f"{API_AUTH_MODULE}.py").write_text(module_source(API_AUTH_MODULE))
     code = f"import {API_AUTH_MODULE} as m; m.callbacks"
     done = subprocess.run(
         [str(ROUTER_VENV / "bin" / "python"), "-c", code],

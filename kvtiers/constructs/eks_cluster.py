@@ -450,3 +450,17 @@ def pod_identity_role(scope: Construct, id: str, *, description: str) -> iam.Rol
         description=description,
         assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
     )
+
+
+def pod_identity_association(
+    scope: Construct, id: str, *, cluster_name: str, namespace: str, service_account: str, role: iam.IRole
+) -> eks_l1.CfnPodIdentityAssociation:
+    """Hand ``role`` to a service account with EKS Pod Identity (one association per service account)."""
+    return eks_l1.CfnPodIdentityAssociation(
+        scope,
+        id,
+        cluster_name=cluster_name,
+        namespace=namespace,
+        service_account=service_account,
+        role_arn=role.role_arn,
+    )

@@ -13,14 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 import kvtiers.checks as check
-from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, pod_identity_role
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, pod_identity_association, pod_identity_role
 from kvtiers.k8s_charts.secrets import SECRET_NAME
 from kvtiers.platform_defaults import (
     ADDON_VERSION_PATTERN,
@@ -198,13 +197,13 @@ class EndpointSecretAccess(Construct):
         )
         policy.attach_to_role(self.role)
         self.associations = [
-            eks_l1.CfnPodIdentityAssociation(
+            pod_identity_association(
                 self,
                 f"Association{i}",
                 cluster_name=cluster.cluster_name,
                 namespace=namespace,
                 service_account=account,
-                role_arn=self.role.role_arn,
+                role=self.role,
             )
             for i, account in enumerate(service_accounts)
         ]

@@ -11,7 +11,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 import kvtiers.checks as check
-from kvtiers.constructs.eks_cluster import ClusterLike, pod_identity_role
+from kvtiers.constructs.eks_cluster import ClusterLike, pod_identity_association, pod_identity_role
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
@@ -47,13 +47,6 @@ class ModelReadAccess(Construct):
         if not prefix or prefix.startswith("/") or prefix.endswith("/"):
             raise ValueError(f"ModelReadAccess: prefix {prefix!r} must not be empty or start or end with '/'")
         check.matches("ModelReadAccess", "namespace", namespace, DNS1123_LABEL, "a Kubernetes namespace name")
-        check.matches(
-            "ModelReadAccess",
-            "service_account",
-            service_account,
-            DNS1123_SUBDOMAIN,
-            "a Kubernetes service account name",
-        )
         bucket_arn = f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}"
         self.weights_arn = f"{bucket_arn}/{prefix}/*"
         self.role = pod_identity_role(self, "Role", description=f"read model weights s3://{bucket}/{prefix}/")
@@ -69,17 +62,13 @@ class ModelReadAccess(Construct):
             iam.PolicyStatement(sid="ReadWeights", actions=["s3:GetObject"], resources=[self.weights_arn])
         )
         self._cluster, self._namespace = cluster, namespace
-        self.association = eks_l1.CfnPodIdentityAssociation(
-            self,
-            "Association",
-            cluster_name=cluster.cluster_name,
-            namespace=namespace,
-            service_account=service_account,
-            role_arn=self.role.role_arn,
-        )
+        self.association = self._bind("Association", service_account)
 
     def add_service_account(self, service_account: str) -> eks_l1.CfnPodIdentityAssociation:
         """Bind another service account of the namespace to the role (a kvaware router copying the tokenizer)."""
+        return self._bind(f"Association{service_account}", service_account)
+
+    def _bind(self, id: str, service_account: str) -> eks_l1.CfnPodIdentityAssociation:
         check.matches(
             "ModelReadAccess",
             "service_account",
@@ -87,11 +76,11 @@ class ModelReadAccess(Construct):
             DNS1123_SUBDOMAIN,
             "a Kubernetes service account name",
         )
-        return eks_l1.CfnPodIdentityAssociation(
+        return pod_identity_association(
             self,
-            f"Association{service_account}",
+            id,
             cluster_name=self._cluster.cluster_name,
             namespace=self._namespace,
             service_account=service_account,
-            role_arn=self.role.role_arn,
+            role=self.role,
         )

@@ -13,14 +13,13 @@ from typing import Any
 
 import aws_cdk as cdk
 import cdk8s
-from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from kvtiers.checks import unresolved as check_unresolved
 from kvtiers.constructs.curvine import CurvineL2
-from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pod_identity_association
 from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess, SecretsStoreCsi
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup
 from kvtiers.constructs.model_access import ModelReadAccess
@@ -218,13 +217,13 @@ class ServingEndpoint(Construct):
                 self.model_access.add_service_account(account)
         elif self.role is not None:
             for account in unbound:
-                eks_l1.CfnPodIdentityAssociation(
+                pod_identity_association(
                     self,
                     f"ModelRole{pascal_case(account)}",
                     cluster_name=cluster.cluster_name,
                     namespace=namespace,
                     service_account=account,
-                    role_arn=self.role.role_arn,
+                    role=self.role,
                 )
         if s3 is not None and self.role is not None:
             engine = dataclasses.replace(engine, model_role_arn=self.role.role_arn)

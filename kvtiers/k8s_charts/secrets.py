@@ -49,15 +49,6 @@ ENGINE_KEY_CHECK = f"{API_AUTH_MODULE}.KeyCheckMiddleware"
 ``app.add_middleware`` (``entrypoints/openai/api_server.py``)."""
 
 
-def api_auth_source() -> str:
-    """The key check's file, as the router's and the engines' ConfigMaps ship it."""
-    from pathlib import Path
-
-    from kvtiers.k8s_charts import kvtiers_api_auth
-
-    return Path(kvtiers_api_auth.__file__).read_text()
-
-
 @dataclass(frozen=True, kw_only=True)
 class EndpointSecrets:
     """Which Secrets Manager secrets an endpoint's pods read, and where.

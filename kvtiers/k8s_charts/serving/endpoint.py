@@ -20,7 +20,6 @@ from kvtiers.k8s_charts.secrets import (
     HF_TOKEN_PATH,
     SECRETS_DIR,
     EndpointSecrets,
-    api_auth_source,
     secrets_mount,
     secrets_volume,
 )
@@ -40,6 +39,7 @@ from kvtiers.k8s_charts.serving.extras import (
 )
 from kvtiers.k8s_charts.serving.lmcache import POD_NAME_ENV, config_checksum, per_pod_env, render_lmcache_config
 from kvtiers.k8s_charts.serving.props import MODELS_DIR, Engine
+from kvtiers.k8s_charts.shipped import module_source
 from kvtiers.k8s_charts.vllm import (
     L2_GUARD_MODULE,
     HuggingFaceWeights,
@@ -142,7 +142,7 @@ class EngineDeployment(Construct):
         scripts = {DRAIN_SCRIPT: drain_source()}
         modules = {
             **({f"{L2_GUARD_MODULE}.py": l2_guard_source()} if lmcache.remote_url is not None else {}),
-            **({f"{API_AUTH_MODULE}.py": api_auth_source()} if api_key else {}),
+            **({f"{API_AUTH_MODULE}.py": module_source(API_AUTH_MODULE)} if api_key else {}),
         }
         scripts.update(modules)
         self.config_checksum = config_checksum(self.config_text, *(scripts[name] for name in sorted(scripts)))

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import shlex
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import cast
 
 import cdk8s
@@ -32,6 +29,7 @@ from kvtiers.k8s_charts.serving.drain import DRAIN_MAX_SECONDS, node_loss_tolera
 from kvtiers.k8s_charts.serving.extras import with_extra_args, with_extra_env
 from kvtiers.k8s_charts.serving.lmcache import config_checksum
 from kvtiers.k8s_charts.serving.props import Router
+from kvtiers.k8s_charts.shipped import module_source
 from kvtiers.k8s_charts.vllm import LMCacheController, S3Weights
 
 READINESS_TIMEOUT_SECONDS = 5
@@ -218,19 +216,6 @@ class TokenizerCopy:
         return ["/bin/sh", "-c", script]
 
 
-@cache
-def router_module_source(module: str) -> str:
-    """A module the router imports (shipped in its ConfigMap), read without importing it (it may import the
-    router's code)."""
-    spec = importlib.util.find_spec(f"kvtiers.k8s_charts.{module}")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).read_text()
-
-
-def kvaware_fallback_source() -> str:
-    return router_module_source(KVAWARE_FALLBACK_MODULE)
-
-
 def router_modules(*, controller: LMCacheController | None, api_key: bool) -> tuple[str, ...]:
     """The kvtiers modules the router loads, the one ``--callbacks`` names last."""
     return (*([KVAWARE_FALLBACK_MODULE] if controller is not None else []), *([API_AUTH_MODULE] if api_key else []))
@@ -396,7 +381,7 @@ class RouterDeployment(Construct):
                 env.append(k8s.EnvVar(name="KVTIERS_ROUTER_MODULES", value=" ".join(modules[:-1])))
         if modules:
             shipped = (*modules, *([PREVIOUS_API_AUTH_MODULE] if api_key else []))
-            scripts = {f"{module}.py": router_module_source(module) for module in shipped}
+            scripts = {f"{module}.py": module_source(module) for module in shipped}
             self.scripts = k8s.KubeConfigMap(
                 self,
                 "Scripts",
