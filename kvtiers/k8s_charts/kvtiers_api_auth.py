@@ -78,8 +78,9 @@ ROUTER_APP_MODULE = "vllm_router.app"
 
 
 class KeyFile:
-    """The keys of a file, read again when it changes: the CSI driver's rotation writes a new file (a new inode) and
-    swaps a symlink to it (v1.6.0 ``pkg/util/fileutil/atomic_writer.go``)."""
+    """The keys of a file, read again when it changes: a rotation writes a new file (a new inode), by default ASCP
+    3.1.1 itself, a temporary file renamed over the old one (``server/server.go`` ``writeFile``), else the driver's
+    atomic writer, a new directory behind a swapped symlink (v1.6.0 ``pkg/util/fileutil/atomic_writer.go``)."""
 
     def __init__(self, path: str) -> None:
         self._path = path
