@@ -49,8 +49,15 @@ def main() -> None:
             # EKS's support dates are UTC days.
             support_date=datetime.now(UTC).date(),
         )
-    except DeployGraphError as error:
+    except (DeployGraphError, ValueError) as error:
+        # ValueError: a construct refused its props (the rules live in the constructs; the file parsed).
         print(f"error: {config_path}: {error}", file=sys.stderr)
+        sys.exit(1)
+    problems = graph.placement_problems()
+    if problems:
+        print(f"error: {config_path}: pods that do not fit their nodes ({len(problems)} problem(s))", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
         sys.exit(1)
     if review:
         print(

@@ -89,8 +89,16 @@ DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 DEEP_HEALTH_CHECKS: tuple[DeepHealthCheck, ...] = ("InstanceStress", "InstanceConnectivity")
 """Both deep health checks at node start."""
 ThreadsPerCore = Literal[1, 2]
-THREADS_PER_CORE: ThreadsPerCore = 1
-"""No SMT, as HyperPod recommends for GPU groups."""
+THREADS_PER_CORE: ThreadsPerCore = 2
+"""SMT on, as G6e instances ship (EC2's default CPU options: two threads per core): every vCPU of the instance table.
+1 halves the CPUs a node offers (EC2 ``CpuOptions``: "specify a value of 1 to disable multithreading") and pays off
+for tightly coupled training that pins one process per physical core; kvtiers' pods pin no cores (no static CPU
+manager policy) and their CPU work (vLLM's API server, scheduler and tokenizer, Curvine's FUSE and worker) is many
+threads that gain from SMT, so 1 needs a reason of the group's own."""
+SYSTEM_RESERVED_GIB = 2
+"""Memory of a HyperPod node kept for HyperPod's own processes outside Kubernetes (its cluster and SSM agents), beyond
+the kernel's share and the kubelet's reserve, which the placement model counts on their own. Not public: an
+estimate, until a real node's ``status.allocatable`` is read."""
 EBS_VOLUME_GB = 500
 """Secondary EBS per node, mounted at /opt/sagemaker: images, kubelet volumes and logs."""
 MAX_EBS_VOLUME_GB = 16384

@@ -11,7 +11,6 @@ CASES = [
     ("curvine.master.replicas", 4, "master replicas must be 1, 3 or 5"),
     ("curvine.worker.data_dir", "opt/dlami/nvme/curvine", "data_dir must be an absolute path"),
     ("curvine.worker.data_dir", "", "data_dir must be an absolute path"),
-    ("curvine.worker.capacity_gb", 5000, "does not fit the 3800 GB NVMe of ml.g6e.12xlarge"),
     ("curvine.images.runtime_image", "ghcr.io/curvineio/curvine:latest", "moving tag 'latest'"),
     ("curvine.images.csi_image", "ghcr.io/curvineio/curvine-csi", "has no tag"),
     ("curvine.fs_path", "l2cache", "should match pattern"),

@@ -56,7 +56,12 @@ def app_result(chart_dir, tmp_path_factory):
 
 
 def library_platform(
-    chart_dir: Path, *, dependencies: bool = True, taints: tuple[Taint, ...] = (), own_namespace: bool = False
+    chart_dir: Path,
+    *,
+    dependencies: bool = True,
+    taints: tuple[Taint, ...] = (),
+    own_namespace: bool = False,
+    masters: int = 1,
 ) -> dict[str, Construct]:
     """What a platform team writes from the README's construct section, up to the L2: the dev environment's choices
     only."""
@@ -109,7 +114,7 @@ def library_platform(
         eks_cluster=eks,
         hyperpod=hyperpod,
         network=network,
-        masters=1,
+        masters=masters,
         serving_namespace_manifest=namespace,
     )
     return {"stack": stack, "eks": eks, "network": network, "curvine": curvine}
@@ -588,34 +593,62 @@ def test_the_dependency_chart_that_does_not_tolerate_a_groups_taint_is_a_warning
     ]
 
 
+def test_an_engine_on_a_group_the_cluster_does_not_have_is_refused(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    with pytest.raises(ValueError, match=r"instance_group 'gpu-typo' is not a HyperPod instance group"):
+        another_endpoint(stack, "Bad", instance_group="gpu-typo")
+
+
+def another_endpoint(stack: cdk.Stack, id: str, **engine) -> ServingEndpoint:
+    """A second endpoint in a stack of :func:`library_stack`, on its cluster, with ``engine``'s fields."""
+    hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
+    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
+    return ServingEndpoint(
+        stack,
+        id,
+        eks_cluster=eks,
+        hyperpod=hyperpod,
+        name=id.lower(),
+        engine=Engine(
+            model="Qwen/Qwen2-7B-Instruct",
+            weights=HuggingFaceWeights(),
+            **{"instance_group": "g6e-serving", "replicas": 1, **engine},
+        ),
+        router=Router(routing="prefixaware"),
+        network=network_of(stack),
+    )
+
+
+def synth_errors(stack: cdk.Stack) -> str:
+    """What synth refuses (the constructs' validations), as the CDK reports it."""
+    with pytest.raises(RuntimeError, match="Validation failed") as info:
+        cdk.Stage.of(stack).synth()
+    return str(info.value)
+
+
 @pytest.mark.parametrize(
     ("engine", "message"),
     [
-        ({"instance_group": "gpu-typo"}, r"instance_group 'gpu-typo' is not a HyperPod instance group"),
-        ({"tensor_parallel_size": 8}, r"tensor_parallel_size 8 is larger than the 4 GPU\(s\) of ml.g6e.12xlarge"),
-        ({"l1_gib": 300}, r"does not fit the 384 GiB of ml.g6e.12xlarge"),
+        # dev's two engines (8 CPUs each) may share a node with this one: 16 + 40 + Curvine 9.8 + agents > 47.81.
+        ({"cpu": 40}, r"'g6e-serving' \(2 x ml.g6e.12xlarge, threads_per_core 2\): cpu: the fullest node asks"),
+        ({"tensor_parallel_size": 8}, r"'g6e-serving' .*: gpus: its GPU pods ask 10 GPUs .*big-engine 1 x 8"),
+        ({"l1_gib": 300}, r"'g6e-serving' .*: memory: the fullest node asks .* but offers 272.9 GiB"),
     ],
-    ids=["instance-group", "gpus", "memory"],
+    ids=["cpu", "gpus", "memory"],
 )
-def test_an_engine_its_hyperpod_group_cannot_run_is_refused(chart_dir, engine, message):
+def test_an_engine_that_does_not_fit_its_group_beside_the_rest_is_refused_at_synth(chart_dir, engine, message):
     stack, _ = library_stack(chart_dir)
-    hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
-    eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
-    with pytest.raises(ValueError, match=message):
-        ServingEndpoint(
-            stack,
-            "Bad",
-            eks_cluster=eks,
-            hyperpod=hyperpod,
-            name="bad",
-            engine=Engine(
-                model="Qwen/Qwen2-7B-Instruct",
-                weights=HuggingFaceWeights(),
-                **{"instance_group": "g6e-serving", "replicas": 1, **engine},
-            ),
-            router=Router(routing="prefixaware"),
-            network=network_of(stack),
-        )
+    another_endpoint(stack, "Big", **engine)
+    errors = synth_errors(stack)
+    assert re.search(message, errors), errors
+    assert "[team-platform/HyperPod] HyperPodCluster: instance group" in errors
+
+
+def test_more_curvine_masters_than_worker_nodes_is_refused_at_synth(chart_dir):
+    stack = library_platform(chart_dir, masters=3)["stack"]
+    assert isinstance(stack, cdk.Stack)
+    errors = synth_errors(stack)
+    assert "StatefulSet curvine/curvine-master: 3 replicas need 3 nodes" in errors and "have 2" in errors
 
 
 def test_an_endpoint_given_no_hyperpod_cluster_warns_that_nothing_about_its_group_is_checked(chart_dir):
@@ -737,7 +770,7 @@ def operator_stack(chart_dir: Path, *, hash_seed: str = "42") -> tuple[cdk.Stack
             l1_gib=16,
             vllm_overhead_gib=12,
             shm_gib=4,
-            cpu=6,
+            cpu=3,
         ),
         routing="prefixaware",
         l2=curvine,
@@ -835,7 +868,7 @@ def test_an_engine_field_the_operator_cannot_carry_is_refused(chart_dir):
         another_operator_endpoint(stack, "Extra", engine=engine, hyperpod=hyperpod)
 
 
-def test_an_operator_engine_its_group_cannot_run_is_refused(chart_dir):
+def test_an_operator_engine_its_group_cannot_run_is_refused_at_synth(chart_dir):
     stack, _ = operator_stack(chart_dir)
     engine = Engine(
         model="Qwen/Qwen2-7B-Instruct",
@@ -845,8 +878,9 @@ def test_an_operator_engine_its_group_cannot_run_is_refused(chart_dir):
         l1_gib=8,
     )
     hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
-    with pytest.raises(ValueError, match=r"tensor_parallel_size 2 is larger than the 1 GPU\(s\) of ml.g6e.2xlarge"):
-        another_operator_endpoint(stack, "Wide", engine=engine, hyperpod=hyperpod)
+    another_operator_endpoint(stack, "Wide", engine=engine, hyperpod=hyperpod)
+    errors = synth_errors(stack)
+    assert "'g6e-small' (2 x ml.g6e.2xlarge, threads_per_core 2): gpus: its GPU pods ask 6 GPUs" in errors, errors
 
 
 def test_the_documented_operator_example_synthesizes_with_its_policy_wait(chart_dir):

@@ -30,18 +30,6 @@ def test_unknown_routing_strategy(tmp_path):
     assert "'prefixaware', 'kvaware', 'session' or 'roundrobin'" in message and "'fancy'" in message
 
 
-def test_l1_larger_than_the_node_can_give(tmp_path):
-    message = rejected(tmp_path, lambda eps, raw: eps[0].update(l1_gib=400))
-    assert "g6e-serving" in message and "pods do not fit" in message
-    assert "qwen2-7b" in message and "l1_gib" in message
-
-
-def test_tensor_parallel_larger_than_the_gpus(tmp_path):
-    message = rejected(tmp_path, lambda eps, raw: eps[0].update(tensor_parallel_size=8))
-    assert "serving.endpoints.0 (qwen2-7b): tensor_parallel_size 8" in message
-    assert "4 GPU(s) of ml.g6e.12xlarge" in message
-
-
 def test_model_not_in_the_table_without_model_sizes(tmp_path):
     message = rejected(tmp_path, lambda eps, raw: eps[0].update(model="acme/unknown-13b"))
     assert "serving.endpoints.0" in message

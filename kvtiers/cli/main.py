@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from kvtiers.cli import output
 from kvtiers.config import ConfigError, load_environment
@@ -45,7 +46,8 @@ def plan(
     ),
     as_json: bool = JsonOption,
 ) -> None:
-    """Cache capacity per tier and node memory budget from the environment file (no AWS calls)."""
+    """Cache capacity per tier, and each HyperPod node's CPU, memory, GPUs, pods and disks asked against offered,
+    from the environment file (no AWS calls). Exits 1 when pods do not fit their nodes."""
     from kvtiers.cli import plan as planner
 
     env = _load(config)
@@ -54,14 +56,21 @@ def plan(
         env = planner.apply_hf_overrides(env, overrides, str(config))
     except ConfigError as exc:
         output.fail(str(exc))
-    data = planner.plan_data(env)
+    try:
+        data = planner.plan_data(env)
+    except ValueError as exc:
+        output.fail(f"{config}: {exc}")
     if as_json:
         output.print_json(data)
-        return
-    for t in planner.render(data):
-        output.console.print(t)
-    if not data["endpoints"]:
-        output.console.print("[yellow]no serving endpoints configured[/yellow]")
+    else:
+        for t in planner.render(data):
+            output.console.print(t)
+        if not data["endpoints"]:
+            output.console.print("[yellow]no serving endpoints configured[/yellow]")
+        for problem in data["problems"]:
+            output.err_console.print(f"[bold red]does not fit:[/bold red] {escape(problem)}", soft_wrap=True)
+    if data["problems"]:
+        raise typer.Exit(1)
 
 
 @app.command()

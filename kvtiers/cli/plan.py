@@ -1,21 +1,26 @@
-"""``kvtiers plan``: per-endpoint cache capacity and node memory budget, read from the environment's sizing.
+"""``kvtiers plan``: per-endpoint cache capacity, and what lands on each HyperPod node against what it offers.
 
-Every number comes from :mod:`kvtiers.config.sizing` (the same facts the charts use). A ``--hf-config`` override
-does not recompute anything here: it sets the endpoint's ``model_sizes`` from the local ``config.json`` and lets
-the schema validate and size the environment again.
+The cache numbers come from :mod:`kvtiers.config.sizing` (the same facts the charts use). The node numbers come from
+the HyperPod cluster's placement (:mod:`kvtiers.placement`): ``plan`` builds the environment's constructs in memory,
+without synthesizing, and reads the placement they registered, so it shows exactly what synth checks. A
+``--hf-config`` override does not recompute anything here: it sets the endpoint's ``model_sizes`` from the local
+``config.json`` and lets the schema validate and size the environment again.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from kvtiers.cli.output import human_bytes, table
 from kvtiers.config import ConfigError, Environment
+from kvtiers.config.cost import HYPERPOD_INSTANCE
 from kvtiers.config.loader import format_validation_error
 from kvtiers.models import ModelShape
+from kvtiers.placement import NodePlacement
 from kvtiers.serving_defaults import GIB
 from kvtiers.stacks.wiring.serving import l2_mount, l2_namespace
 
@@ -66,7 +71,59 @@ def apply_hf_overrides(env: Environment, overrides: list[HfOverride], source: st
         raise ConfigError(format_validation_error(f"{source} (with --hf-config)", exc)) from None
 
 
+def placement_of(env: Environment) -> NodePlacement:
+    """The environment's HyperPod placement, as its constructs register it (built in memory, nothing synthesized).
+    Raises ``ValueError`` when a construct refuses its props."""
+    import aws_cdk as cdk
+
+    from kvtiers.stacks.deploy_graph import build_deploy_graph
+
+    graph = build_deploy_graph(cdk.App(), env, review=True, nag=False)
+    assert graph.placement is not None, "a full deploy graph has a HyperPod cluster"
+    return graph.placement
+
+
+def group_data(placement: NodePlacement) -> list[dict[str, Any]]:
+    """Per instance group: its fullest node for every resource against what a node offers, and the GPUs idle."""
+    groups = []
+    for offer in placement.offers:
+        use = placement.use(offer.group)
+        price = HYPERPOD_INSTANCE.get(offer.instance_type)
+        groups.append(
+            {
+                "group": offer.group,
+                "instance_type": offer.instance_type,
+                "count": offer.count,
+                "threads_per_core": offer.threads_per_core,
+                "resources": {
+                    f.resource.label: {
+                        "asked": f.asked,
+                        "offered": f.offered,
+                        "left": f.left,
+                        "text": f"{f.resource.format(f.asked)} of {f.resource.format(f.offered)}",
+                        "left_text": f.resource.format(f.left),
+                    }
+                    for f in use.fullest
+                },
+                "reserved": {
+                    reason: {"cpu_millis": amount.cpu_millis, "memory_mib": amount.memory_mib}
+                    for reason, amount in offer.reserved.items()
+                },
+                "gpus_idle": use.gpus_idle,
+                "gpus_total": offer.count * offer.capacity.gpus,
+                "idle_usd_per_hour": (
+                    round(use.gpus_idle / offer.capacity.gpus * price.usd, 2)
+                    if price is not None and offer.capacity.gpus
+                    else None
+                ),
+            }
+        )
+    return groups
+
+
 def plan_data(env: Environment) -> dict:
+    """Everything ``plan`` prints. Raises ``ValueError`` when a construct refuses the environment's props."""
+    placement = placement_of(env)
     sizing = env.sizing
     endpoints = []
     for endpoint, sized in zip(env.serving.endpoints, sizing.endpoints):
@@ -89,30 +146,15 @@ def plan_data(env: Environment) -> dict:
                 "l2_namespace": l2_mount(env, endpoint).sub_path,
                 "l2_revision": namespace.revision,
                 "pod_memory_gib": sized.pod_memory_gib,
-                "pods_per_node": sized.pods_per_node,
             }
         )
-    nodes = [
-        {
-            "group": n.group,
-            "instance_type": n.instance_type,
-            "memory_gib": n.memory_gib,
-            "tiered_storage_gib": n.tiered_storage_gib,
-            "reserved_gib": n.reserved_gib,
-            "curvine_gib": n.curvine_gib,
-            "pods_gib": n.pods_gib,
-            "free_gib": n.free_gib,
-            "gpus": n.gpus,
-            "gpus_used": n.gpus_used,
-        }
-        for n in sizing.nodes
-    ]
     return {
         "environment": env.name,
         "l2_capacity_bytes": sizing.l2_capacity_bytes,
         "curvine_workers": sizing.curvine_workers,
         "endpoints": endpoints,
-        "nodes": nodes,
+        "groups": group_data(placement),
+        "problems": placement.problems(),
     }
 
 
@@ -121,7 +163,7 @@ def render(data: dict):
     eps = data["endpoints"]
     facts = [
         ("model", lambda e: e["model"]),
-        ("instance group", lambda e: f"{e['instance_group']} ({e['replicas']} replica(s), {e['pods_per_node']}/node)"),
+        ("instance group", lambda e: f"{e['instance_group']} ({e['replicas']} replica(s))"),
         ("KV bytes per token", lambda e: f"{e['kv_bytes_per_token']:,} B"),
         ("weights", lambda e: f"{e['weight_bytes'] / GIB:.1f} GiB on {e['gpus_per_replica']} GPU(s)"),
         ("L0 GPU prefix cache", lambda e: f"{e['l0_tokens']:,} tokens"),
@@ -143,20 +185,34 @@ def render(data: dict):
         f"L2: {data['curvine_workers']} Curvine worker(s), {data['l2_capacity_bytes'] / 1e12:.2f} TB usable "
         "(capacity x eviction high watermark)"
     )
-    nodes = data["nodes"]
-    node_facts = [
-        ("instance type", lambda n: n["instance_type"]),
-        ("node memory", lambda n: f"{n['memory_gib']} GiB"),
-        ("tiered storage share", lambda n: f"{n['tiered_storage_gib']:.1f} GiB"),
-        ("reserved (OS, kubelet)", lambda n: f"{n['reserved_gib']} GiB"),
-        ("Curvine pods", lambda n: f"{n['curvine_gib']} GiB"),
-        ("endpoint pods", lambda n: f"{n['pods_gib']} GiB"),
-        ("free", lambda n: f"{n['free_gib']:.1f} GiB"),
-        ("GPUs used", lambda n: f"{n['gpus_used']}/{n['gpus']}"),
+    groups = data["groups"]
+    labels = list(groups[0]["resources"]) if groups else []
+    node_rows = [
+        [
+            "instance type",
+            *(f"{g['count']} x {g['instance_type']} ({g['threads_per_core']} threads/core)" for g in groups),
+        ],
+        *(
+            [label, *(f"{g['resources'][label]['text']} (left {g['resources'][label]['left_text']})" for g in groups)]
+            for label in labels
+        ),
+        ["GPUs idle (group)", *(_idle(g) for g in groups)],
     ]
-    budget = table(
-        "node memory budget (per node)",
-        ["", *(n["group"] for n in nodes)],
-        [[label, *(fn(n) for n in nodes)] for label, fn in node_facts],
+    nodes = table(
+        "the fullest node of each HyperPod group: asked of allocatable",
+        ["", *(g["group"] for g in groups)],
+        node_rows,
     )
-    return cache, budget
+    nodes.caption = (
+        "allocatable: the instance less the kernel's share, the kubelet's reserve and eviction threshold, the system "
+        "reserve and tiered storage; the fullest node: every pod that must or may land on one node "
+        "(docs/placement-contract.md)"
+    )
+    return cache, nodes
+
+
+def _idle(group: dict) -> str:
+    idle = f"{group['gpus_idle']} of {group['gpus_total']}"
+    if group["gpus_idle"] and group["idle_usd_per_hour"] is not None:
+        return f"{idle} (${group['idle_usd_per_hour']:,.2f}/h)"
+    return idle

@@ -11,11 +11,11 @@ def tiered_storage_report(env: Environment) -> tuple[str, ...]:
         return ()
     percentage = env.hyperpod.tiered_storage.memory_percentage
     return tuple(
-        f"hyperpod tiered storage reserves {percentage} % of memory ({node.tiered_storage_gib:.1f} GiB of "
-        f"{node.memory_gib} GiB on each {node.instance_type} of group {node.group}) but no endpoint uses it (only "
+        f"hyperpod tiered storage reserves {percentage} % of memory ({g.shape.memory_gib * percentage / 100:.1f} GiB "
+        f"of {g.shape.memory_gib} GiB on each {g.instance_type} of group {g.name}) but no endpoint uses it (only "
         "serving: operator with inference_operator.l2_backend: tieredstorage does); set "
         "hyperpod.tiered_storage.enabled: false to give it to the pods"
-        for node in env.sizing.nodes
+        for g in env.hyperpod.instance_groups
     )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import math
 import re
 from collections.abc import Iterator
 from typing import Annotated, Literal
@@ -25,7 +24,6 @@ from kvtiers.config.sizing import (
     GB,
     EndpointSizing,
     EnvironmentSizing,
-    NodeBudget,
 )
 from kvtiers.config.versions import (
     DEFAULT_ENGINE_IMAGE,
@@ -45,8 +43,6 @@ from kvtiers.instance_types import (
     GPU_MEMORY_GIB,
     InstanceType,
     check_instance_group,
-    check_tensor_parallel_size,
-    tiered_storage_gib,
 )
 from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Namespace, l2_namespace
@@ -326,7 +322,7 @@ class InstanceGroup(Strict):
     instance_type: G6eInstanceType
     count: int = Field(ge=1, le=100)
     threads_per_core: platform.ThreadsPerCore = platform.THREADS_PER_CORE
-    """1 (no SMT) by default, as HyperPod recommends for GPU groups."""
+    """2 (SMT on, every vCPU of the instance) by default, as G6e ships; 1 halves the CPUs each node offers."""
     ebs_volume_gb: int = Field(default=platform.EBS_VOLUME_GB, ge=0, le=platform.MAX_EBS_VOLUME_GB)
     """Secondary EBS per node, mounted at /opt/sagemaker (container images, kubelet volumes, logs), encrypted with
     the stack key. 0: none, so /opt/sagemaker holds only what the AMI puts there (per AWS's EBS-CSI-on-HyperPod page,
@@ -384,6 +380,9 @@ class HyperPod(Strict):
     tiered_storage: TieredStorage = TieredStorage()
     instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1)
     dependency_chart: DependencyChart = DependencyChart()
+    system_reserved_gib: int = Field(default=platform.SYSTEM_RESERVED_GIB, ge=0)
+    """Memory of every node kept for HyperPod's own processes outside Kubernetes, beyond the kernel's share and the
+    kubelet's reserve (an estimate until a real node's allocatable is read)."""
 
     @model_validator(mode="after")
     def _unique_groups(self) -> HyperPod:
@@ -816,8 +815,6 @@ class Endpoint(Strict):
 
 class Serving(Strict):
     namespace: DnsLabel = serving_defaults.NAMESPACE
-    node_reserved_gib: int = Field(default=8, ge=0)
-    """Host memory kept for the OS, kubelet and HyperPod agents on every GPU node before pods are placed."""
     hash_seed: str = Field(default=serving_defaults.HASH_SEED, pattern=r"^\d{1,10}$")
     """``PYTHONHASHSEED`` shared by every engine and router on the L2: without one seed, cross-pod hits are zero."""
     l2_threshold_tokens: int = Field(default=1000, ge=0)
@@ -1004,14 +1001,6 @@ class Environment(Strict):
                 f"curvine.worker_group {self.curvine.worker_group!r} is not a HyperPod instance group "
                 f"(one of {sorted(groups)})"
             )
-        for group in self.curvine_worker_groups:
-            need = self.curvine.worker.capacity_gb + self.curvine.worker.reserved_gb
-            if need > group.shape.nvme_gb:
-                raise ValueError(
-                    f"curvine.worker.capacity_gb {self.curvine.worker.capacity_gb} + reserved_gb "
-                    f"{self.curvine.worker.reserved_gb} = {need} GB does not fit the {group.shape.nvme_gb} GB NVMe "
-                    f"of {group.instance_type} (group {group.name})"
-                )
         if (
             self.observability.enabled
             and self.observability.l2_nearly_full_ratio <= self.curvine.eviction.high_watermark
@@ -1036,7 +1025,6 @@ class Environment(Strict):
         for i, endpoint in enumerate(self.serving.endpoints):
             where = f"serving.endpoints.{i} ({endpoint.name})"
             check_instance_group(where, endpoint.instance_group, groups)
-            check_tensor_parallel_size(where, endpoint.tensor_parallel_size, groups[endpoint.instance_group].shape)
             if (
                 endpoint.serving == "operator"
                 and self.inference_operator.l2_backend == "tieredstorage"
@@ -1148,7 +1136,7 @@ def _l2_decision(endpoint: Endpoint, threshold_tokens: int) -> tuple[bool, str]:
     )
 
 
-def _size_endpoint(env: Environment, index: int, endpoint: Endpoint, group: InstanceGroup) -> EndpointSizing:
+def _size_endpoint(env: Environment, index: int, endpoint: Endpoint) -> EndpointSizing:
     shape = endpoint.shape
     kv = shape.kv_bytes_per_token(endpoint.dtype)
     weights = shape.weight_bytes(endpoint.dtype)
@@ -1181,67 +1169,15 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint, group: Inst
         l2_enabled=l2_enabled,
         l2_reason=reason,
         pod_memory_gib=pod.memory_gib,
-        pods_per_node=math.ceil(endpoint.replicas / group.count),
         vllm_host_gib=pod.vllm_host_gib,
         model_disk_gib=pod.model_disk_gib,
     )
 
 
 def _size_environment(env: Environment) -> EnvironmentSizing:
-    """Compute every derived fact and raise ``ValueError`` (with the numbers) when the config does not fit."""
-    groups = {g.name: g for g in env.hyperpod.instance_groups}
-    sized = tuple(_size_endpoint(env, i, e, groups[e.instance_group]) for i, e in enumerate(env.serving.endpoints))
-    worker_groups = {g.name for g in env.curvine_worker_groups}
-    res = env.curvine.resources
-    nodes = []
-    for group in env.hyperpod.instance_groups:
-        shape = group.shape
-        on_group = [(e, s) for e, s in zip(env.serving.endpoints, sized) if e.instance_group == group.name]
-        # The scheduler packs pods by GPU. A node is fullest when its GPUs go to the pods that need the most host
-        # memory per GPU, so that is the node the budget checks: if it fits, every GPU-feasible placement fits.
-        gpus_demanded = sum(e.replicas * s.gpus_per_replica for e, s in on_group)
-        gpus_per_node = min(shape.gpus, math.ceil(gpus_demanded / group.count))
-        memory_per_gpu = max((s.pod_memory_gib / s.gpus_per_replica for _, s in on_group), default=0)
-        budget = NodeBudget(
-            group=group.name,
-            instance_type=group.instance_type,
-            memory_gib=shape.memory_gib,
-            tiered_storage_gib=tiered_storage_gib(
-                shape,
-                enabled=env.hyperpod.tiered_storage.enabled,
-                memory_percentage=env.hyperpod.tiered_storage.memory_percentage,
-            ),
-            reserved_gib=env.serving.node_reserved_gib,
-            # Every HyperPod node runs the CSI node pod and its FUSE clients.
-            curvine_gib=res.fuse.memory_gib
-            + res.csi_node.memory_gib
-            + 2 * res.sidecar.memory_gib
-            # Worker groups also run a Curvine worker and may run a master (masters are placed on worker groups).
-            + (res.worker.memory_gib + res.master.memory_gib if group.name in worker_groups else 0),
-            pods_gib=math.ceil(gpus_per_node * memory_per_gpu),
-            gpus=shape.gpus,
-            gpus_used=gpus_per_node,
-        )
-        if gpus_demanded > shape.gpus * group.count:
-            raise ValueError(
-                f"hyperpod.instance_groups {group.name}: endpoints need {gpus_demanded} GPUs "
-                f"({', '.join(f'{e.name}: {e.replicas} x {s.gpus_per_replica}' for e, s in on_group)}) but "
-                f"{group.count} x {group.instance_type} have {shape.gpus * group.count}; add nodes (count) or lower replicas"
-            )
-        if budget.free_gib < 0:
-            detail = ", ".join(
-                f"{e.name}: {s.pod_memory_gib} GiB per pod of {s.gpus_per_replica} GPU(s) "
-                f"(L1 {e.l1_gib} x {e.tensor_parallel_size} + vLLM {s.vllm_host_gib} + shm {e.shm_gib})"
-                for e, s in on_group
-            )
-            raise ValueError(
-                f"hyperpod.instance_groups {group.name}: pods do not fit the {budget.memory_gib} GiB of "
-                f"{group.instance_type}: tiered storage {budget.tiered_storage_gib:.1f} GiB + reserved "
-                f"{budget.reserved_gib} GiB + Curvine {budget.curvine_gib} GiB + endpoint pods {budget.pods_gib} GiB "
-                f"on {gpus_per_node} GPU(s) ({detail}) = {budget.memory_gib - budget.free_gib:.1f} GiB; "
-                "lower l1_gib or the tiered-storage share"
-            )
-        nodes.append(budget)
+    """Compute every derived fact of the endpoints and the L2 (whether pods fit their nodes is the HyperPod cluster's
+    placement check, not the file's)."""
+    sized = tuple(_size_endpoint(env, i, e) for i, e in enumerate(env.serving.endpoints))
     workers = sum(g.count for g in env.curvine_worker_groups)
     capacity = int(workers * env.curvine.worker.capacity_gb * GB * env.curvine.eviction.high_watermark)
-    return EnvironmentSizing(endpoints=sized, nodes=tuple(nodes), l2_capacity_bytes=capacity, curvine_workers=workers)
+    return EnvironmentSizing(endpoints=sized, l2_capacity_bytes=capacity, curvine_workers=workers)

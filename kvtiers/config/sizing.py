@@ -1,9 +1,9 @@
-"""Derived facts of an environment: memory budgets, GPU placement, cache capacity per tier and the L2 decision.
+"""Derived facts of an environment's endpoints: cache capacity per tier, pod memory and the L2 decision.
 
 This module holds the sizing model's constants and the types of its results. The schema computes the results once,
-when an :class:`~kvtiers.config.schema.Environment` is validated (a config whose pods do not fit is invalid), so
-nothing here needs the schema. Synth-time validation, the charts (pod memory requests and limits, LMCache's L1 size)
-and ``kvtiers plan`` all read the :class:`EnvironmentSizing` built there.
+when an :class:`~kvtiers.config.schema.Environment` is validated, so nothing here needs the schema. Whether the pods
+fit their nodes is not a fact of the file: the HyperPod cluster's placement (:mod:`kvtiers.placement`) checks it at
+synth, and ``kvtiers plan`` reads it there.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ class EndpointSizing:
     l2_reason: str
     pod_memory_gib: int
     """Pod memory request = limit: the L1 pool + vLLM itself + the memory-backed /dev/shm."""
-    pods_per_node: int
-    """Replicas per node when spread evenly over the group's nodes."""
     vllm_host_gib: int = 0
     """vLLM's host memory in the pod: ``vllm_overhead_gib`` plus ``VLLM_HOST_GIB_PER_EXTRA_RANK`` per extra GPU."""
     model_disk_gib: int = 0
@@ -40,28 +38,8 @@ class EndpointSizing:
 
 
 @dataclass(frozen=True)
-class NodeBudget:
-    group: str
-    instance_type: str
-    memory_gib: int
-    tiered_storage_gib: float
-    reserved_gib: int
-    curvine_gib: int
-    pods_gib: int
-    """Endpoint pods on the fullest node: its GPUs given to the pods with the most host memory per GPU."""
-    gpus: int
-    gpus_used: int
-    """GPUs per node the endpoints need, spread evenly over the group's nodes."""
-
-    @property
-    def free_gib(self) -> float:
-        return self.memory_gib - self.tiered_storage_gib - self.reserved_gib - self.curvine_gib - self.pods_gib
-
-
-@dataclass(frozen=True)
 class EnvironmentSizing:
     endpoints: tuple[EndpointSizing, ...]
-    nodes: tuple[NodeBudget, ...]
     l2_capacity_bytes: int
     """Usable Curvine capacity across workers (up to the eviction high watermark)."""
     curvine_workers: int

@@ -32,7 +32,7 @@ from kvtiers.constructs.eks_cluster import (
     as_cluster_interface,
     pod_identity_role,
 )
-from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, register_agents
 from kvtiers.constructs.journal_volumes import EBS_CSI_MANAGED_POLICY, EBS_CSI_SERVICE_ACCOUNT, CurvineJournalVolumes
 from kvtiers.constructs.network import HyperPodNetwork
 from kvtiers.constructs.node_traffic import PortRule
@@ -50,9 +50,11 @@ from kvtiers.k8s_charts.curvine_l2.charts import (
     DEFAULT_CLAIM_SIZE_GIB,
     DEFAULT_JANITOR_INTERVAL_SECONDS,
 )
+from kvtiers.k8s_charts.curvine_l2.placement import curvine_workloads, janitor_workload
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Volume
 from kvtiers.k8s_charts.namespaces import NamespaceChart, PssLevel, serving_enforce_level
 from kvtiers.k8s_charts.tolerations import tolerating
+from kvtiers.node_agents import EBS_CSI_NODE
 from kvtiers.platform_defaults import (
     EBS_CSI_DRIVER_VERSION,
     MIN_EBS_CSI_DRIVER_VERSION,
@@ -84,9 +86,11 @@ class CurvineL2(Construct):
     :param scope: the parent construct; the journal volumes and the EBS CSI role live here.
     :param id: the construct id.
     :param eks_cluster: the EKS cluster; the EBS CSI add-on is added to it, and the CSI controller's port to the
-        masters to its node traffic.
+        masters to its node traffic. With a system node group, the CSI controller must run there (off the GPU nodes).
     :param hyperpod: the HyperPod cluster: every group runs a CSI node pod; the worker groups' node counts are the
-        workers, the groups' taints are tolerated, and EBS CSI attaches through it.
+        workers, the groups' taints are tolerated, and EBS CSI attaches through it. Every Curvine pod on its nodes
+        (and the EBS CSI node plugin) is registered in its ``placement``: synth fails where they do not fit, or where
+        the worker groups have fewer nodes than ``masters`` (one master to a node).
     :param network: the network of the HyperPod subnet, in whose availability zone the journal volumes are.
     :param masters: Curvine masters, 1, 3 or 5 (an odd Raft quorum), fixed at install. @default 1
     :param worker_groups: the HyperPod groups that run a worker and the masters. @default every group
@@ -211,7 +215,14 @@ class CurvineL2(Construct):
             worker_nodes=sum(groups[name].count for name in workers),
             worker_groups=None if worker_groups is None else workers,
             tolerations=tolerating((t.key, t.value, t.effect) for g in hyperpod.instance_groups for t in g.taints),
+            controller_off_hyperpod=eks_cluster.system_nodegroup is not None,
         )
+        register_agents(hyperpod.placement, (EBS_CSI_NODE,), hyperpod.instance_groups)
+        for workload in (
+            *curvine_workloads(self.cluster),
+            janitor_workload(self.cluster, serving_namespace=serving_namespace),
+        ):
+            hyperpod.placement.add(workload)
         if eks_cluster.node_traffic is not None:
             eks_cluster.node_traffic.allow_to_hyperpod(
                 PortRule(

@@ -17,18 +17,22 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct, IConstruct
+from constructs import Construct, IConstruct, IValidation
 
 import kvtiers.checks as check
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
+from kvtiers.instance_types import G6E_INSTANCE_TYPES
 from kvtiers.k8s_charts.tolerations import Toleration
+from kvtiers.node_agents import NODE_AGENTS, NodeAgent, kubelet_reserve
+from kvtiers.placement import NodeOffer, NodePlacement, node_offer
 from kvtiers.platform_defaults import (
     DEEP_HEALTH_CHECKS,
     EBS_VOLUME_GB,
     MAX_EBS_VOLUME_GB,
     NODE_RECOVERY,
     SAGEMAKER_NAME_PATTERN,
+    SYSTEM_RESERVED_GIB,
     TAINT_EFFECT,
     THREADS_PER_CORE,
     TIERED_STORAGE_ENABLED,
@@ -76,7 +80,8 @@ class InstanceGroup:
     :param name: the group name (a SageMaker name: letters, digits and hyphens, at most 63 characters).
     :param instance_type: the SageMaker instance type, for example ``ml.g6e.12xlarge``.
     :param count: nodes in the group; 0 keeps the group without nodes.
-    :param threads_per_core: 1 (no SMT) or 2. @default 1, as HyperPod recommends for GPU groups
+    :param threads_per_core: 2 (SMT on, every vCPU of the instance) or 1 (half of them). @default 2, as G6e ships:
+        kvtiers' pods pin no cores, and their many threads gain from SMT (``platform_defaults.THREADS_PER_CORE``)
     :param ebs_volume_gb: secondary EBS volume per node, mounted at /opt/sagemaker, encrypted with the cluster's
         key; 0 for none. @default 500 GB for container images, kubelet volumes and logs
     :param deep_health_checks: deep health checks at node start. @default both, ``InstanceStress`` and
@@ -118,8 +123,16 @@ class HyperPodCluster(Construct):
 
     Attributes: ``cluster`` (the ``CfnCluster``), ``execution_role``, ``lifecycle_bucket``, ``lifecycle_deployment``,
     ``key`` (node volumes and lifecycle scripts), ``eks`` (the :class:`EksCluster`, or ``None`` for an imported
-    cluster), ``subnet``, ``security_group``, ``instance_groups``, ``tiered_storage_enabled`` and
-    ``tiered_storage_memory_percentage``.
+    cluster), ``subnet``, ``security_group``, ``instance_groups``, ``tiered_storage_enabled``,
+    ``tiered_storage_memory_percentage`` and ``placement``.
+
+    ``placement`` (a :class:`~kvtiers.placement.NodePlacement`) holds what one node of each group offers and every pod
+    that must land there: the agents EKS and HyperPod run on every node (:mod:`kvtiers.node_agents`), registered here,
+    and the pods of the constructs that run on the groups (:class:`~kvtiers.constructs.curvine.CurvineL2`, the
+    endpoints), which register theirs. Synth fails with one line per group and resource that does not fit its
+    fullest node (CPU, memory, GPUs, pods, instance-store NVMe, the kubelet's disk), and for a group too small for a
+    spread (fewer nodes than Curvine masters). Groups of instance types outside kvtiers' table are not checked (a
+    synth warning says so).
 
     HyperPod joins its nodes to the EKS cluster when it creates them: the networking add-ons and the dependency chart
     (health-monitoring agent, device plugins) must be there first. Given the :class:`EksCluster` and the
@@ -146,6 +159,9 @@ class HyperPodCluster(Construct):
         engines' L1 (an info annotation says so when it is on)
     :param tiered_storage_memory_percentage: share of node memory, 0 to 100, reserved for tiered storage when it is
         on. @default 20, the value the source design measured with
+    :param system_reserved_gib: memory of every node kept for HyperPod's own processes outside Kubernetes, beyond
+        the kernel's share and the kubelet's reserve and eviction threshold. @default 2 GiB
+        (``platform_defaults.SYSTEM_RESERVED_GIB``: an estimate until a real node's allocatable is read)
     :param lifecycle_dir: folder uploaded as lifecycle scripts; must hold ``on_create.sh``. @default the project's
         own script
     :param lifecycle_bucket_name: name of the lifecycle-script bucket; must start with ``sagemaker-`` (the only
@@ -169,6 +185,7 @@ class HyperPodCluster(Construct):
         node_recovery: NodeRecovery = NODE_RECOVERY,
         tiered_storage_enabled: bool = TIERED_STORAGE_ENABLED,
         tiered_storage_memory_percentage: int = TIERED_STORAGE_MEMORY_PERCENTAGE,
+        system_reserved_gib: int = SYSTEM_RESERVED_GIB,
         lifecycle_dir: Path = LIFECYCLE_DIR,
         lifecycle_bucket_name: str | None = None,
     ) -> None:
@@ -182,6 +199,7 @@ class HyperPodCluster(Construct):
             check.matches("HyperPodCluster", "cluster_name", cluster_name, SAGEMAKER_NAME_PATTERN, "a SageMaker name")
         check.one_of("HyperPodCluster", "node_recovery", node_recovery, NodeRecovery)
         check.in_range("HyperPodCluster", "tiered_storage_memory_percentage", tiered_storage_memory_percentage, 0, 100)
+        check.in_range("HyperPodCluster", "system_reserved_gib", system_reserved_gib, 0)
         if dependencies is not None and external_dependency_chart:
             raise ValueError(
                 "HyperPodCluster: dependencies is given and external_dependency_chart is True; give one or the other"
@@ -197,6 +215,20 @@ class HyperPodCluster(Construct):
         self.instance_groups = tuple(instance_groups)
         self.tiered_storage_enabled = tiered_storage_enabled
         self.tiered_storage_memory_percentage = tiered_storage_memory_percentage
+        self.placement = node_placement(
+            self.instance_groups,
+            tiered_storage_percentage=tiered_storage_memory_percentage if tiered_storage_enabled else 0,
+            system_reserved_gib=system_reserved_gib,
+        )
+        unchecked = [g for g in self.instance_groups if g.instance_type not in G6E_INSTANCE_TYPES]
+        if unchecked:
+            cdk.Annotations.of(self).add_warning_v2(
+                "kvtiers:placement-unchecked",
+                f"HyperPodCluster: instance group(s) {', '.join(f'{g.name} ({g.instance_type})' for g in unchecked)} "
+                "are of instance types kvtiers has no figures for (kvtiers.instance_types): nothing checks that "
+                "the pods placed there fit their nodes",
+            )
+        self.node.add_validation(_PlacementFits(self.placement))
 
         self.key = kms.Key(
             self, "Key", enable_key_rotation=True, description="HyperPod node volumes and lifecycle scripts"
@@ -345,6 +377,55 @@ class HyperPodCluster(Construct):
     def cluster_arn(self) -> str:
         """The HyperPod cluster's ARN (a deploy-time value)."""
         return self.cluster.attr_cluster_arn
+
+
+def node_placement(
+    groups: Sequence[InstanceGroup], *, tiered_storage_percentage: int, system_reserved_gib: int
+) -> NodePlacement:
+    """What one node of each group offers (for the instance types kvtiers knows), with the agents EKS and HyperPod
+    run on every node already registered."""
+    offers: list[NodeOffer] = []
+    for group in groups:
+        instance = G6E_INSTANCE_TYPES.get(group.instance_type)
+        if instance is None:
+            continue
+        offers.append(
+            node_offer(
+                group=group.name,
+                instance=instance,
+                count=group.count,
+                threads_per_core=group.threads_per_core,
+                tiered_storage_percentage=tiered_storage_percentage,
+                system_reserved_gib=system_reserved_gib,
+                kubelet_disk_gb=group.ebs_volume_gb,
+                reserve=kubelet_reserve(instance, threads_per_core=group.threads_per_core),
+            )
+        )
+    placement = NodePlacement(
+        offers, unchecked_groups=[g.name for g in groups if g.instance_type not in G6E_INSTANCE_TYPES]
+    )
+    register_agents(placement, NODE_AGENTS, groups)
+    return placement
+
+
+def register_agents(placement: NodePlacement, agents: Sequence[NodeAgent], groups: Sequence[InstanceGroup]) -> None:
+    """Each agent's DaemonSet on the groups whose instance types it selects."""
+    types = {g.name: g.instance_type for g in groups}
+    for agent in agents:
+        workload = agent.workload(types)
+        if workload is not None:
+            placement.add(workload)
+
+
+@jsii.implements(IValidation)
+class _PlacementFits:
+    """Synth fails unless every pod registered on the HyperPod groups fits the node it must run on."""
+
+    def __init__(self, placement: NodePlacement) -> None:
+        self._placement = placement
+
+    def validate(self) -> list[str]:
+        return [f"HyperPodCluster: {problem}" for problem in self._placement.problems()]
 
 
 def vpc_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -> list[iam.PolicyStatement]:

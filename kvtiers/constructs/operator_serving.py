@@ -23,7 +23,7 @@ from constructs import Construct
 
 from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.eks_cluster import ChartManifests, ClusterLike, EksCluster, as_cluster_interface
-from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, register_agents
 from kvtiers.constructs.hyperpod_inference import InferenceOperator, allow_invocation_traffic
 from kvtiers.constructs.serving import endpoint_hash_seed, engine_group
 from kvtiers.k8s_charts.hyperpod_operator import (
@@ -34,10 +34,12 @@ from kvtiers.k8s_charts.hyperpod_operator import (
 )
 from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
 from kvtiers.k8s_charts.hyperpod_operator.endpoint import Api
+from kvtiers.k8s_charts.hyperpod_operator.placement import operator_workload
 from kvtiers.k8s_charts.names import pascal_case
 from kvtiers.k8s_charts.operator_addons import check_group_schedulable
 from kvtiers.k8s_charts.serving import Engine
 from kvtiers.k8s_charts.vllm import Routing, S3Weights
+from kvtiers.node_agents import OPERATOR_AGENTS
 from kvtiers.serving_defaults import API, NAMESPACE
 
 POLICY_READY_TIMEOUT = cdk.Duration.minutes(10)
@@ -75,9 +77,9 @@ class OperatorServingEndpoint(Construct):
         L2's serving namespace, after its claim and after Kyverno reports the policy Ready. A namespace the L2 created
         itself must be built for operator endpoints (``CurvineL2(operator_endpoints=True)``). @default None (no L2)
     :param hyperpod: the HyperPod cluster the endpoint runs on: ``engine.instance_group`` must be one of its groups
-        (whose instance type the operator places the pods by), ``engine.tensor_parallel_size`` at most its GPUs and
-        the pod at most its memory less the tiered-storage share. @default the L2's HyperPod cluster (one of the two
-        is required)
+        (whose instance type the operator places the pods by: every group of that type may get them), and its
+        workers (and the operator's CSI node plugins) are registered in its ``placement``, which fails synth unless
+        they fit. @default the L2's HyperPod cluster (one of the two is required)
     :param namespace: the namespace of the endpoint; with ``l2``, its serving namespace. Without ``l2`` the
         construct does not create it: give the manifest that does in ``after``. @default the L2's serving namespace,
         else ``serving``
@@ -159,6 +161,10 @@ class OperatorServingEndpoint(Construct):
             l2_share_group=l2_share_group,
         )
         self.object_name = self.endpoint.object_name
+        hyperpod.placement.add(
+            operator_workload(self.endpoint, group_types={g.name: g.instance_type for g in hyperpod.instance_groups})
+        )
+        register_agents(hyperpod.placement, OPERATOR_AGENTS, hyperpod.instance_groups)
         cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
         target = manifests_scope if manifests_scope is not None else self
         suffix = f"{pascal_case(name)}{self.endpoint.fingerprint}"

@@ -21,17 +21,11 @@ from kvtiers.checks import unresolved as check_unresolved
 from kvtiers.constructs.curvine import CurvineL2
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pod_identity_association
 from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess, SecretsStoreCsi
-from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup, register_agents
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.constructs.network import HyperPodNetwork
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
-from kvtiers.instance_types import (
-    G6E_INSTANCE_TYPES,
-    check_instance_group,
-    check_pod_memory,
-    check_tensor_parallel_size,
-    tiered_storage_gib,
-)
+from kvtiers.instance_types import check_instance_group
 from kvtiers.k8s_charts.names import (
     ENGINE_PORT,
     LMCACHE_CONTROLLER_PULL_PORT,
@@ -45,8 +39,10 @@ from kvtiers.k8s_charts.names import (
 from kvtiers.k8s_charts.network_policies import ClusterNetwork, SelfManagedTraffic, ServingNetworkPolicyChart
 from kvtiers.k8s_charts.secrets import EndpointSecrets
 from kvtiers.k8s_charts.serving import Engine, Router, ServingChart
+from kvtiers.k8s_charts.serving.placement import engine_workload, router_workload
 from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import S3Weights
+from kvtiers.node_agents import SECRETS_STORE_AGENTS
 from kvtiers.platform_defaults import TaintEffect
 from kvtiers.serving_defaults import HASH_SEED, NAMESPACE
 
@@ -68,8 +64,8 @@ class ServingEndpoint(Construct):
     :param id: the construct id.
     :param eks_cluster: the EKS cluster. Given the :class:`EksCluster` construct with a system node group, the
         endpoint opens what its pods need between system nodes (routers) and HyperPod nodes (engines): the engine
-        port, and for ``kvaware`` the LMCache worker and controller ports. An imported cluster's rules are its
-        owner's.
+        port, and for ``kvaware`` the LMCache worker and controller ports; and its routers must run on the system
+        nodes (``Router.system_nodes``). An imported cluster's rules are its owner's.
     :param name: the endpoint's name (prefixes every object).
     :param engine: the vLLM pods. They also tolerate the custom taints of their HyperPod group. With
         :class:`~kvtiers.k8s_charts.vllm.S3Weights` the endpoint creates their read access (a
@@ -79,9 +75,10 @@ class ServingEndpoint(Construct):
     :param l2: the Curvine L2 to mount: the endpoint runs in its serving namespace, after its claim. @default None
         (no L2)
     :param hyperpod: the HyperPod cluster the engines run on: ``engine.instance_group`` must be one of its groups,
-        ``engine.tensor_parallel_size`` at most the group's GPUs and the engine pod at most the instance's memory less
-        the tiered-storage share (for the ``ml.g6e`` types kvtiers knows), and the engines tolerate the group's taints.
-        @default the L2's HyperPod cluster; without ``l2`` nor ``hyperpod``, none of this is checked (a synth warning)
+        the engines tolerate the group's taints, and their pods (and ASCP's, with ``secrets``) are registered in its
+        ``placement``, which fails synth unless they fit the group's nodes beside everything else there (CPU, memory,
+        GPUs, pods, disk). @default the L2's HyperPod cluster; without ``l2`` nor ``hyperpod``, none of this is
+        checked (a synth warning)
     :param namespace: the namespace of the engines and the router; with ``l2``, its serving namespace (which the L2
         creates). Without ``l2`` the chart does not create it: give the manifest that does in ``after``. @default the
         L2's serving namespace, else ``serving``
@@ -159,10 +156,20 @@ class ServingEndpoint(Construct):
             )
         if namespace is None:
             namespace = l2.serving_namespace if l2 is not None else NAMESPACE
+        if isinstance(eks_cluster, EksCluster) and eks_cluster.system_nodegroup is not None:
+            router = dataclasses.replace(router, system_nodes=True)
         if hyperpod is None and l2 is not None:
             hyperpod = l2.hyperpod
         if hyperpod is not None:
             engine = _on_group(where, engine, hyperpod)
+            hyperpod.placement.add(engine_workload(name, engine, namespace=namespace))
+            routers = router_workload(
+                name, router, namespace=namespace, groups=tuple(g.name for g in hyperpod.instance_groups)
+            )
+            if routers is not None:
+                hyperpod.placement.add(routers)
+            if secrets is not None:
+                register_agents(hyperpod.placement, SECRETS_STORE_AGENTS, hyperpod.instance_groups)
         else:
             cdk.Annotations.of(self).add_warning_v2(
                 "kvtiers:serving-without-hyperpod",
@@ -345,21 +352,11 @@ def _on_group(where: str, engine: Engine, hyperpod: HyperPodCluster) -> Engine:
 
 
 def engine_group(where: str, engine: Engine, hyperpod: HyperPodCluster) -> InstanceGroup:
-    """The HyperPod group ``engine`` runs on, checked: it exists, has the GPUs of one pod and the memory (less the
-    tiered-storage share) of one pod, for the ``ml.g6e`` types kvtiers knows."""
+    """The HyperPod group ``engine`` runs on (it must be one). Whether its pods fit there, beside everything else on
+    the group's nodes, is the HyperPod cluster's ``placement`` check at synth."""
     groups = {g.name: g for g in hyperpod.instance_groups}
     check_instance_group(f"{where}: engine", engine.instance_group, groups)
-    group = groups[engine.instance_group]
-    instance = G6E_INSTANCE_TYPES.get(group.instance_type)
-    if instance is not None:
-        check_tensor_parallel_size(f"{where}: engine", engine.tensor_parallel_size, instance)
-        tiered = tiered_storage_gib(
-            instance,
-            enabled=hyperpod.tiered_storage_enabled,
-            memory_percentage=hyperpod.tiered_storage_memory_percentage,
-        )
-        check_pod_memory(f"{where}: engine", engine.sizing.memory_gib, instance, tiered_storage_gib=tiered)
-    return group
+    return groups[engine.instance_group]
 
 
 def _allow_serving_traffic(traffic: NodeTraffic, engine: Engine, router: Router) -> None:

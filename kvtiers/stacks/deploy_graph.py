@@ -14,6 +14,7 @@ from kvtiers.config.schema import Environment
 from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.kubernetes_versions import Support, support, support_note
+from kvtiers.placement import NodePlacement
 from kvtiers.stacks import nag as findings
 from kvtiers.stacks.hyperpod_chart import DeployGraphError, plan_hyperpod_chart
 from kvtiers.stacks.network_stack import NetworkStack
@@ -32,6 +33,15 @@ class DeployGraph:
     @property
     def stacks(self) -> tuple[cdk.Stack, ...]:
         return tuple(s for s in (self.network, self.platform, self.workloads) if s is not None)
+
+    @property
+    def placement(self) -> NodePlacement | None:
+        """What lands on each HyperPod node (None in the first stage of an external-chart deploy)."""
+        return self.platform.hyperpod.placement if self.platform.hyperpod is not None else None
+
+    def placement_problems(self) -> list[str]:
+        """The pods that do not fit their nodes, one line each (the HyperPod cluster's synth check says the same)."""
+        return self.placement.problems() if self.placement is not None else []
 
 
 def build_deploy_graph(

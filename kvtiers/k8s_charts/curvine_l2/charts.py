@@ -54,6 +54,7 @@ from kvtiers.k8s_charts.names import (
     curvine_master_host,
 )
 from kvtiers.k8s_charts.namespaces import pod_security_labels
+from kvtiers.k8s_charts.scheduling import off_hyperpod
 from kvtiers.k8s_charts.security import container_security_context, pod_security_context, quantity
 
 CURVINE_ENFORCE = "privileged"
@@ -72,6 +73,8 @@ DEFAULT_CLAIM_SIZE_GIB = defaults.CLAIM_SIZE_GIB
 DEFAULT_JANITOR_INTERVAL_SECONDS = defaults.JANITOR_INTERVAL_SECONDS
 MIN_JANITOR_INTERVAL_SECONDS = defaults.MIN_JANITOR_INTERVAL_SECONDS
 RBAC_GROUP = "rbac.authorization.k8s.io"
+CSI_CONTROLLER_TMP_GIB = 1
+"""Scratch of the helper processes the CSI controller runs."""
 
 
 def api_object(
@@ -513,6 +516,9 @@ class CurvineCsiChart(cdk8s.Chart):
                         # default_permissions, fuse_conf.rs). The sidecars share the root-owned socket.
                         security_context=pod_security_context(root=True),
                         node_selector={"kubernetes.io/os": "linux"},
+                        affinity=k8s.Affinity(node_affinity=off_hyperpod(required=True))
+                        if c.controller_off_hyperpod
+                        else None,
                         containers=[
                             k8s.Container(
                                 name="csi-plugin",
@@ -554,7 +560,10 @@ class CurvineCsiChart(cdk8s.Chart):
                         volumes=[
                             k8s.Volume(name="socket-dir", empty_dir=k8s.EmptyDirVolumeSource()),
                             config_volume,
-                            k8s.Volume(name="tmp", empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity("1Gi"))),
+                            k8s.Volume(
+                                name="tmp",
+                                empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(f"{CSI_CONTROLLER_TMP_GIB}Gi")),
+                            ),
                         ],
                     ),
                 ),

@@ -369,6 +369,9 @@ class CurvineCluster(CurvineSettings):
         ``hyperpod_groups``. @default every group in ``hyperpod_groups``
     :param tolerations: tolerations of the custom HyperPod taints, for the masters, workers and janitor. @default
         none (no custom taints)
+    :param controller_off_hyperpod: the CSI controller must run off the HyperPod nodes (the cluster has nodes of its
+        own for controllers), keeping the GPU nodes' CPU and memory for the engines. @default False: any Linux node,
+        HyperPod's included (counted on them by the placement check)
     """
 
     master_volumes: tuple[MasterVolumeIds, ...]
@@ -377,6 +380,7 @@ class CurvineCluster(CurvineSettings):
     worker_nodes: int
     worker_groups: tuple[str, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
+    controller_off_hyperpod: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()

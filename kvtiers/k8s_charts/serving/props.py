@@ -184,6 +184,11 @@ class Router:
     internal_load_balancer: bool = False
     """Also expose the router through an internal NLB (the AWS cloud provider's, instance targets). @default False
     (ClusterIP Service only)"""
+    system_nodes: bool = False
+    """The cluster has nodes of its own for routers and controllers: the routers must run there, off the HyperPod
+    nodes, whose CPU and memory the engines need (:class:`~kvtiers.constructs.ServingEndpoint` sets it for an
+    ``EksCluster`` with a system node group). @default False: off the HyperPod nodes only preferred (required
+    behind the NLB), so a router may land on one when no other node has room, and the placement check counts it"""
     client_cidrs: tuple[str, ...] = ()
     """Who may call the router through the load balancer (IPv4 CIDRs): its ``loadBalancerSourceRanges``, which the
     AWS cloud provider writes into the nodes' security groups; required with ``internal_load_balancer`` (without
@@ -201,6 +206,11 @@ class Router:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     """More environment variables of the router container; a variable kvtiers already sets is refused. @default
     none"""
+
+    @property
+    def off_hyperpod_required(self) -> bool:
+        """Whether the routers must run off the HyperPod nodes (behind the NLB, or on the cluster's system nodes)."""
+        return self.internal_load_balancer or self.system_nodes
 
     def __post_init__(self) -> None:
         if not self.image:

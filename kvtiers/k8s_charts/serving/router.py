@@ -14,6 +14,7 @@ from constructs import Construct
 
 from kvtiers import checks
 from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.scheduling import off_hyperpod
 from kvtiers.k8s_charts.secrets import (
     API_AUTH_MODULE,
     API_KEY_FILE,
@@ -477,7 +478,10 @@ class RouterDeployment(Construct):
                                 ("topology.kubernetes.io/zone", "ScheduleAnyway"),
                             )
                         ],
-                        affinity=k8s.Affinity(node_affinity=self._node_affinity(router)),
+                        # Off the HyperPod nodes: required behind the NLB, whose targets are instances of the cluster's account, which
+                        # HyperPod's nodes are not (with externalTrafficPolicy Local a router on one would get no NLB
+                        # traffic), and where the cluster has nodes of its own for them; else preferred.
+                        affinity=k8s.Affinity(node_affinity=off_hyperpod(required=router.off_hyperpod_required)),
                         init_containers=init_containers,
                         containers=[container],
                     ),
@@ -521,22 +525,3 @@ class RouterDeployment(Construct):
                     external_traffic_policy="Local",
                 ),
             )
-
-    @staticmethod
-    def _node_affinity(router: Router) -> k8s.NodeAffinity:
-        """Off the HyperPod nodes: preferred (keep GPU nodes' memory for engines); required behind the NLB, whose
-        targets are instances of the cluster's account, which HyperPod's nodes are not (with
-        ``externalTrafficPolicy: Local`` a router on one would get no NLB traffic)."""
-        ((hyperpod_key, hyperpod_value),) = names.HYPERPOD_NODE_SELECTOR.items()
-        off_hyperpod = k8s.NodeSelectorTerm(
-            match_expressions=[k8s.NodeSelectorRequirement(key=hyperpod_key, operator="NotIn", values=[hyperpod_value])]
-        )
-        if router.internal_load_balancer:
-            return k8s.NodeAffinity(
-                required_during_scheduling_ignored_during_execution=k8s.NodeSelector(node_selector_terms=[off_hyperpod])
-            )
-        return k8s.NodeAffinity(
-            preferred_during_scheduling_ignored_during_execution=[
-                k8s.PreferredSchedulingTerm(weight=100, preference=off_hyperpod)
-            ]
-        )

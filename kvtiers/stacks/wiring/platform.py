@@ -122,6 +122,7 @@ def hyperpod_cluster(
         node_recovery=hyperpod.node_recovery,
         tiered_storage_enabled=hyperpod.tiered_storage.enabled,
         tiered_storage_memory_percentage=hyperpod.tiered_storage.memory_percentage,
+        system_reserved_gib=hyperpod.system_reserved_gib,
         instance_groups=[
             InstanceGroup(
                 name=g.name,

@@ -1,0 +1,186 @@
+"""The placement model on its own (no CDK): what a G6e node offers, checked against an independent published table,
+and the fullest node of a group for each resource, each refusal caused by one resource alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvtiers.instance_types import G6E_INSTANCE_TYPES
+from kvtiers.node_agents import kubelet_reserve
+from kvtiers.placement import NodePlacement, Workload, node_offer, pod
+
+KARPENTER_ALLOCATABLE = {
+    # aws/karpenter-provider-aws website/content/en/preview/reference/instance-types.md (1d927085): the allocatable
+    # CPU (millicores), memory (MiB) and pods Karpenter lists for each EC2 g6e size on the EKS-optimized AL2023 AMI.
+    "ml.g6e.xlarge": (3920, 29317, 58),
+    "ml.g6e.2xlarge": (7910, 59627, 58),
+    "ml.g6e.4xlarge": (15890, 118312, 234),
+    "ml.g6e.8xlarge": (31850, 239554, 234),
+    "ml.g6e.12xlarge": (47810, 360157, 292),
+    "ml.g6e.16xlarge": (63770, 476504, 737),
+    "ml.g6e.24xlarge": (95690, 721682, 492),
+    "ml.g6e.48xlarge": (191450, 1449132, 492),
+}
+
+
+def offer(instance_type: str = "ml.g6e.12xlarge", *, count: int = 2, threads_per_core: int = 2, **kw):
+    instance = G6E_INSTANCE_TYPES[instance_type]
+    return node_offer(
+        group="g",
+        instance=instance,
+        count=count,
+        threads_per_core=threads_per_core,
+        tiered_storage_percentage=kw.pop("tiered_storage_percentage", 0),
+        system_reserved_gib=kw.pop("system_reserved_gib", 0),
+        kubelet_disk_gb=kw.pop("kubelet_disk_gb", 500),
+        reserve=kubelet_reserve(instance, threads_per_core=threads_per_core),
+    )
+
+
+@pytest.mark.parametrize("instance_type", sorted(KARPENTER_ALLOCATABLE))
+def test_a_nodes_allocatable_cpu_memory_and_pods_equal_karpenters_table(instance_type):
+    allocatable = offer(instance_type).allocatable
+    assert (allocatable.cpu_millis, allocatable.memory_mib, allocatable.pods) == KARPENTER_ALLOCATABLE[instance_type]
+
+
+def test_one_thread_per_core_halves_the_cpus_a_node_offers():
+    assert offer(threads_per_core=1).capacity.cpu_millis == 24000
+    assert offer(threads_per_core=2).capacity.cpu_millis == 48000
+
+
+def test_tiered_storage_and_the_system_reserve_come_out_of_memory():
+    plain = offer().allocatable.memory_mib
+    assert offer(tiered_storage_percentage=20).allocatable.memory_mib == plain - 384 * 1024 // 5
+    assert offer(system_reserved_gib=2).allocatable.memory_mib == plain - 2048
+
+
+def test_without_an_ebs_volume_the_kubelets_disk_is_the_nvme_curvine_caches_on():
+    on_ebs = NodePlacement([offer(kubelet_disk_gb=500)])
+    on_nvme = NodePlacement([offer(kubelet_disk_gb=0)])
+    for placement in (on_ebs, on_nvme):
+        placement.add(daemon("curvine-worker", nvme_gb=3300))
+        placement.add(engines("e", replicas=2, gpus=1, disk_gib=150))
+    assert not on_ebs.problems()
+    (problem,) = on_nvme.problems()
+    assert "instance-store NVMe" in problem and "curvine-worker 3300 GB" in problem and "e x2 324 GB" in problem
+
+
+def daemon(name: str, **resources) -> Workload:
+    return Workload(name=name, groups=("g",), spread="every_node", pod=pod(**resources))
+
+
+def engines(name: str, *, replicas: int, gpus: int, **resources) -> Workload:
+    return Workload(name=name, groups=("g",), spread="gpu_bound", replicas=replicas, pod=pod(gpus=gpus, **resources))
+
+
+def fitting() -> list[Workload]:
+    """A group of two ml.g6e.12xlarge that fits in every resource, with room in each."""
+    return [
+        daemon("agent", cpu_millis=1000, memory_mib=1024),
+        daemon("curvine-worker", cpu_millis=4000, memory_mib=8192, nvme_gb=1020),
+        engines("qwen", replicas=2, gpus=2, cpu_millis=16000, memory_mib=100 * 1024, disk_gib=100),
+    ]
+
+
+def problems(workloads: list[Workload], **offered) -> list[str]:
+    placement = NodePlacement([offer(**offered)])
+    for workload in workloads:
+        placement.add(workload)
+    return placement.problems()
+
+
+def test_the_fitting_group_fits():
+    assert problems(fitting()) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "resource", "asked", "offered"),
+    [
+        # Two qwen pods share a node (its 4 GPUs): 2 x 22 + 5 CPUs.
+        (
+            lambda w: w.__setitem__(2, engines("qwen", replicas=2, gpus=2, cpu_millis=22000)),
+            "cpu",
+            "49 CPU",
+            "47.81 CPU",
+        ),
+        (lambda w: w.append(daemon("big", memory_mib=150 * 1024)), "memory", "359.0 GiB", "351.7 GiB"),
+        (lambda w: w.extend(daemon(f"d{i}") for i in range(289)), "pods", "293", "292"),
+        (
+            lambda w: w.__setitem__(1, daemon("curvine-worker", nvme_gb=3900)),
+            "instance-store NVMe",
+            "3900 GB",
+            "3800 GB",
+        ),
+        (
+            lambda w: w.__setitem__(2, engines("qwen", replicas=2, gpus=2, disk_gib=300)),
+            "kubelet disk",
+            "600 GiB",
+            "417 GiB",
+        ),
+    ],
+    ids=["cpu", "memory", "pods", "nvme", "disk"],
+)
+def test_each_resource_alone_over_budget_is_one_problem_naming_it(change, resource, asked, offered):
+    workloads = fitting()
+    change(workloads)
+    (problem,) = problems(workloads)
+    assert problem.startswith("instance group 'g' (2 x ml.g6e.12xlarge, threads_per_core 2): " + resource + ":")
+    assert f"asks {asked}" in problem and f"offers {offered}" in problem
+
+
+def test_gpus_alone_over_budget_is_one_problem_naming_every_gpu_pod():
+    (problem,) = problems([*fitting(), engines("llama", replicas=1, gpus=8)])
+    assert "gpus:" in problem and "llama 1 x 8" in problem and "qwen 2 x 2" in problem
+
+
+def test_gpu_pods_that_only_fit_apart_are_placed_apart():
+    # Two 4-GPU pods and two 2-GPU pods on two 4-GPU nodes: 12 GPUs asked of 8.
+    assert any("gpus" in p for p in problems([engines("a", replicas=2, gpus=4), engines("b", replicas=2, gpus=2)]))
+    # One 4-GPU pod and two 2-GPU pods fill both nodes exactly.
+    assert problems([engines("a", replicas=1, gpus=4), engines("b", replicas=2, gpus=2)]) == []
+
+
+def test_the_fullest_node_is_the_mix_of_gpu_pods_that_asks_most():
+    placement = NodePlacement([offer()])
+    placement.add(engines("few-cpus-per-gpu", replicas=4, gpus=1, cpu_millis=2000, memory_mib=100 * 1024))
+    placement.add(engines("many-cpus-per-gpu", replicas=3, gpus=2, cpu_millis=16000, memory_mib=10 * 1024))
+    use = {f.resource.label: f for f in placement.use("g").fullest}
+    # CPU: two 2-GPU pods (32) beat one of them and two 1-GPU pods (20).
+    assert use["cpu"].asked == 32000
+    # Memory: four 1-GPU pods (400 GiB) beat any mix with a 2-GPU pod.
+    assert use["memory"].asked == 400 * 1024
+
+
+def test_a_gpu_pod_is_counted_no_more_often_than_its_replicas():
+    placement = NodePlacement([offer()])
+    placement.add(engines("one", replicas=1, gpus=1, cpu_millis=10000))
+    cpu = next(f for f in placement.use("g").fullest if f.resource.label == "cpu")
+    assert cpu.asked == 10000
+
+
+def test_more_masters_than_nodes_is_refused_naming_the_spread():
+    placement = NodePlacement([offer(count=2)])
+    placement.add(Workload(name="masters", groups=("g",), spread="one_per_node", replicas=3, pod=pod(cpu_millis=1)))
+    (problem,) = placement.problems()
+    assert "masters: 3 replicas need 3 nodes" in problem and "anti-affinity" in problem and "have 2" in problem
+
+
+def test_a_workload_on_a_group_the_cluster_does_not_have_is_refused():
+    placement = NodePlacement([offer()])
+    with pytest.raises(ValueError, match="instance group\\(s\\) other are not HyperPod groups"):
+        placement.add(Workload(name="x", groups=("other",), spread="every_node", pod=pod()))
+
+
+def test_one_workload_registered_twice_counts_once_and_differently_is_refused():
+    placement = NodePlacement([offer()])
+    placement.add(daemon("agent", cpu_millis=10))
+    placement.add(daemon("agent", cpu_millis=10))
+    assert next(f for f in placement.use("g").fullest if f.resource.label == "pods").asked == 1
+    with pytest.raises(ValueError, match="registered twice with different pods"):
+        placement.add(daemon("agent", cpu_millis=20))
+
+
+def test_a_group_of_an_unknown_instance_type_takes_workloads_and_is_not_checked():
+    placement = NodePlacement([], unchecked_groups=("p5",))
+    placement.add(Workload(name="x", groups=("p5",), spread="one_per_node", replicas=9, pod=pod(gpus=8)))
+    assert placement.problems() == []
