@@ -32,6 +32,8 @@ class InstanceType:
     efa: bool
     max_pods: int
     """Pods the kubelet admits (the EKS-optimized AMI's ENI formula)."""
+    nvlink: bool = False
+    """GPUs joined by NVLink. G6e's L40S have none: tensor parallelism all-reduces over PCIe."""
 
 
 G6E_INSTANCE_TYPES: dict[str, InstanceType] = {

@@ -20,6 +20,8 @@ REPLICAS = 2
 ROUTER_REPLICAS = 2
 """Two routers, so that a router's rollout or its node's loss leaves one serving (kvaware: one)."""
 TENSOR_PARALLEL_SIZE = 1
+PIPELINE_PARALLEL_SIZE = 1
+"""One pipeline stage: the whole model on the tensor-parallel GPUs (see :mod:`kvtiers.parallelism` for G6e)."""
 DTYPE: Literal["bfloat16"] = "bfloat16"
 MAX_MODEL_LEN = 16384
 API: Literal["chat"] = "chat"
@@ -63,12 +65,13 @@ class EnginePodSizing:
 
 
 def engine_pod_sizing(
-    *, weight_bytes: int, tensor_parallel_size: int, l1_gib: int, shm_gib: int, vllm_overhead_gib: int
+    *, weight_bytes: int, gpu_workers: int, l1_gib: int, shm_gib: int, vllm_overhead_gib: int
 ) -> EnginePodSizing:
-    """An engine pod's memory and model disk from its model's weight size and its settings."""
-    vllm_host_gib = vllm_overhead_gib + VLLM_HOST_GIB_PER_EXTRA_RANK * (tensor_parallel_size - 1)
+    """An engine pod's memory and model disk from its model's weight size and its settings; ``gpu_workers`` is its
+    GPUs (tensor x pipeline parallel size), one vLLM worker process and one LMCache L1 each."""
+    vllm_host_gib = vllm_overhead_gib + VLLM_HOST_GIB_PER_EXTRA_RANK * (gpu_workers - 1)
     return EnginePodSizing(
         vllm_host_gib=vllm_host_gib,
-        memory_gib=l1_gib * tensor_parallel_size + vllm_host_gib + shm_gib,
+        memory_gib=l1_gib * gpu_workers + vllm_host_gib + shm_gib,
         model_disk_gib=math.ceil(weight_bytes / GIB * MODEL_DISK_HEADROOM) + MODEL_DISK_EXTRA_GIB,
     )

@@ -644,6 +644,14 @@ def test_an_engine_that_does_not_fit_its_group_beside_the_rest_is_refused_at_syn
     assert "[team-platform/HyperPod] HyperPodCluster: instance group" in errors
 
 
+def test_an_engine_all_reducing_over_four_pcie_gpus_is_advised_pipeline_stages(chart_dir):
+    stack, _ = library_stack(chart_dir)
+    another_endpoint(stack, "Wide", tensor_parallel_size=4)
+    warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.string_like_regexp(".*"))
+    (advice,) = [str(w.entry.data) for w in warnings if "tensor-parallel-over-pcie" in str(w.entry.data)]
+    assert "ServingEndpoint 'wide'" in advice and "tensor_parallel_size 2 x pipeline_parallel_size 2" in advice
+
+
 def test_more_curvine_masters_than_worker_nodes_is_refused_at_synth(chart_dir):
     stack = library_platform(chart_dir, masters=3)["stack"]
     assert isinstance(stack, cdk.Stack)
@@ -708,7 +716,9 @@ PROD_OPERATOR_ENDPOINT = "qwen2-7b-chat"
 def operator_platform(
     chart_dir: Path, *, operator_endpoints: bool = True, taints: tuple = (), hash_seed: str = "42"
 ) -> dict[str, object]:
-    """The platform under a team's operator endpoint: an ml.g6e.2xlarge group with the Curvine L2."""
+    """The platform under a team's operator endpoint, as config/prod.yaml builds it: an ml.g6e.2xlarge group for the
+    endpoint and an ml.g6e.12xlarge group for the Curvine workers and master (a 2xlarge holds no worker: its NVMe is
+    smaller than a worker's cache, its CPUs fewer than a worker, a master and an engine ask), tiered storage off."""
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team-operator", env=cdk.Environment(account=ACCOUNT, region=REGION))
     network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az4"))
@@ -722,13 +732,15 @@ def operator_platform(
         security_group=network.security_group,
         instance_groups=[
             InstanceGroup(
-                name="g6e-small",
-                instance_type="ml.g6e.2xlarge",
-                count=2,
+                name=name,
+                instance_type=instance_type,
+                count=count,
                 taints=taints,
                 **({"deep_health_checks": ()} if taints else {}),
             )
+            for name, instance_type, count in (("g6e-mid", "ml.g6e.12xlarge", 1), ("g6e-small", "ml.g6e.2xlarge", 2))
         ],
+        tiered_storage_enabled=False,
     )
     curvine = CurvineL2(
         stack,
@@ -736,6 +748,7 @@ def operator_platform(
         eks_cluster=eks,
         hyperpod=hyperpod,
         network=network,
+        worker_groups=["g6e-mid"],
         operator_endpoints=operator_endpoints,
         hash_seed=hash_seed,
     )

@@ -168,7 +168,7 @@ def test_hyperpod_cluster_properties(dev_synth):
                     "InstanceGroupName": "g6e-serving",
                     "InstanceType": "ml.g6e.12xlarge",
                     "InstanceCount": 2,
-                    "ThreadsPerCore": 1,
+                    "ThreadsPerCore": 2,
                     "ExecutionRole": {"Fn::GetAtt": [Match.string_like_regexp("^HyperPodExecutionRole"), "Arn"]},
                     "LifeCycleConfig": {"OnCreate": "on_create.sh", "SourceS3Uri": Match.any_value()},
                     "OnStartDeepHealthChecks": ["InstanceStress", "InstanceConnectivity"],

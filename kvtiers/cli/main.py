@@ -67,6 +67,10 @@ def plan(
             output.console.print(t)
         if not data["endpoints"]:
             output.console.print("[yellow]no serving endpoints configured[/yellow]")
+        for endpoint in data["endpoints"]:
+            if endpoint["layout_advice"]:
+                advice = f"{endpoint['name']}: {endpoint['layout_advice']}"
+                output.console.print(f"[yellow]layout:[/yellow] {escape(advice)}", soft_wrap=True)
         for problem in data["problems"]:
             output.err_console.print(f"[bold red]does not fit:[/bold red] {escape(problem)}", soft_wrap=True)
     if data["problems"]:

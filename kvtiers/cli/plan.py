@@ -19,7 +19,9 @@ from kvtiers.cli.output import human_bytes, table
 from kvtiers.config import ConfigError, Environment
 from kvtiers.config.cost import HYPERPOD_INSTANCE
 from kvtiers.config.loader import format_validation_error
+from kvtiers.instance_types import G6E_INSTANCE_TYPES
 from kvtiers.models import ModelShape
+from kvtiers.parallelism import layout_advice
 from kvtiers.placement import NodePlacement
 from kvtiers.serving_defaults import GIB
 from kvtiers.stacks.wiring.serving import l2_mount, l2_namespace
@@ -146,6 +148,13 @@ def plan_data(env: Environment) -> dict:
                 "l2_namespace": l2_mount(env, endpoint).sub_path,
                 "l2_revision": namespace.revision,
                 "pod_memory_gib": sized.pod_memory_gib,
+                "tensor_parallel_size": endpoint.tensor_parallel_size,
+                "pipeline_parallel_size": endpoint.pipeline_parallel_size,
+                "layout_advice": layout_advice(
+                    tensor_parallel_size=endpoint.tensor_parallel_size,
+                    pipeline_parallel_size=endpoint.pipeline_parallel_size,
+                    nvlink=G6E_INSTANCE_TYPES[env.hyperpod.group(endpoint.instance_group).instance_type].nvlink,
+                ),
             }
         )
     return {
@@ -166,6 +175,13 @@ def render(data: dict):
         ("instance group", lambda e: f"{e['instance_group']} ({e['replicas']} replica(s))"),
         ("KV bytes per token", lambda e: f"{e['kv_bytes_per_token']:,} B"),
         ("weights", lambda e: f"{e['weight_bytes'] / GIB:.1f} GiB on {e['gpus_per_replica']} GPU(s)"),
+        (
+            "layout",
+            lambda e: (
+                f"TP {e['tensor_parallel_size']} x PP {e['pipeline_parallel_size']}"
+                + (" (see below)" if e["layout_advice"] else "")
+            ),
+        ),
         ("L0 GPU prefix cache", lambda e: f"{e['l0_tokens']:,} tokens"),
         ("L1 host DRAM (LMCache)", lambda e: f"{e['l1_tokens']:,} tokens ({human_bytes(e['l1_bytes'])})"),
         ("L2 Curvine (shared)", lambda e: f"{e['l2_tokens']:,} tokens"),

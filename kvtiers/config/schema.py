@@ -639,6 +639,11 @@ class Endpoint(Strict):
     instance_group: str
     replicas: int = Field(default=serving_defaults.REPLICAS, ge=1, le=64)
     tensor_parallel_size: int = Field(default=serving_defaults.TENSOR_PARALLEL_SIZE, ge=1, le=8)
+    """GPUs of each pipeline stage. Above 2 on G6e (no NVLink) synth and ``kvtiers plan`` advise pipeline stages."""
+    pipeline_parallel_size: int = Field(default=serving_defaults.PIPELINE_PARALLEL_SIZE, ge=1, le=8)
+    """Pipeline stages, each on ``tensor_parallel_size`` GPUs: a replica takes their product of its node's GPUs.
+    vLLM's guidance for GPUs without NVLink (G6e's L40S) is stages over a large tensor-parallel size, for throughput
+    under load (``kvtiers.parallelism``)."""
     dtype: Literal["bfloat16", "float16"] = serving_defaults.DTYPE
     gpu_memory_utilization: float = Field(default=serving_defaults.GPU_MEMORY_UTILIZATION, gt=0.1, le=0.95)
     max_model_len: int = Field(default=serving_defaults.MAX_MODEL_LEN, ge=256)
@@ -805,6 +810,11 @@ class Endpoint(Strict):
         return weights_location(self.model)
 
     @property
+    def gpus(self) -> int:
+        """GPUs of one replica: tensor x pipeline parallel size."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
     def shape(self) -> ModelShape:
         """The model's sizes: ``model_sizes`` when given, else the built-in table's entry."""
         if self.model_sizes is not None:
@@ -854,7 +864,7 @@ class Serving(Strict):
                     raise ValueError(
                         f"endpoints: l2_share_group {group!r}: {first.name!r} and {other.name!r} differ in "
                         f"{', '.join(differ)}; only endpoints of one model, weights location, revision, dtype, "
-                        "tensor_parallel_size and serving path (one L2 namespace) may share an L2 directory"
+                        "tensor_parallel_size, pipeline_parallel_size and serving path (one L2 namespace) may share an L2 directory"
                     )
         return self
 
@@ -866,6 +876,7 @@ class Serving(Strict):
             revision=e.source.revision,
             dtype=e.dtype,
             tensor_parallel_size=e.tensor_parallel_size,
+            pipeline_parallel_size=e.pipeline_parallel_size,
             lmcache_version=self.images.engine.lmcache,
             hash_seed=self.hash_seed,
         )
@@ -1140,18 +1151,18 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint) -> Endpoint
     shape = endpoint.shape
     kv = shape.kv_bytes_per_token(endpoint.dtype)
     weights = shape.weight_bytes(endpoint.dtype)
-    tp = endpoint.tensor_parallel_size
-    usable_gpu = tp * (GPU_MEMORY_GIB * endpoint.gpu_memory_utilization - ACTIVATION_RESERVE_GIB) * GIB
+    gpus = endpoint.gpus
+    usable_gpu = gpus * (GPU_MEMORY_GIB * endpoint.gpu_memory_utilization - ACTIVATION_RESERVE_GIB) * GIB
     if usable_gpu <= weights:
         raise ValueError(
             f"serving.endpoints.{index} ({endpoint.name}): {endpoint.model} weights need "
-            f"{weights / GIB:.1f} GiB but {tp} GPU(s) at gpu_memory_utilization {endpoint.gpu_memory_utilization} "
-            f"give {usable_gpu / GIB:.1f} GiB; raise tensor_parallel_size"
+            f"{weights / GIB:.1f} GiB but {gpus} GPU(s) at gpu_memory_utilization {endpoint.gpu_memory_utilization} "
+            f"give {usable_gpu / GIB:.1f} GiB; raise tensor_parallel_size or pipeline_parallel_size"
         )
-    l1_bytes = endpoint.l1_gib * tp * GIB
+    l1_bytes = endpoint.l1_gib * gpus * GIB
     pod = engine_pod_sizing(
         weight_bytes=weights,
-        tensor_parallel_size=tp,
+        gpu_workers=gpus,
         l1_gib=endpoint.l1_gib,
         shm_gib=endpoint.shm_gib,
         vllm_overhead_gib=endpoint.vllm_overhead_gib,
@@ -1162,7 +1173,7 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint) -> Endpoint
         model=endpoint.model,
         kv_bytes_per_token=kv,
         weight_bytes=weights,
-        gpus_per_replica=tp,
+        gpus_per_replica=gpus,
         l0_tokens=int((usable_gpu - weights) // kv),
         l1_bytes=l1_bytes,
         l1_tokens=l1_bytes // kv,

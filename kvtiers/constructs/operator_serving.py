@@ -145,7 +145,7 @@ class OperatorServingEndpoint(Construct):
                 f"model_buckets ({granted}): its S3 CSI driver could not mount the weights; add the bucket to "
                 "InferenceOperator(model_buckets=...)"
             )
-        group = engine_group(where, engine, hyperpod)
+        group = engine_group(self, where, engine, hyperpod)
         check_group_schedulable(where, group.name, ((t.key, t.effect) for t in group.taints))
         self.endpoint = OperatorEndpoint.from_engine(
             name=name,

@@ -25,7 +25,7 @@ from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup, 
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.constructs.network import HyperPodNetwork
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
-from kvtiers.instance_types import check_instance_group
+from kvtiers.instance_types import G6E_INSTANCE_TYPES, check_instance_group
 from kvtiers.k8s_charts.names import (
     ENGINE_PORT,
     LMCACHE_CONTROLLER_PULL_PORT,
@@ -43,6 +43,7 @@ from kvtiers.k8s_charts.serving.placement import engine_workload, router_workloa
 from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import S3Weights
 from kvtiers.node_agents import SECRETS_STORE_AGENTS
+from kvtiers.parallelism import layout_advice
 from kvtiers.platform_defaults import TaintEffect
 from kvtiers.serving_defaults import HASH_SEED, NAMESPACE
 
@@ -161,7 +162,7 @@ class ServingEndpoint(Construct):
         if hyperpod is None and l2 is not None:
             hyperpod = l2.hyperpod
         if hyperpod is not None:
-            engine = _on_group(where, engine, hyperpod)
+            engine = _on_group(self, where, engine, hyperpod)
             hyperpod.placement.add(engine_workload(name, engine, namespace=namespace))
             routers = router_workload(
                 name, router, namespace=namespace, groups=tuple(g.name for g in hyperpod.instance_groups)
@@ -247,9 +248,7 @@ class ServingEndpoint(Construct):
                 endpoints=[
                     SelfManagedTraffic(
                         name=name,
-                        kvaware_worker_ports=(
-                            lmcache_worker_ports(engine.tensor_parallel_size) if router.routing == "kvaware" else ()
-                        ),
+                        kvaware_worker_ports=(lmcache_worker_ports(engine.gpus) if router.routing == "kvaware" else ()),
                         s3_weights=s3 is not None,
                         client_cidrs=router.client_cidrs or None,
                     )
@@ -345,18 +344,36 @@ def tolerating_taints(engine: Engine, taints: Iterable[tuple[str, str, TaintEffe
     return dataclasses.replace(engine, tolerations=(*engine.tolerations, *extra)) if extra else engine
 
 
-def _on_group(where: str, engine: Engine, hyperpod: HyperPodCluster) -> Engine:
+def _on_group(scope: Construct, where: str, engine: Engine, hyperpod: HyperPodCluster) -> Engine:
     """``engine`` checked against its HyperPod group, tolerating the group's taints."""
-    group = engine_group(where, engine, hyperpod)
+    group = engine_group(scope, where, engine, hyperpod)
     return tolerating_taints(engine, ((t.key, t.value, t.effect) for t in group.taints))
 
 
-def engine_group(where: str, engine: Engine, hyperpod: HyperPodCluster) -> InstanceGroup:
-    """The HyperPod group ``engine`` runs on (it must be one). Whether its pods fit there, beside everything else on
-    the group's nodes, is the HyperPod cluster's ``placement`` check at synth."""
+LAYOUT_WARNING = "kvtiers:tensor-parallel-over-pcie"
+"""Id of the synth warning about an engine layout that is likely the slower one on its GPUs."""
+
+
+def engine_group(scope: Construct, where: str, engine: Engine, hyperpod: HyperPodCluster) -> InstanceGroup:
+    """The HyperPod group ``engine`` runs on (it must be one); a synth warning when its layout is likely the slower
+    one there (:mod:`kvtiers.parallelism`). Whether its pods fit, beside everything else on the group's nodes, is the
+    HyperPod cluster's ``placement`` check at synth."""
     groups = {g.name: g for g in hyperpod.instance_groups}
     check_instance_group(f"{where}: engine", engine.instance_group, groups)
-    return groups[engine.instance_group]
+    group = groups[engine.instance_group]
+    instance = G6E_INSTANCE_TYPES.get(group.instance_type)
+    advice = (
+        layout_advice(
+            tensor_parallel_size=engine.tensor_parallel_size,
+            pipeline_parallel_size=engine.pipeline_parallel_size,
+            nvlink=instance.nvlink,
+        )
+        if instance is not None
+        else None
+    )
+    if advice is not None:
+        cdk.Annotations.of(scope).add_warning_v2(LAYOUT_WARNING, f"{where}: {advice} ({group.instance_type})")
+    return group
 
 
 def _allow_serving_traffic(traffic: NodeTraffic, engine: Engine, router: Router) -> None:
@@ -371,9 +388,8 @@ def _allow_serving_traffic(traffic: NodeTraffic, engine: Engine, router: Router)
         PortRule(
             protocol="tcp",
             port=LMCACHE_WORKER_PORT_BASE,
-            reason="kvaware: the router's LMCache controller asks the engines' "
-            "LMCache workers (one port per tensor-parallel rank)",
-            to_port=LMCACHE_WORKER_PORT_BASE + engine.tensor_parallel_size - 1,
+            reason="kvaware: the router's LMCache controller asks the engines' LMCache workers (one port per rank)",
+            to_port=LMCACHE_WORKER_PORT_BASE + engine.gpus - 1,
         )
     )
     traffic.allow_to_system(

@@ -42,6 +42,10 @@ class L2Namespace:
     kv_dtype: str
     """vLLM's ``--kv-cache-dtype``; the project leaves it ``auto``, which is the model dtype."""
     tensor_parallel_size: int
+    pipeline_parallel_size: int
+    """With the tensor-parallel size, which layers and heads each rank's chunk holds: LMCache 0.3.11 keys a chunk by
+    the world size and rank only, so two layouts of one GPU count (TP 4 x PP 2, TP 8) would read each other's chunks
+    as their own (``lmcache/utils.py``, ``integration/vllm/vllm_v1_adapter.py`` @ v0.3.11)."""
     chunk_size: int
     lmcache_version: str
     serde: str
@@ -125,6 +129,7 @@ def l2_namespace(
     revision: str | None,
     dtype: str,
     tensor_parallel_size: int,
+    pipeline_parallel_size: int,
     lmcache_version: str,
     hash_seed: str,
 ) -> L2Namespace:
@@ -137,6 +142,7 @@ def l2_namespace(
         dtype=dtype,
         kv_dtype=dtype,
         tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size,
         chunk_size=LMCACHE_CHUNK_TOKENS,
         lmcache_version=lmcache_version,
         serde=LMCACHE_SERDE,

@@ -208,6 +208,7 @@ def label_selector(labels: dict[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in labels.items())
 
 
-def lmcache_worker_ports(tensor_parallel_size: int) -> tuple[int, ...]:
-    """kvaware: the LMCache worker port of each TP rank of an engine."""
-    return tuple(LMCACHE_WORKER_PORT_BASE + rank for rank in range(tensor_parallel_size))
+def lmcache_worker_ports(gpu_workers: int) -> tuple[int, ...]:
+    """kvaware: the LMCache worker port of each rank of an engine (one per GPU worker, tensor x pipeline parallel:
+    LMCache numbers its workers by vLLM's global rank)."""
+    return tuple(LMCACHE_WORKER_PORT_BASE + rank for rank in range(gpu_workers))

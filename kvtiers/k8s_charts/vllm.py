@@ -164,6 +164,7 @@ def vllm_args(
     tensor_parallel_size: int,
     max_model_len: int,
     gpu_memory_utilization: float,
+    pipeline_parallel_size: int = 1,
     dtype: Dtype | None = None,
     port: int | None = None,
     revision: str | None = None,
@@ -173,6 +174,8 @@ def vllm_args(
     :param model_path: what vLLM loads: a local directory or a Hugging Face model id.
     :param lmcache: the engines' LMCache settings (with an L2, vLLM loads LMCache through the L2 guard).
     :param served_model_name: the name clients and the router see.
+    :param pipeline_parallel_size: ``--pipeline-parallel-size`` (vLLM's multiprocessing executor runs the stages on
+        one node). @default 1 (not passed)
     :param dtype: ``--dtype``. @default None (vLLM's ``auto``: the model's own dtype)
     :param port: listen on all interfaces at this port. @default None (vLLM's default address and port 8000)
     :param revision: ``--revision`` of a Hugging Face model. @default None (the main branch)
@@ -181,6 +184,8 @@ def vllm_args(
     if port is not None:
         args += ["--host", "0.0.0.0", "--port", str(port)]
     args += ["--served-model-name", served_model_name, "--tensor-parallel-size", str(tensor_parallel_size)]
+    if pipeline_parallel_size > 1:
+        args += ["--pipeline-parallel-size", str(pipeline_parallel_size)]
     if dtype is not None:
         args += ["--dtype", dtype]
     args += [

@@ -471,7 +471,7 @@ def availability_alerts(endpoint: Endpoint) -> list[Rule]:
         )
     )
     if endpoint.routing == "kvaware":
-        ranks = endpoint.tensor_parallel_size
+        ranks = endpoint.gpus
         registered = f"{m.KVAWARE_REGISTERED_WORKERS.name}{router}"
         rules.append(
             Rule(

@@ -19,7 +19,7 @@ NAME = "kvaware workers registered"
 def check_kvaware_registration(core: CoreV1Api, api: ApiClient, env: Environment, endpoint: Endpoint) -> CheckResult:
     ns, area, router = env.serving.namespace, f"endpoint:{endpoint.name}", names.router_name(endpoint.name)
     ready = [p for p in k8s.engine_pods(core, env, endpoint) if k8s.pod_ready(p)]
-    expected = len(ready) * endpoint.tensor_parallel_size
+    expected = len(ready) * endpoint.gpus
     hint = (
         f"kubectl -n {ns} logs deployment/{router} (LMCache controller); the engines' LMCache controller settings "
         "(enable_controller, the router's pull and reply ports) and their logs"
@@ -38,7 +38,7 @@ def check_kvaware_registration(core: CoreV1Api, api: ApiClient, env: Environment
         )
     detail = (
         f"{registered:.0f} LMCache worker(s) registered, {len(ready)} Ready engine pod(s) x "
-        f"{endpoint.tensor_parallel_size} rank(s) = {expected}"
+        f"{endpoint.gpus} rank(s) = {expected}"
     )
     if registered < expected:
         return failed(area, NAME, detail, hint)

@@ -84,6 +84,8 @@ class OperatorEndpoint:
     l2: L2Mount | None = None
     """The endpoint's directory of the Curvine L2 claim, the only part its pods mount; required with
     ``l2_backend='curvine'``. @default None"""
+    pipeline_parallel_size: int = 1
+    """Pipeline stages, each on ``tensor_parallel_size`` GPUs of the worker pod. @default 1"""
 
     def __post_init__(self) -> None:
         where = "OperatorEndpoint"
@@ -102,7 +104,14 @@ class OperatorEndpoint:
                 "cannot attach the L2 guard to it, and LMCache 0.3.11 turns a chunk that backend fails to return "
                 "into wrong output (docs/serving-contract.md, L2 read failures); use 'curvine'"
             )
-        for field in ("replicas", "tensor_parallel_size", "cpu", "memory_gib", "max_model_len"):
+        for field in (
+            "replicas",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "cpu",
+            "memory_gib",
+            "max_model_len",
+        ):
             checks.in_range(where, field, getattr(self, field), 1)
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"{where}: gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
@@ -135,10 +144,10 @@ class OperatorEndpoint:
                 f"{where}: lmcache.remote_url {self.lmcache.remote_url!r} is not the endpoint's L2 directory "
                 f"{self.l2.remote_url!r} (l2.mount_path)"
             )
-        l1_gib = self.lmcache.max_local_cpu_size_gib * self.tensor_parallel_size
+        l1_gib = self.lmcache.max_local_cpu_size_gib * self.gpus
         if self.memory_gib < l1_gib:
             raise ValueError(
-                f"{where}: memory_gib {self.memory_gib} is less than the LMCache L1 of its {self.tensor_parallel_size} "
+                f"{where}: memory_gib {self.memory_gib} is less than the LMCache L1 of its {self.gpus} "
                 f"GPU worker(s) ({l1_gib:g} GiB)"
             )
 
@@ -192,6 +201,7 @@ class OperatorEndpoint:
             image=engine.image,
             replicas=engine.replicas,
             tensor_parallel_size=engine.tensor_parallel_size,
+            pipeline_parallel_size=engine.pipeline_parallel_size,
             cpu=engine.cpu,
             memory_gib=engine.sizing.memory_gib,
             max_model_len=engine.max_model_len,
@@ -206,6 +216,11 @@ class OperatorEndpoint:
             l2_backend="curvine" if mount is not None else None,
             l2=mount,
         )
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one worker pod: tensor x pipeline parallel size."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @property
     def curvine_l2(self) -> bool:
@@ -262,7 +277,7 @@ class OperatorEndpoint:
         return names.operator_pod_labels(self.object_name)
 
     def spec(self) -> dict[str, Any]:
-        tp = str(self.tensor_parallel_size)
+        gpus = str(self.gpus)
         operator_l2 = self.l2_backend == "tieredstorage"
         source: dict[str, Any] = (
             {
@@ -299,6 +314,7 @@ class OperatorEndpoint:
                     lmcache=self.lmcache,
                     served_model_name=self.model,
                     tensor_parallel_size=self.tensor_parallel_size,
+                    pipeline_parallel_size=self.pipeline_parallel_size,
                     max_model_len=self.max_model_len,
                     gpu_memory_utilization=self.gpu_memory_utilization,
                 ),
@@ -306,8 +322,8 @@ class OperatorEndpoint:
                 "modelInvocationPort": {"containerPort": names.OPERATOR_PORT, "name": "http"},
                 "modelVolumeMount": {"name": contract.MODEL_VOLUME, "mountPath": MODEL_MOUNT},
                 "resources": {
-                    "requests": {"cpu": str(self.cpu), "memory": f"{self.memory_gib}Gi", names.GPU_RESOURCE: tp},
-                    "limits": {"memory": f"{self.memory_gib}Gi", names.GPU_RESOURCE: tp},
+                    "requests": {"cpu": str(self.cpu), "memory": f"{self.memory_gib}Gi", names.GPU_RESOURCE: gpus},
+                    "limits": {"memory": f"{self.memory_gib}Gi", names.GPU_RESOURCE: gpus},
                 },
             },
         }

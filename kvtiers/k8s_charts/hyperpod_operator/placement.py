@@ -25,7 +25,7 @@ def operator_workload(endpoint: OperatorEndpoint, *, group_types: Mapping[str, s
         pod=pod(
             cpu_millis=endpoint.cpu * 1000,
             memory_mib=endpoint.memory_gib * MIB_PER_GIB,
-            gpus=endpoint.tensor_parallel_size,
+            gpus=endpoint.gpus,
         ),
         source="the InferenceEndpointConfig's spec.worker.resources (operator sidecars not public)",
     )

@@ -65,7 +65,7 @@ def drain_command(
     script_dir: str,
     controller: LMCacheController | None,
     router_host: str,
-    tensor_parallel_size: int,
+    gpu_workers: int,
 ) -> list[str]:
     """The preStop command: drain through vLLM's ``/metrics`` and, for kvaware, leave the router's controller.
 
@@ -89,7 +89,7 @@ def drain_command(
             "--controller",
             f"{router_host}:{names.LMCACHE_CONTROLLER_PULL_PORT}",
             "--worker-ports",
-            ",".join(str(p) for p in names.lmcache_worker_ports(tensor_parallel_size)),
+            ",".join(str(p) for p in names.lmcache_worker_ports(gpu_workers)),
             "--resend-seconds",
             str(DEREGISTER_RESEND_SECONDS),
         ]

@@ -133,9 +133,7 @@ class EngineDeployment(Construct):
         labels = names.engine_pod_labels(name)
         self.name = names.engine_name(name)
         router_host = names.router_host(name, ns)
-        self.config_text = render_lmcache_config(
-            lmcache, router_host=router_host, tensor_parallel_size=engine.tensor_parallel_size
-        )
+        self.config_text = render_lmcache_config(lmcache, router_host=router_host, gpu_workers=engine.gpus)
         # The preStop hook, with an L2 the L2 guard vLLM loads LMCache through, and with an API key the key check
         # vLLM loads as middleware, in the same ConfigMap (one checksum: a new hook, guard or check rolls the engines).
         api_key = secrets is not None and secrets.api_key_secret is not None
@@ -273,6 +271,7 @@ class EngineDeployment(Construct):
             lmcache=lmcache,
             served_model_name=engine.model,
             tensor_parallel_size=engine.tensor_parallel_size,
+            pipeline_parallel_size=engine.pipeline_parallel_size,
             max_model_len=engine.max_model_len,
             gpu_memory_utilization=engine.gpu_memory_utilization,
             dtype=engine.dtype,
@@ -294,13 +293,13 @@ class EngineDeployment(Construct):
         if lmcache.controller is not None:
             ports += [
                 k8s.ContainerPort(name=f"lmc-worker-{i}", container_port=p)
-                for i, p in enumerate(names.lmcache_worker_ports(engine.tensor_parallel_size))
+                for i, p in enumerate(names.lmcache_worker_ports(engine.gpus))
             ]
         http = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
         resources = {
             "cpu": quantity(engine.cpu),
             "memory": quantity(f"{sizing.memory_gib}Gi"),
-            names.GPU_RESOURCE: quantity(engine.tensor_parallel_size),
+            names.GPU_RESOURCE: quantity(engine.gpus),
         }
         env = with_extra_env("Engine", env, engine.extra_env, reserved_prefixes=ENGINE_ENV_PREFIXES)
         container = k8s.Container(
@@ -329,7 +328,7 @@ class EngineDeployment(Construct):
                             script_dir=LMCACHE_CONFIG_DIR,
                             controller=lmcache.controller,
                             router_host=router_host,
-                            tensor_parallel_size=engine.tensor_parallel_size,
+                            gpu_workers=engine.gpus,
                         )
                     )
                 )

@@ -31,11 +31,12 @@ EXTRA_CONFIG_ENV = "LMCACHE_EXTRA_CONFIG"
 POD_NAME_ENV = "POD_NAME"
 
 
-def lmcache_config(lmcache: LMCache, *, router_host: str, tensor_parallel_size: int) -> dict[str, Any]:
+def lmcache_config(lmcache: LMCache, *, router_host: str, gpu_workers: int) -> dict[str, Any]:
     """The keys LMCache's ``LMCacheEngineConfig`` reads (checked against the engine's LMCache by the tests).
 
     :param router_host: where a kvaware engine reaches the controller (:func:`names.router_host`).
-    :param tensor_parallel_size: GPU workers per engine, each with its own LMCache worker port (kvaware).
+    :param gpu_workers: GPU workers per engine (tensor x pipeline parallel), each with its own LMCache worker port
+        (kvaware).
     """
     config: dict[str, Any] = {
         "chunk_size": lmcache.chunk_size,
@@ -53,14 +54,14 @@ def lmcache_config(lmcache: LMCache, *, router_host: str, tensor_parallel_size: 
         config["enable_controller"] = True
         config["controller_pull_url"] = f"{router_host}:{names.LMCACHE_CONTROLLER_PULL_PORT}"
         config["controller_reply_url"] = f"{router_host}:{names.LMCACHE_CONTROLLER_REPLY_PORT}"
-        config["lmcache_worker_ports"] = list(names.lmcache_worker_ports(tensor_parallel_size))
+        config["lmcache_worker_ports"] = list(names.lmcache_worker_ports(gpu_workers))
         config["lmcache_worker_heartbeat_time"] = lmcache.controller.heartbeat_seconds
         config["lmcache_worker_heartbeat_delay_time"] = lmcache.controller.heartbeat_delay_seconds
     return config
 
 
-def render_lmcache_config(lmcache: LMCache, *, router_host: str, tensor_parallel_size: int) -> str:
-    config = lmcache_config(lmcache, router_host=router_host, tensor_parallel_size=tensor_parallel_size)
+def render_lmcache_config(lmcache: LMCache, *, router_host: str, gpu_workers: int) -> str:
+    config = lmcache_config(lmcache, router_host=router_host, gpu_workers=gpu_workers)
     text: str = yaml.safe_dump(config, sort_keys=True, default_flow_style=False)
     return text
 

@@ -29,7 +29,7 @@ def engine_workload(endpoint: str, engine: Engine, *, namespace: str) -> Workloa
         pod=pod(
             cpu_millis=engine.cpu * 1000,
             memory_mib=engine.sizing.memory_gib * MIB_PER_GIB,
-            gpus=engine.tensor_parallel_size,
+            gpus=engine.gpus,
             disk_gib=engine_disk_gib(engine),
         ),
     )

@@ -41,7 +41,11 @@ class Engine:
     replicas: int = serving_defaults.REPLICAS
     """@default 2, so that a rollout or a node's loss leaves one serving"""
     tensor_parallel_size: int = serving_defaults.TENSOR_PARALLEL_SIZE
-    """GPUs per pod. @default 1"""
+    """GPUs of each pipeline stage (all-reduced every layer). @default 1"""
+    pipeline_parallel_size: int = serving_defaults.PIPELINE_PARALLEL_SIZE
+    """Pipeline stages, each on ``tensor_parallel_size`` GPUs of the pod: the pod has ``tensor_parallel_size x
+    pipeline_parallel_size`` GPUs (:attr:`gpus`). On GPUs without NVLink (G6e) vLLM recommends stages over a large
+    tensor-parallel size (:mod:`kvtiers.parallelism`). @default 1"""
     dtype: Dtype = serving_defaults.DTYPE
     """@default ``bfloat16``"""
     max_model_len: int = serving_defaults.MAX_MODEL_LEN
@@ -85,6 +89,7 @@ class Engine:
         for name, minimum in (
             ("replicas", 1),
             ("tensor_parallel_size", 1),
+            ("pipeline_parallel_size", 1),
             ("max_model_len", 1),
             ("cpu", 1),
             ("l1_gib", 1),
@@ -120,10 +125,15 @@ class Engine:
         return release.lmcache
 
     @property
+    def gpus(self) -> int:
+        """GPUs of one pod, one vLLM worker (and one LMCache worker) each: tensor x pipeline parallel size."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
     def sizing(self) -> EnginePodSizing:
         return engine_pod_sizing(
             weight_bytes=self.shape.weight_bytes(self.dtype),
-            tensor_parallel_size=self.tensor_parallel_size,
+            gpu_workers=self.gpus,
             l1_gib=self.l1_gib,
             shm_gib=self.shm_gib,
             vllm_overhead_gib=self.vllm_overhead_gib,
@@ -137,6 +147,7 @@ class Engine:
             revision=self.revision,
             dtype=self.dtype,
             tensor_parallel_size=self.tensor_parallel_size,
+            pipeline_parallel_size=self.pipeline_parallel_size,
             lmcache_version=self.lmcache,
             hash_seed=hash_seed,
         )

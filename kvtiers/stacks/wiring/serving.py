@@ -127,6 +127,7 @@ def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) 
         instance_group=env.hyperpod.group(e.instance_group).name,
         replicas=e.replicas,
         tensor_parallel_size=e.tensor_parallel_size,
+        pipeline_parallel_size=e.pipeline_parallel_size,
         dtype=e.dtype,
         max_model_len=e.max_model_len,
         gpu_memory_utilization=e.gpu_memory_utilization,
