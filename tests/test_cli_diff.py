@@ -9,7 +9,13 @@ from dataclasses import asdict, replace
 
 from typer.testing import CliRunner
 
-from kvtiers.change.record import EndpointRecord, read_endpoint_record, write_endpoint_record
+from kvtiers.change.record import (
+    EndpointRecord,
+    GroupRecord,
+    read_endpoint_record,
+    write_endpoint_record,
+    write_placement_record,
+)
 from kvtiers.cli.main import app
 from kvtiers.k8s_charts.l2 import L2Namespace
 
@@ -21,6 +27,7 @@ NAMESPACE = L2Namespace(
     dtype="bfloat16",
     kv_dtype="bfloat16",
     tensor_parallel_size=1,
+    pipeline_parallel_size=1,
     chunk_size=256,
     lmcache_version="0.3.11",
     serde="naive",
@@ -110,3 +117,44 @@ def test_an_orphan_is_an_error_and_exits_1(tmp_path):
 def test_before_without_after_is_a_clear_error(tmp_path):
     result = runner.invoke(app, ["diff", "--before", str(tmp_path)])
     assert result.exit_code == 2 and "both --before and --after" in result.output
+
+
+def group(count: int, cpu: str, instance_type: str = "ml.g6e.12xlarge") -> GroupRecord:
+    return GroupRecord(
+        instance_type=instance_type,
+        count=count,
+        threads_per_core=2,
+        fullest={"cpu": f"{cpu} of 47.81 CPU", "gpus": "4 of 4"},
+        workloads=["Deployment serving/chat-engine"],
+    )
+
+
+def test_a_group_scaled_down_says_which_nodes_terminate_and_how_the_fullest_node_changes(tmp_path):
+    before = assembly(tmp_path / "a", [engine("img:1")])
+    after = assembly(tmp_path / "b", [engine("img:1")])
+    write_placement_record(before, {"g6e-mid": group(3, "41.695"), "g6e-small": group(2, "6", "ml.g6e.2xlarge")})
+    write_placement_record(after, {"g6e-mid": group(2, "41.695"), "g6e-small": group(2, "7", "ml.g6e.4xlarge")})
+    result = runner.invoke(app, ["diff", "--before", str(before), "--after", str(after)])
+    assert result.exit_code == 0, result.output
+    assert "| g6e-mid | 3 -> 2 nodes: 1 node(s) terminate; their pods reschedule" in result.output
+    assert "| g6e-small | instance type ml.g6e.2xlarge -> ml.g6e.4xlarge: every node is replaced" in result.output
+    assert "cpu 6 of 47.81 CPU -> 7 of 47.81 CPU" in result.output
+
+
+def test_a_change_whose_pods_no_longer_fit_is_a_refused_synth_that_diff_reports(tmp_path):
+    from kvtiers.cli.diff import DiffError, synth
+    from tests.conftest import CONFIG_DIR, ROOT
+
+    config = tmp_path / "prod.yaml"
+    # The worker group scaled below the three Curvine masters (one to a node).
+    config.write_text((CONFIG_DIR / "prod.yaml").read_text().replace("      count: 3\n", "      count: 2\n"))
+    out = tmp_path / "out"
+    out.mkdir()
+    try:
+        synth(ROOT, config, out)
+    except DiffError as error:
+        message = str(error)
+    else:
+        raise AssertionError("the synth was not refused")
+    assert "pods that do not fit their nodes (1 problem(s))" in message
+    assert "StatefulSet curvine/curvine-master: 3 replicas need 3 nodes" in message and "have 2" in message

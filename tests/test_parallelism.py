@@ -12,13 +12,13 @@ from kvtiers.k8s_charts.serving import Engine, Router, S3Weights, ServingChart
 from kvtiers.parallelism import PCIE_TENSOR_PARALLEL_LIMIT, layout_advice
 from tests.upstream import lmcache_source, vllm_source
 
-LLAMA_70B = dict(
-    model="meta-llama/Llama-3.1-70B-Instruct",
-    weights=S3Weights(bucket="models", prefix="llama-70b"),
-    instance_group="g6e-large",
-    replicas=1,
-    l1_gib=8,
-)
+LLAMA_70B: dict = {
+    "model": "meta-llama/Llama-3.1-70B-Instruct",
+    "weights": S3Weights(bucket="models", prefix="llama-70b"),
+    "instance_group": "g6e-large",
+    "replicas": 1,
+    "l1_gib": 8,
+}
 
 
 def engine_objects(engine: Engine) -> tuple[dict, dict]:

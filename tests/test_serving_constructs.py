@@ -54,6 +54,7 @@ NAMESPACE = L2Namespace(
     dtype="bfloat16",
     kv_dtype="bfloat16",
     tensor_parallel_size=1,
+    pipeline_parallel_size=1,
     chunk_size=256,
     lmcache_version="0.3.11",
     serde="naive",

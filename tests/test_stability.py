@@ -28,9 +28,9 @@ PROD_LOCKED_LOGICAL_IDS = {
     "workloads": {
         # The operator endpoint's IDs carry its fingerprint: a new fingerprint is a new endpoint (on purpose), but the
         # same fingerprint under another ID would be created and then deleted by the old ID's cleanup (one name).
-        "OperatorEndpointQwen27bChat9aa6d08aA860456D": "Custom::AWSCDK-EKS-KubernetesResource",
-        "L2PolicyQwen27bChat9aa6d08aC1BE5AE3": "Custom::AWSCDK-EKS-KubernetesResource",
-        "L2PolicyReadyQwen27bChat9aa6d08a7D05F8E6": "Custom::AWSCDK-EKS-KubernetesObjectValue",
+        "OperatorEndpointQwen27bChat2c006a16DE3D587A": "Custom::AWSCDK-EKS-KubernetesResource",
+        "L2PolicyQwen27bChat2c006a166785368D": "Custom::AWSCDK-EKS-KubernetesResource",
+        "L2PolicyReadyQwen27bChat2c006a166158D3D1": "Custom::AWSCDK-EKS-KubernetesObjectValue",
     },
 }
 

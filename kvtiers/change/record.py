@@ -1,4 +1,6 @@
-"""The endpoint record a synth writes into its cloud assembly (``kvtiers-endpoints.json``): per endpoint, its L2
+"""The records a synth writes into its cloud assembly beside the templates, for ``kvtiers diff``.
+
+The endpoint record (``kvtiers-endpoints.json``): per endpoint, its L2
 namespace as the synth computed it (``kvtiers.stacks.wiring.serving.l2_namespace``, the one computation), the L2
 location its pods mount (``l2_mount``, the value the wiring passes to the serving chart) and the engine image.
 ``kvtiers diff`` compares two records: a new L2 location is a cold L2 for the whole endpoint, and the fields that
@@ -75,3 +77,34 @@ def read_endpoint_record(outdir: Path) -> Record | None:
     data: dict[str, Any] = json.loads(path.read_text())
     endpoints = {name: EndpointRecord(**e) for name, e in data["endpoints"].items()}
     return Record(environment=data["environment"], endpoints=endpoints)
+
+
+PLACEMENT_FILE = "kvtiers-placement.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupRecord:
+    """One HyperPod group as a synth placed its pods (:mod:`kvtiers.placement`): its nodes and, per resource, what
+    its fullest node asks of what it offers."""
+
+    instance_type: str
+    count: int
+    threads_per_core: int
+    fullest: dict[str, str]
+    """Resource label -> ``<asked> of <offered>``, formatted."""
+    workloads: list[str]
+    """The workloads registered on the group, by name."""
+
+
+def write_placement_record(outdir: Path, groups: dict[str, GroupRecord]) -> Path:
+    path = Path(outdir) / PLACEMENT_FILE
+    path.write_text(json.dumps({name: asdict(g) for name, g in groups.items()}, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_placement_record(outdir: Path) -> dict[str, GroupRecord] | None:
+    """The placement record of a cloud assembly, or None for one synthesized without it."""
+    path = Path(outdir) / PLACEMENT_FILE
+    if not path.is_file():
+        return None
+    return {name: GroupRecord(**g) for name, g in json.loads(path.read_text()).items()}

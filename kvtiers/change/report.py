@@ -10,9 +10,10 @@ from pathlib import Path
 
 from kvtiers.change.cloudformation import CfnAction, CfnChange, resource_changes
 from kvtiers.change.deploy import DeployOutcome, deploy, orphan_reason
+from kvtiers.change.groups import GroupChange, group_changes
 from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
-from kvtiers.change.record import Record, read_endpoint_record
+from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
 
 
@@ -25,6 +26,8 @@ class EnvironmentChange:
     endpoints: tuple[EndpointEffect, ...]
     identities: tuple[str, ...] = ()
     """Pod Identity associations that fail the deploy (:mod:`kvtiers.change.identity`)."""
+    groups: tuple[GroupChange, ...] = ()
+    """The HyperPod groups whose nodes or fullest node change (:mod:`kvtiers.change.groups`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -73,7 +76,12 @@ class EnvironmentChange:
 
 
 def environment_change(
-    name: str, before: Templates, after: Templates, before_record: Record | None, after_record: Record | None
+    name: str,
+    before: Templates,
+    after: Templates,
+    before_record: Record | None,
+    after_record: Record | None,
+    groups: tuple[dict[str, GroupRecord] | None, dict[str, GroupRecord] | None] = (None, None),
 ) -> EnvironmentChange:
     outcome = deploy(before, after)
     old = {ObjectRef.of(o): o for r in manifest_resources(before).values() for o in r.objects}
@@ -86,6 +94,7 @@ def environment_change(
         workloads=rolled,
         endpoints=endpoint_effects(rolled, before_record, after_record),
         identities=association_conflicts(before, after),
+        groups=group_changes(*groups),
     )
 
 
@@ -97,6 +106,7 @@ def assembly_change(name: str, before_dir: Path, after_dir: Path) -> Environment
         load_templates(after_dir),
         read_endpoint_record(before_dir),
         read_endpoint_record(after_dir),
+        (read_placement_record(before_dir), read_placement_record(after_dir)),
     )
 
 
@@ -131,6 +141,11 @@ def markdown(changes: Iterable[EnvironmentChange]) -> str:
             lines += ["**Errors**", "", *(f"- {e}" for e in change.errors), ""]
         if change.warnings:
             lines += ["Warnings", "", *(f"- {w}" for w in change.warnings), ""]
+        if change.groups:
+            lines += _table(
+                ["HyperPod group", "nodes", "fullest node (asked of allocatable)"],
+                [[g.name, "; ".join(g.changes) or "unchanged", "; ".join(g.fullest) or "-"] for g in change.groups],
+            ) + [""]
         endpoints = [e for e in change.endpoints if e.status != "unchanged"]
         if endpoints:
             lines += _table(

@@ -119,7 +119,7 @@ def acknowledge_findings(graph: DeployGraph) -> None:
 def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
     """Synthesize the cloud assembly, the per-object Kubernetes YAML and the endpoint record (what ``kvtiers diff``
     reads) beside it; returns the assembly folder."""
-    from kvtiers.change.record import write_endpoint_record
+    from kvtiers.change.record import GroupRecord, write_endpoint_record, write_placement_record
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
     from kvtiers.stacks.wiring.serving import l2_mount, l2_namespace
 
@@ -145,4 +145,22 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
             for e in env.serving.endpoints
         },
     )
+    placement = graph.placement
+    if placement is not None:
+        write_placement_record(
+            outdir,
+            {
+                offer.group: GroupRecord(
+                    instance_type=offer.instance_type,
+                    count=offer.count,
+                    threads_per_core=offer.threads_per_core,
+                    fullest={
+                        f.resource.label: f"{f.resource.format(f.asked)} of {f.resource.format(f.offered)}"
+                        for f in placement.use(offer.group).fullest
+                    },
+                    workloads=[w.name for w in placement.on_group(offer.group)],
+                )
+                for offer in placement.offers
+            },
+        )
     return outdir

@@ -215,7 +215,9 @@ def _deployments(kube: FakeKube, env: Environment, by_kind: dict, handles: dict)
         # Engines carry their endpoint's label (the L2 janitor runs in the engine image too, without it).
         if container["image"] == images.vllm_image and ENDPOINT_LABEL in template["metadata"]["labels"]:
             args = container.get("args") or []
-            ranks = int(args[args.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in args else 1
+            ranks = 1
+            for flag in ("--tensor-parallel-size", "--pipeline-parallel-size"):
+                ranks *= int(args[args.index(flag) + 1]) if flag in args else 1
             for i in range(replicas):
                 node = handles["nodes"][i % len(handles["nodes"])]
                 pod = f"{name}-{i}"

@@ -1,0 +1,69 @@
+"""What a deploy does to the HyperPod groups, from two synths' placement records: nodes added or removed, an
+instance type or threads per core changed (each a replacement of the group's nodes), and each resource of the fullest
+node before and after. A change whose pods no longer fit never gets here: its synth is refused (the HyperPod cluster's
+placement check), and ``kvtiers diff`` reports that synth's error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvtiers.change.record import GroupRecord
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    name: str
+    before: GroupRecord | None
+    after: GroupRecord | None
+
+    @property
+    def changes(self) -> tuple[str, ...]:
+        """What happens to the group's nodes, one line each."""
+        before, after = self.before, self.after
+        if before is None:
+            return ("new group",)
+        if after is None:
+            removed = (
+                f"group removed: its {before.count} node(s) terminate with every pod on them, Curvine workers and "
+                "their L2 blocks included"
+            )
+            return (removed,)
+        found = []
+        if before.instance_type != after.instance_type:
+            found.append(
+                f"instance type {before.instance_type} -> {after.instance_type}: every node is replaced (its pods "
+                "restart elsewhere, a Curvine worker's L2 blocks on it are lost)"
+            )
+        if before.threads_per_core != after.threads_per_core:
+            found.append(
+                f"threads per core {before.threads_per_core} -> {after.threads_per_core}: every node is replaced"
+            )
+        if after.count < before.count:
+            found.append(
+                f"{before.count} -> {after.count} nodes: {before.count - after.count} node(s) terminate; their pods "
+                "reschedule on the others and a Curvine worker's L2 blocks on them are lost"
+            )
+        elif after.count > before.count:
+            found.append(f"{before.count} -> {after.count} nodes")
+        return tuple(found)
+
+    @property
+    def fullest(self) -> tuple[str, ...]:
+        """Each resource of the fullest node whose figure changed, ``before -> after``."""
+        if self.before is None or self.after is None:
+            return ()
+        return tuple(
+            f"{label} {self.before.fullest.get(label, '-')} -> {figure}"
+            for label, figure in self.after.fullest.items()
+            if self.before.fullest.get(label) != figure
+        )
+
+
+def group_changes(
+    before: dict[str, GroupRecord] | None, after: dict[str, GroupRecord] | None
+) -> tuple[GroupChange, ...]:
+    """The groups whose nodes or fullest node change (none when either synth has no placement record)."""
+    if before is None or after is None:
+        return ()
+    found = [GroupChange(name, before.get(name), after.get(name)) for name in sorted({*before, *after})]
+    return tuple(g for g in found if g.changes or g.fullest)
