@@ -135,6 +135,9 @@ class Workload:
     :param pod: what one of its pods asks (requests; the largest of its init containers and the sum of its
         containers, as the scheduler counts them).
     :param replicas: its pods (``every_node``: ignored). @default 1
+    :param spread_evenly: ``gpu_bound`` only: a topology spread on the node name (maxSkew 1, ``DoNotSchedule``) keeps
+        its pods of one revision at most ``ceil(replicas / nodes)`` to a node, so all of them must fit that way.
+        @default False (the scheduler may put them anywhere their GPUs fit)
     :param source: where the requests come from (a chart and version for components of others). @default kvtiers'
         own objects
     """
@@ -144,6 +147,7 @@ class Workload:
     spread: Spread
     pod: NodeResources
     replicas: int = 1
+    spread_evenly: bool = False
     source: str = "kvtiers"
 
     def __post_init__(self) -> None:
@@ -308,11 +312,7 @@ class NodePlacement:
                     shares=tuple(s for s in shares if s.amount),
                 )
             )
-        return GroupUse(
-            offer=offer,
-            fullest=tuple(fullest),
-            gpus_used=sum(w.pod.gpus * w.replicas for w in gpu_pods),
-        )
+        return GroupUse(offer=offer, fullest=tuple(fullest), gpus_used=self.gpu_assignment()[0][group])
 
     def problems(self) -> list[str]:
         """One line per problem: the group, the resource, what is asked and what is offered."""
@@ -337,7 +337,7 @@ class NodePlacement:
                         f"{item.resource.format(item.asked)} ({item.shares_text()}) but offers "
                         f"{item.resource.format(item.offered)} ({offer.describe(item.resource)})"
                     )
-            lines += self._gpu_packing_problems(head, offer)
+        lines += self.gpu_assignment()[1]
         return lines
 
     def _spread_problems(self, workload: Workload) -> list[str]:
@@ -353,25 +353,59 @@ class NodePlacement:
             return [message]
         return []
 
-    def _gpu_packing_problems(self, head: str, offer: NodeOffer) -> list[str]:
-        """All GPU pods of the group on its nodes at once: first fit by decreasing GPUs, exact for GPU counts that
-        divide the node's (1, 2, 4, 8 on G6e)."""
-        workloads = self.on_group(offer.group)
-        gpu_workloads = [w for w in workloads if w.spread == "gpu_bound"]
-        pods = sorted((w.pod.gpus for w in gpu_workloads for _ in range(w.replicas)), reverse=True)
-        fixed = sum(w.pod.gpus * _fixed_pods(w) for w in workloads if w.spread != "gpu_bound")
-        free = [offer.capacity.gpus - fixed] * offer.count
-        for gpus in pods:
-            node = next((i for i, f in enumerate(free) if f >= gpus), None)
+    def gpu_assignment(self) -> tuple[dict[str, int], list[str]]:
+        """All GPU pods on the nodes at once, first fit by decreasing GPUs (exact for G6e's 1, 2, 4 and 8 GPUs to a
+        pod), each spread-evenly workload at most ``ceil(replicas / nodes)`` to a node and each pod only on its own
+        groups' nodes (an operator endpoint may use every group of its instance type). Returns the GPUs used per
+        group and one problem line per set of groups whose GPU pods cannot all be placed."""
+        nodes = [(o.group, i) for o in self._offers.values() for i in range(o.count)]
+        free = {
+            (o.group, i): o.capacity.gpus
+            - sum(w.pod.gpus * _fixed_pods(w) for w in self.on_group(o.group) if w.spread != "gpu_bound")
+            for o in self._offers.values()
+            for i in range(o.count)
+        }
+        held: dict[tuple[str, int, str], int] = {}
+        used = dict.fromkeys(self._offers, 0)
+        failed: dict[tuple[str, ...], Workload] = {}
+        gpu_workloads = [w for w in self._workloads.values() if w.spread == "gpu_bound"]
+        pods = sorted(((w, i) for w in gpu_workloads for i in range(w.replicas)), key=lambda p: -p[0].pod.gpus)
+        for workload, _ in pods:
+            groups = tuple(g for g in workload.groups if g in self._offers)
+            count = sum(self._offers[g].count for g in groups)
+            cap = math.ceil(workload.replicas / count) if workload.spread_evenly and count else workload.replicas
+            node = next(
+                (
+                    n
+                    for n in nodes
+                    if n[0] in groups and free[n] >= workload.pod.gpus and held.get((*n, workload.name), 0) < cap
+                ),
+                None,
+            )
             if node is None:
-                asked = ", ".join(f"{w.name} {w.replicas} x {w.pod.gpus}" for w in gpu_workloads)
-                message = (
-                    f"{head}: gpus: its GPU pods ask {sum(pods)} GPUs in all ({asked}), but {offer.count} node(s) of "
-                    f"{offer.capacity.gpus - fixed} GPUs cannot hold them (a pod of {gpus} finds no node)"
-                )
-                return [message]
-            free[node] -= gpus
-        return []
+                failed.setdefault(groups, workload)
+                continue
+            free[node] -= workload.pod.gpus
+            held[(*node, workload.name)] = held.get((*node, workload.name), 0) + 1
+            used[node[0]] += workload.pod.gpus
+        problems = []
+        for groups, first in failed.items():
+            offers = [self._offers[g] for g in groups]
+            on_groups = [w for w in gpu_workloads if set(w.groups) & set(groups)]
+            asked = ", ".join(
+                f"{w.name} {w.replicas} x {w.pod.gpus}" + (" spread evenly" if w.spread_evenly else "")
+                for w in on_groups
+            )
+            where = ", ".join(f"{o.group!r} ({o.count} x {o.instance_type})" for o in offers)
+            problems.append(
+                f"instance group(s) {where}: gpus: the GPU pods ({asked}) ask "
+                f"{sum(w.replicas * w.pod.gpus for w in on_groups)} GPUs of "
+                f"{sum(o.count * o.capacity.gpus for o in offers)}, and cannot all be placed ({first.name}: a pod of "
+                f"{first.pod.gpus} GPU(s) finds no node with them free"
+                + (", at most one more than on any other node of its groups" if first.spread_evenly else "")
+                + ")"
+            )
+        return used, problems
 
 
 def _disk_on_nvme(workload: Workload) -> Workload:

@@ -783,7 +783,7 @@ def operator_stack(chart_dir: Path, *, hash_seed: str = "42") -> tuple[cdk.Stack
             l1_gib=16,
             vllm_overhead_gib=12,
             shm_gib=4,
-            cpu=3,
+            cpu=2,
         ),
         routing="prefixaware",
         l2=curvine,

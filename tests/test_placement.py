@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvtiers.instance_types import G6E_INSTANCE_TYPES
-from kvtiers.node_agents import kubelet_reserve
+from kvtiers.node_agents import OPERATOR_CONTROLLERS, GroupFacts, kubelet_reserve
 from kvtiers.placement import NodePlacement, Workload, node_offer, pod
 
 KARPENTER_ALLOCATABLE = {
@@ -184,3 +184,60 @@ def test_a_group_of_an_unknown_instance_type_takes_workloads_and_is_not_checked(
     placement = NodePlacement([], unchecked_groups=("p5",))
     placement.add(Workload(name="x", groups=("p5",), spread="one_per_node", replicas=9, pod=pod(gpus=8)))
     assert placement.problems() == []
+
+
+def test_spread_engines_of_two_endpoints_that_fit_only_unevenly_are_refused():
+    """Two 8-GPU nodes: A (one 8-GPU pod) fills one; B's two 4-GPU pods would both need the other, which its spread
+    (at most one more than on any other node) forbids: B's second pod stays Pending."""
+    spread = [
+        Workload(name="a", groups=("g",), spread="gpu_bound", replicas=1, pod=pod(gpus=8), spread_evenly=True),
+        Workload(name="b", groups=("g",), spread="gpu_bound", replicas=2, pod=pod(gpus=4), spread_evenly=True),
+    ]
+    (problem,) = problems(spread, instance_type="ml.g6e.48xlarge")
+    assert "gpus:" in problem and "b: a pod of 4 GPU(s) finds no node" in problem and "at most one more" in problem
+    unspread = [Workload(**{**w.__dict__, "spread_evenly": False}) for w in spread]
+    assert problems(unspread, instance_type="ml.g6e.48xlarge") == []
+
+
+def test_an_operator_endpoint_may_use_every_group_of_its_instance_type():
+    one_each = [
+        node_offer(
+            group=name,
+            instance=G6E_INSTANCE_TYPES["ml.g6e.2xlarge"],
+            count=1,
+            threads_per_core=2,
+            tiered_storage_percentage=0,
+            system_reserved_gib=0,
+            kubelet_disk_gb=100,
+            reserve=kubelet_reserve(G6E_INSTANCE_TYPES["ml.g6e.2xlarge"], threads_per_core=2),
+        )
+        for name in ("a", "b")
+    ]
+    placement = NodePlacement(one_each)
+    placement.add(Workload(name="op", groups=("a", "b"), spread="gpu_bound", replicas=2, pod=pod(gpus=1)))
+    assert placement.problems() == []
+    assert placement.use("a").gpus_idle == 0 and placement.use("b").gpus_idle == 0
+
+
+def test_every_replica_of_a_pod_that_may_land_anywhere_counts_on_the_fullest_node():
+    placement = NodePlacement([offer()])
+    placement.add(Workload(name="ctl", groups=("g",), spread="any_node", replicas=3, pod=pod(cpu_millis=100)))
+    cpu = next(f for f in placement.use("g").fullest if f.resource.label == "cpu")
+    assert cpu.asked == 300 and cpu.shares[0].pods == 3
+
+
+def test_a_group_without_nodes_that_must_run_engines_is_refused():
+    (problem, packing) = problems([engines("e", replicas=1, gpus=1)], count=0)
+    assert "has no nodes, but e must run there" in problem
+    assert "cannot all be placed" in packing
+
+
+def test_controllers_land_only_on_groups_no_taint_of_their_own_protects():
+    groups = {
+        "open": GroupFacts(instance_type="ml.g6e.2xlarge", repels_controllers=False),
+        "dedicated": GroupFacts(instance_type="ml.g6e.2xlarge", repels_controllers=True),
+    }
+    for controller in OPERATOR_CONTROLLERS:
+        workload = controller.workload(groups)
+        assert workload is not None and workload.groups == ("open",) and workload.spread == "any_node"
+    assert all(c.workload({"dedicated": groups["dedicated"]}) is None for c in OPERATOR_CONTROLLERS)

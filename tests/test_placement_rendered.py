@@ -30,6 +30,7 @@ class Pods:
     gpus: int
     disk_gib: int
     one_per_node: bool
+    spread_evenly: bool = False
 
 
 def _requests(containers: list[dict]) -> list[tuple[float, float, int]]:
@@ -113,6 +114,12 @@ def rendered_pods(objects: list[dict], groups: dict[str, str]) -> list[Pods]:
             continue
         cpu, memory, gpus = _pod_requests(spec)
         anti = spec.get("affinity", {}).get("podAntiAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        spread = any(
+            c["topologyKey"] == "kubernetes.io/hostname"
+            and c["whenUnsatisfiable"] == "DoNotSchedule"
+            and c["maxSkew"] == 1
+            for c in spec.get("topologySpreadConstraints", [])
+        )
         pods.append(
             Pods(
                 name=name,
@@ -124,6 +131,7 @@ def rendered_pods(objects: list[dict], groups: dict[str, str]) -> list[Pods]:
                 gpus=gpus,
                 disk_gib=_disk_gib(spec),
                 one_per_node=bool(anti and anti[0]["topologyKey"] == "kubernetes.io/hostname"),
+                spread_evenly=spread,
             )
         )
     return pods
@@ -155,6 +163,7 @@ def test_every_rendered_pod_on_hyperpod_nodes_is_registered_with_its_requests(sy
         assert w.spread == expected, p.name
         if w.spread != "every_node":
             assert w.replicas == p.replicas, p.name
+        assert w.spread_evenly == p.spread_evenly, p.name
 
 
 @pytest.mark.parametrize("synthesized", ["dev_synth", "prod_synth"])

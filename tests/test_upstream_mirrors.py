@@ -41,6 +41,13 @@ def test_a_tag_at_the_reviewed_commit_is_mirrored_and_a_moved_tag_is_refused(tmp
         fetch_mirrors(tmp_path / "moved", {"acme/widget": ("v1", "0" * 40)}, host=f"file://{tmp_path / 'host'}")
 
 
+def test_a_commit_pin_is_mirrored_by_its_id(tmp_path):
+    commit = tagged_repo(tmp_path / "host", "acme/untagged", "unused")
+    fetch_mirrors(tmp_path / "ok", {"acme/untagged": (commit, commit)}, host=f"file://{tmp_path / 'host'}")
+    mirrored = tmp_path / "ok" / "acme+untagged" / "repo"
+    assert git("--git-dir", str(mirrored), "show", f"{commit}:f", cwd=tmp_path) == "x"
+
+
 def test_where_the_mirrors_are_required_a_missing_one_fails_the_check(tmp_path):
     """The pull-request workflow fetches the mirrors and sets KVTIERS_UPSTREAM_REQUIRED=1: a check that still finds
     none fails there, so a green run there has read the upstream source."""

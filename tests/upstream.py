@@ -32,8 +32,18 @@ MIRRORED: dict[str, tuple[str, str]] = {
     "CurvineIO/curvine": ("v0.4.1", "709f24781f35a0ea8dda01b12212ede007712498"),
     "vllm-project/production-stack": ("vllm-stack-0.1.12", "66b60661aa3052810859a417559e9e830772a091"),
     "kubernetes-sigs/secrets-store-csi-driver": ("v1.6.0", "4960f9637c51ad9cb9ef264481bc6d9a98bf1f1c"),
+    # The HyperPod dependency chart has no release tags: its pin is a commit (hyperpod.dependency_chart.revision).
+    "aws/sagemaker-hyperpod-cli": (
+        "011ca927123e02b35a399935bbb3ab1905fe33c7",
+        "011ca927123e02b35a399935bbb3ab1905fe33c7",
+    ),
+    "kubernetes-sigs/aws-ebs-csi-driver": (
+        "helm-chart-aws-ebs-csi-driver-2.50.1",
+        "3f4fd472b7277401d6494ab85cc6268a2232e1b0",
+    ),
 }
-"""Repository → (the pinned tag, the commit it pointed at when kvtiers was reviewed against it)."""
+"""Repository → (the pinned tag, or a commit where upstream tags none, and the commit it pointed at when kvtiers was
+reviewed against it)."""
 
 MIRROR_SKIP = "upstream mirror missing (run `make upstream-mirrors`, or set KVTIERS_UPSTREAM_MIRRORS)"
 """Every skip for a missing mirror carries this text; the session summary counts it."""
@@ -95,7 +105,14 @@ def fetch_mirrors(base: Path, pinned: dict[str, tuple[str, str]] = MIRRORED, hos
     """Clone each pinned repository at its tag (bare, shallow) under ``base``; refuse a moved tag."""
     for repo, (tag, commit) in pinned.items():
         git_dir = base / repo.replace("/", "+") / "repo"
-        if not git_dir.is_dir():
+        if not git_dir.is_dir() and tag == commit:
+            # A commit pin: fetch that one commit (GitHub serves a commit by its id).
+            subprocess.run(["git", "init", "--quiet", "--bare", str(git_dir)], check=True)
+            subprocess.run(
+                ["git", "--git-dir", str(git_dir), "fetch", "--quiet", "--depth", "1", f"{host}/{repo}.git", commit],
+                check=True,
+            )
+        elif not git_dir.is_dir():
             subprocess.run(
                 ["git", "clone", "--quiet", "--bare", "--depth", "1", "--branch", tag, f"{host}/{repo}.git"]
                 + [str(git_dir)],

@@ -32,11 +32,13 @@ class GroupChange:
         if before.instance_type != after.instance_type:
             found.append(
                 f"instance type {before.instance_type} -> {after.instance_type}: every node is replaced (its pods "
-                "restart elsewhere, a Curvine worker's L2 blocks on it are lost)"
+                "restart, a Curvine worker's L2 blocks on it are lost)"
             )
         if before.threads_per_core != after.threads_per_core:
             found.append(
-                f"threads per core {before.threads_per_core} -> {after.threads_per_core}: every node is replaced"
+                f"threads per core {before.threads_per_core} -> {after.threads_per_core}: EC2 fixes CPU options when "
+                "an instance launches, so running nodes keep theirs until HyperPod replaces them (whether it accepts "
+                "the change for a running group is AWS's to confirm), and the placement check assumes the new value"
             )
         if after.count < before.count:
             found.append(

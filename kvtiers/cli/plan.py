@@ -221,8 +221,8 @@ def render(data: dict):
     )
     nodes.caption = (
         "allocatable: the instance less the kernel's share, the kubelet's reserve and eviction threshold, the system "
-        "reserve and tiered storage; the fullest node: every pod that must or may land on one node "
-        "(docs/placement-contract.md)"
+        "reserve and tiered storage; pods: the EKS-optimized AMI's limit unless the group sets max_pods (HyperPod's "
+        "is not public); the fullest node: every pod that must or may land on one node (docs/placement-contract.md)"
     )
     return cache, nodes
 

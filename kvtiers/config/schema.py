@@ -332,6 +332,9 @@ class InstanceGroup(Strict):
     taints: tuple[Taint, ...] = ()
     """Custom node taints. AWS does not allow them on a group with deep health checks, so a group with taints
     needs ``deep_health_checks: []``."""
+    max_pods: int | None = Field(default=None, ge=1)
+    """Pods a node admits, when ``kubectl get node -o jsonpath='{.status.allocatable.pods}'`` shows another figure
+    than the EKS-optimized AMI's, which the placement check assumes by default (HyperPod's is not public)."""
 
     @model_validator(mode="after")
     def _taints_without_deep_health_checks(self) -> InstanceGroup:

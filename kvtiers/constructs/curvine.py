@@ -54,7 +54,7 @@ from kvtiers.k8s_charts.curvine_l2.placement import curvine_workloads, janitor_w
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Volume
 from kvtiers.k8s_charts.namespaces import NamespaceChart, PssLevel, serving_enforce_level
 from kvtiers.k8s_charts.tolerations import tolerating
-from kvtiers.node_agents import EBS_CSI_NODE
+from kvtiers.node_agents import EBS_CSI_CONTROLLER, EBS_CSI_NODE
 from kvtiers.platform_defaults import (
     EBS_CSI_DRIVER_VERSION,
     MIN_EBS_CSI_DRIVER_VERSION,
@@ -217,7 +217,7 @@ class CurvineL2(Construct):
             tolerations=tolerating((t.key, t.value, t.effect) for g in hyperpod.instance_groups for t in g.taints),
             controller_off_hyperpod=eks_cluster.system_nodegroup is not None,
         )
-        register_agents(hyperpod.placement, (EBS_CSI_NODE,), hyperpod.instance_groups)
+        register_agents(hyperpod.placement, (EBS_CSI_NODE, EBS_CSI_CONTROLLER), hyperpod.instance_groups)
         for workload in (
             *curvine_workloads(self.cluster),
             janitor_workload(self.cluster, serving_namespace=serving_namespace),

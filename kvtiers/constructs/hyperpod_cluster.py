@@ -24,7 +24,7 @@ from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
 from kvtiers.instance_types import G6E_INSTANCE_TYPES
 from kvtiers.k8s_charts.tolerations import Toleration
-from kvtiers.node_agents import NODE_AGENTS, NodeAgent, kubelet_reserve
+from kvtiers.node_agents import NODE_AGENTS, GroupFacts, NodeAgent, kubelet_reserve
 from kvtiers.placement import NodeOffer, NodePlacement, node_offer
 from kvtiers.platform_defaults import (
     DEEP_HEALTH_CHECKS,
@@ -89,6 +89,9 @@ class InstanceGroup:
     :param labels: Kubernetes labels on the group's nodes. @default none
     :param taints: Kubernetes taints on the group's nodes; AWS does not allow them together with deep health
         checks. @default none
+    :param max_pods: the pods a node of the group admits, when a node's ``status.allocatable`` shows another figure
+        than the placement check assumes. @default the EKS-optimized AMI's for the instance type
+        (``kvtiers.instance_types``; HyperPod's own setting is not public)
     """
 
     name: str
@@ -99,6 +102,7 @@ class InstanceGroup:
     deep_health_checks: Sequence[DeepHealthCheck] = DEEP_HEALTH_CHECKS
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Taint] = ()
+    max_pods: int | None = None
 
     def __post_init__(self) -> None:
         owner = f"InstanceGroup {self.name!r}"
@@ -106,6 +110,8 @@ class InstanceGroup:
         check.in_range(owner, "count", self.count, 0)
         check.one_of(owner, "threads_per_core", self.threads_per_core, ThreadsPerCore)
         check.in_range(owner, "ebs_volume_gb", self.ebs_volume_gb, 0, MAX_EBS_VOLUME_GB)
+        if self.max_pods is not None:
+            check.in_range(owner, "max_pods", self.max_pods, 1)
         for health_check in self.deep_health_checks:
             check.one_of(owner, "deep_health_checks", health_check, DeepHealthCheck)
         check.distinct(owner, "deep_health_checks", self.deep_health_checks)
@@ -398,7 +404,7 @@ def node_placement(
                 tiered_storage_percentage=tiered_storage_percentage,
                 system_reserved_gib=system_reserved_gib,
                 kubelet_disk_gb=group.ebs_volume_gb,
-                reserve=kubelet_reserve(instance, threads_per_core=group.threads_per_core),
+                reserve=kubelet_reserve(instance, threads_per_core=group.threads_per_core, max_pods=group.max_pods),
             )
         )
     placement = NodePlacement(
@@ -409,10 +415,17 @@ def node_placement(
 
 
 def register_agents(placement: NodePlacement, agents: Sequence[NodeAgent], groups: Sequence[InstanceGroup]) -> None:
-    """Each agent's DaemonSet on the groups whose instance types it selects."""
-    types = {g.name: g.instance_type for g in groups}
+    """Each agent's pods on the groups they land on: a DaemonSet on those of the instance types it selects, a
+    controller on those no taint of their own protects."""
+    facts = {
+        g.name: GroupFacts(
+            instance_type=g.instance_type,
+            repels_controllers=any(t.effect in ("NoSchedule", "NoExecute") for t in g.taints),
+        )
+        for g in groups
+    }
     for agent in agents:
-        workload = agent.workload(types)
+        workload = agent.workload(facts)
         if workload is not None:
             placement.add(workload)
 

@@ -39,7 +39,7 @@ from kvtiers.k8s_charts.names import pascal_case
 from kvtiers.k8s_charts.operator_addons import check_group_schedulable
 from kvtiers.k8s_charts.serving import Engine
 from kvtiers.k8s_charts.vllm import Routing, S3Weights
-from kvtiers.node_agents import OPERATOR_AGENTS
+from kvtiers.node_agents import OPERATOR_AGENTS, OPERATOR_CONTROLLERS
 from kvtiers.serving_defaults import API, NAMESPACE
 
 POLICY_READY_TIMEOUT = cdk.Duration.minutes(10)
@@ -164,7 +164,7 @@ class OperatorServingEndpoint(Construct):
         hyperpod.placement.add(
             operator_workload(self.endpoint, group_types={g.name: g.instance_type for g in hyperpod.instance_groups})
         )
-        register_agents(hyperpod.placement, OPERATOR_AGENTS, hyperpod.instance_groups)
+        register_agents(hyperpod.placement, (*OPERATOR_AGENTS, *OPERATOR_CONTROLLERS), hyperpod.instance_groups)
         cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
         target = manifests_scope if manifests_scope is not None else self
         suffix = f"{pascal_case(name)}{self.endpoint.fingerprint}"

@@ -374,6 +374,9 @@ class EngineDeployment(Construct):
                                 when_unsatisfiable="DoNotSchedule",
                                 label_selector=k8s.LabelSelector(match_labels=labels),
                                 match_label_keys=["pod-template-hash"],
+                                # A node cordoned or tainted for repair is no domain: its zero engines would hold
+                                # the others at one per node and leave a replaced pod Pending.
+                                node_taints_policy="Honor",
                             )
                         ],
                         termination_grace_period_seconds=TERMINATION_GRACE_SECONDS,

@@ -133,6 +133,7 @@ def hyperpod_cluster(
                 deep_health_checks=g.deep_health_checks,
                 labels=g.labels,
                 taints=[Taint(key=t.key, value=t.value, effect=t.effect) for t in g.taints],
+                max_pods=g.max_pods,
             )
             for g in hyperpod.instance_groups
         ],
