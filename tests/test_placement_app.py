@@ -20,7 +20,7 @@ from tests.conftest import CONFIG_DIR
 from tests.synth import ROOT, cdk_context
 
 MARGIN = 0.10
-"""What the examples leave free of CPU and memory on every group's fullest node, at least."""
+"""What the examples leave free of CPU, memory and pods on every group's fullest node, at least."""
 
 
 @pytest.mark.parametrize("synthesized", ["dev_synth", "prod_synth"])
@@ -29,7 +29,7 @@ def test_both_examples_fit_every_node_with_a_margin(synthesized, request):
     assert placement.problems() == []
     for offer in placement.offers:
         for fullest in placement.use(offer.group).fullest:
-            if fullest.resource.label in ("cpu", "memory"):
+            if fullest.resource.label in ("cpu", "memory", "pods"):
                 assert fullest.asked <= (1 - MARGIN) * fullest.offered, (offer.group, fullest)
 
 
