@@ -13,10 +13,10 @@ and how its rules spread it:
 - ``every_node``: a DaemonSet, one pod on each node of its groups;
 - ``one_per_node``: replicas with a required anti-affinity on the node name (Curvine masters): at most one on a node,
   so there must be as many nodes as replicas;
-- ``gpu_bound``: GPU pods (engines, operator workers). The engines' topology spread (maxSkew 1, ``DoNotSchedule``)
-  counts one revision only (``matchLabelKeys: pod-template-hash``), so during a rollout an old and a new pod of one
-  endpoint may share a node; a node then holds any mix of the group's GPU pods that its GPUs allow. The fullest node
-  is the mix, within the node's GPUs and each endpoint's replicas, that asks the most of a resource;
+- ``gpu_bound``: GPU pods (engines, operator workers). Their spread keeps a node within one pod of the others only
+  while every node is there: when nodes are lost or tainted for repair, the rest take their pods as far as GPUs
+  allow. The fullest node is the mix, within the node's GPUs and each endpoint's replicas, that asks the most of a
+  resource; all GPU pods must also be placeable at once as their spread places them (:mod:`kvtiers.gpu_packing`);
 - ``any_node``: replicas the scheduler may put on any node of their groups (the L2 janitor): all of them on the
   fullest.
 
@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Literal
 
+from kvtiers.gpu_packing import GpuPods, SearchTooLarge, order_safe, pack
 from kvtiers.instance_types import InstanceType
 
 MIB_PER_GIB = 1024
@@ -264,6 +265,7 @@ class NodePlacement:
         self._offers = {o.group: o for o in offers}
         self._unchecked = tuple(unchecked_groups)
         self._workloads: dict[str, Workload] = {}
+        self._assignment: tuple[dict[str, int], list[str], list[str]] | None = None
 
     @property
     def offers(self) -> tuple[NodeOffer, ...]:
@@ -286,6 +288,7 @@ class NodePlacement:
         if known is not None and known != workload:
             raise ValueError(f"{workload.name}: registered twice with different pods ({known} and {workload})")
         self._workloads[workload.name] = workload
+        self._assignment = None
 
     def on_group(self, group: str) -> tuple[Workload, ...]:
         return tuple(w for w in self._workloads.values() if group in w.groups)
@@ -340,6 +343,10 @@ class NodePlacement:
         lines += self.gpu_assignment()[1]
         return lines
 
+    def warnings(self) -> list[str]:
+        """What may go wrong though everything fits: GPU pods whose placement depends on the scheduler's order."""
+        return self.gpu_assignment()[2]
+
     def _spread_problems(self, workload: Workload) -> list[str]:
         if any(g in self._unchecked for g in workload.groups):
             return []
@@ -353,73 +360,98 @@ class NodePlacement:
             return [message]
         return []
 
-    def gpu_assignment(self) -> tuple[dict[str, int], list[str]]:
-        """All GPU pods on the nodes at once, first fit by decreasing GPUs (exact for G6e's 1, 2, 4 and 8 GPUs to a
-        pod), each spread-evenly workload at most ``ceil(replicas / nodes)`` to a node and each pod only on its own
-        groups' nodes (an operator endpoint may use every group of its instance type). Returns the GPUs used per
-        group and one problem line per set of groups whose GPU pods cannot all be placed."""
-        nodes = [(o.group, i) for o in self._offers.values() for i in range(o.count)]
-        free = {
-            (o.group, i): o.capacity.gpus
-            - sum(w.pod.gpus * _fixed_pods(w) for w in self.on_group(o.group) if w.spread != "gpu_bound")
-            for o in self._offers.values()
-            for i in range(o.count)
-        }
-        held: dict[tuple[str, int, str], int] = {}
-        used = dict.fromkeys(self._offers, 0)
-        failed: dict[tuple[str, ...], Workload] = {}
+    def gpu_assignment(self) -> tuple[dict[str, int], list[str], list[str]]:
+        """Every GPU pod placed at once (:mod:`kvtiers.gpu_packing`), per set of groups that GPU workloads join (an
+        operator endpoint may use every group of its instance type). Returns the GPUs used per group, one problem
+        line per set of groups whose GPU pods cannot all be placed, and one warning per set whose placement depends
+        on the order the scheduler takes the pods in. Computed once per set of workloads."""
+        if self._assignment is None:
+            self._assignment = self._assign_gpus()
+        return self._assignment
+
+    def _assign_gpus(self) -> tuple[dict[str, int], list[str], list[str]]:
         gpu_workloads = [w for w in self._workloads.values() if w.spread == "gpu_bound"]
-        pods = sorted(((w, i) for w in gpu_workloads for i in range(w.replicas)), key=lambda p: -p[0].pod.gpus)
-        for workload, _ in pods:
-            groups = tuple(g for g in workload.groups if g in self._offers)
-            count = sum(self._offers[g].count for g in groups)
-            cap = math.ceil(workload.replicas / count) if workload.spread_evenly and count else workload.replicas
-            node = next(
-                (
-                    n
-                    for n in nodes
-                    if n[0] in groups and free[n] >= workload.pod.gpus and held.get((*n, workload.name), 0) < cap
-                ),
-                None,
-            )
-            if node is None:
-                failed.setdefault(groups, workload)
-                continue
-            free[node] -= workload.pod.gpus
-            held[(*node, workload.name)] = held.get((*node, workload.name), 0) + 1
-            used[node[0]] += workload.pod.gpus
-        problems = []
-        for groups, first in failed.items():
+        used = dict.fromkeys(self._offers, 0)
+        problems: list[str] = []
+        warnings: list[str] = []
+        for groups in _components(self._offers, gpu_workloads):
             offers = [self._offers[g] for g in groups]
-            on_groups = [w for w in gpu_workloads if set(w.groups) & set(groups)]
-            asked = ", ".join(
-                f"{w.name} {w.replicas} x {w.pod.gpus}" + (" spread evenly" if w.spread_evenly else "")
-                for w in on_groups
-            )
+            nodes = [(o.group, i) for o in offers for i in range(o.count)]
+            free = [
+                self._offers[g].capacity.gpus
+                - sum(w.pod.gpus * _fixed_pods(w) for w in self.on_group(g) if w.spread != "gpu_bound")
+                for g, _ in nodes
+            ]
+            here = [w for w in gpu_workloads if set(w.groups) & set(groups)]
+            pods = [
+                GpuPods(
+                    name=w.name,
+                    nodes=tuple(n for n, (g, _) in enumerate(nodes) if g in w.groups),
+                    replicas=w.replicas,
+                    gpus=w.pod.gpus,
+                    spread_evenly=w.spread_evenly,
+                )
+                for w in here
+            ]
             where = ", ".join(f"{o.group!r} ({o.count} x {o.instance_type})" for o in offers)
-            problems.append(
-                f"instance group(s) {where}: gpus: the GPU pods ({asked}) ask "
-                f"{sum(w.replicas * w.pod.gpus for w in on_groups)} GPUs of "
-                f"{sum(o.count * o.capacity.gpus for o in offers)}, and cannot all be placed ({first.name}: a pod of "
-                f"{first.pod.gpus} GPU(s) finds no node with them free"
-                + (", at most one more than on any other node of its groups" if first.spread_evenly else "")
-                + ")"
+            asked = ", ".join(
+                f"{w.name} {w.replicas} x {w.pod.gpus}" + (" spread evenly" if w.spread_evenly else "") for w in here
             )
-        return used, problems
+            head = f"instance group(s) {where}: gpus: the GPU pods ({asked})"
+            too_big = [w for w in here if all(w.pod.gpus > self._offers[g].capacity.gpus for g in w.groups)]
+            if too_big:
+                problems += [
+                    f"{head}: {w.name} asks {w.pod.gpus} GPUs a pod, a node has "
+                    f"{max(self._offers[g].capacity.gpus for g in w.groups)}"
+                    for w in too_big
+                ]
+                continue
+            try:
+                placed = pack(free, pods)
+            except SearchTooLarge:
+                warnings.append(f"{head}: too many to check that they can all be placed at once")
+                continue
+            if placed is None:
+                problems.append(
+                    f"{head} ask {sum(w.replicas * w.pod.gpus for w in here)} GPUs of "
+                    f"{sum(o.count * o.capacity.gpus for o in offers)} and cannot all be placed: a spread endpoint "
+                    "has floor(replicas / nodes) pods on every node and the rest at most one to a node"
+                )
+                continue
+            for (group, _), counts in zip(nodes, placed):
+                used[group] += sum(n * self._workloads[name].pod.gpus for name, n in counts.items())
+            if not order_safe(free, pods):
+                warnings.append(
+                    f"{head} can all be placed, but not in every order the scheduler may take them: a first deploy or "
+                    "a node's replacement may leave a larger pod Pending beside smaller ones spread over every node; "
+                    "give the endpoints groups of their own, or pods of one size"
+                )
+        return used, problems, warnings
+
+
+def _components(offers: Mapping[str, NodeOffer], workloads: Sequence[Workload]) -> list[tuple[str, ...]]:
+    """The groups with offers, joined where one GPU workload may run on several of them."""
+    parent = {g: g for g in offers}
+
+    def root(g: str) -> str:
+        while parent[g] != g:
+            g = parent[g]
+        return g
+
+    for w in workloads:
+        known = [g for g in w.groups if g in offers]
+        for g in known[1:]:
+            parent[root(g)] = root(known[0])
+    joined: dict[str, list[str]] = {}
+    for g in offers:
+        joined.setdefault(root(g), []).append(g)
+    return [tuple(groups) for groups in joined.values()]
 
 
 def _disk_on_nvme(workload: Workload) -> Workload:
     """``workload`` with its emptyDirs counted on the NVMe (in GB, as Curvine's share is)."""
     disk_gb = math.ceil(workload.pod.disk_gib * 1024**3 / 1000**3)
-    moved = NodeResources(nvme_gb=disk_gb, disk_gib=-workload.pod.disk_gib)
-    return Workload(
-        name=workload.name,
-        groups=workload.groups,
-        spread=workload.spread,
-        pod=workload.pod + moved,
-        replicas=workload.replicas,
-        source=workload.source,
-    )
+    return replace(workload, pod=workload.pod + NodeResources(nvme_gb=disk_gb, disk_gib=-workload.pod.disk_gib))
 
 
 def _fixed_pods(workload: Workload) -> int:

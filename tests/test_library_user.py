@@ -633,7 +633,7 @@ def synth_errors(stack: cdk.Stack) -> str:
         ({"cpu": 40}, r"'g6e-serving' \(2 x ml.g6e.12xlarge, threads_per_core 2\): cpu: the fullest node asks"),
         (
             {"tensor_parallel_size": 8},
-            r"'g6e-serving' \(2 x ml.g6e.12xlarge\): gpus: the GPU pods \(.*big-engine 1 x 8.*\) ask 10 GPUs of 8",
+            r"'g6e-serving' \(2 x ml.g6e.12xlarge\): gpus: .*big-engine asks 8 GPUs a pod, a node has 4",
         ),
         ({"l1_gib": 300}, r"'g6e-serving' .*: memory: the fullest node asks .* but offers 272.9 GiB"),
     ],
@@ -654,6 +654,21 @@ def test_an_engine_all_reducing_over_four_pcie_gpus_is_advised_pipeline_stages(c
     wide = another_endpoint(stack, "Wide", tensor_parallel_size=4)
     (advice,) = [str(e.data) for e in wide.node.metadata if "tensor-parallel-over-pcie" in str(e.data)]
     assert "ServingEndpoint 'wide'" in advice and "tensor_parallel_size 2 x pipeline_parallel_size 2" in advice
+
+
+def test_gpu_pods_that_fit_only_in_some_orders_are_a_synth_warning(chart_dir):
+    from kvtiers.placement import Workload, pod
+
+    stack = library_platform(chart_dir)["stack"]
+    assert isinstance(stack, cdk.Stack)
+    hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
+    for name, gpus in (("a", 4), ("b", 2), ("c", 2)):
+        hyperpod.placement.add(
+            Workload(name=name, groups=("g6e-serving",), spread="gpu_bound", pod=pod(gpus=gpus), spread_evenly=True)
+        )
+    warnings = assertions.Annotations.from_stack(stack).find_warning("*", assertions.Match.string_like_regexp(".*"))
+    (warning,) = [str(w.entry.data) for w in warnings if "gpu-placement-order" in str(w.entry.data)]
+    assert "not in every order the scheduler may take them" in warning
 
 
 def test_more_curvine_masters_than_worker_nodes_is_refused_at_synth(chart_dir):
@@ -897,7 +912,7 @@ def test_an_operator_engine_its_group_cannot_run_is_refused_at_synth(chart_dir):
     hyperpod = next(c for c in stack.node.children if isinstance(c, HyperPodCluster))
     another_operator_endpoint(stack, "Wide", engine=engine, hyperpod=hyperpod)
     errors = synth_errors(stack)
-    assert "'g6e-small' (2 x ml.g6e.2xlarge): gpus: the GPU pods" in errors and "ask 6 GPUs of 2" in errors, errors
+    assert "'g6e-small' (2 x ml.g6e.2xlarge): gpus: " in errors and "asks 2 GPUs a pod, a node has 1" in errors, errors
 
 
 def test_the_documented_operator_example_synthesizes_with_its_policy_wait(chart_dir):

@@ -3,6 +3,8 @@ and the fullest node of a group for each resource, each refusal caused by one re
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kvtiers.instance_types import G6E_INSTANCE_TYPES
@@ -129,8 +131,8 @@ def test_each_resource_alone_over_budget_is_one_problem_naming_it(change, resour
 
 
 def test_gpus_alone_over_budget_is_one_problem_naming_every_gpu_pod():
-    (problem,) = problems([*fitting(), engines("llama", replicas=1, gpus=8)])
-    assert "gpus:" in problem and "llama 1 x 8" in problem and "qwen 2 x 2" in problem
+    (problem,) = problems([*fitting(), engines("llama", replicas=3, gpus=2)])
+    assert "gpus: the GPU pods (qwen 2 x 2, llama 3 x 2) ask 10 GPUs of 8 and cannot all be placed" in problem
 
 
 def test_gpu_pods_that_only_fit_apart_are_placed_apart():
@@ -186,17 +188,54 @@ def test_a_group_of_an_unknown_instance_type_takes_workloads_and_is_not_checked(
     assert placement.problems() == []
 
 
+def spread(name: str, replicas: int, gpus: int) -> Workload:
+    return Workload(
+        name=name, groups=("g",), spread="gpu_bound", replicas=replicas, pod=pod(gpus=gpus), spread_evenly=True
+    )
+
+
 def test_spread_engines_of_two_endpoints_that_fit_only_unevenly_are_refused():
     """Two 8-GPU nodes: A (one 8-GPU pod) fills one; B's two 4-GPU pods would both need the other, which its spread
     (at most one more than on any other node) forbids: B's second pod stays Pending."""
-    spread = [
-        Workload(name="a", groups=("g",), spread="gpu_bound", replicas=1, pod=pod(gpus=8), spread_evenly=True),
-        Workload(name="b", groups=("g",), spread="gpu_bound", replicas=2, pod=pod(gpus=4), spread_evenly=True),
-    ]
-    (problem,) = problems(spread, instance_type="ml.g6e.48xlarge")
-    assert "gpus:" in problem and "b: a pod of 4 GPU(s) finds no node" in problem and "at most one more" in problem
-    unspread = [Workload(**{**w.__dict__, "spread_evenly": False}) for w in spread]
+    workloads = [spread("a", 1, 8), spread("b", 2, 4)]
+    (problem,) = problems(workloads, instance_type="ml.g6e.48xlarge")
+    assert "gpus: the GPU pods (a 1 x 8 spread evenly, b 2 x 4 spread evenly) ask 16 GPUs of 16" in problem
+    assert "cannot all be placed" in problem
+    unspread = [replace(w, spread_evenly=False) for w in workloads]
     assert problems(unspread, instance_type="ml.g6e.48xlarge") == []
+
+
+def test_a_spread_endpoint_puts_its_floor_on_every_node_before_anything_else():
+    """Three 8-GPU nodes: the 4-GPU endpoint's four pods put one on every node (and one more on one), so no node has
+    the 8 GPUs of the other endpoint's pod left, although 24 GPUs hold 24 asked."""
+    (problem,) = problems([spread("a", 1, 8), spread("b", 4, 4)], instance_type="ml.g6e.48xlarge", count=3)
+    assert "cannot all be placed" in problem
+
+
+def test_spread_endpoints_that_fit_as_the_scheduler_spreads_them_are_accepted():
+    """Four 8-GPU nodes: A 2 x 4, B 5 x 2 (one on every node and one more), C 3 x 1: every order places them all."""
+    workloads = [spread("a", 2, 4), spread("b", 5, 2), spread("c", 3, 1)]
+    placement = NodePlacement([offer("ml.g6e.48xlarge", count=4)])
+    for w in workloads:
+        placement.add(w)
+    assert placement.problems() == [] and placement.warnings() == []
+    assert placement.use("g").gpus_idle == 32 - 21
+
+
+def test_pods_that_fit_only_in_some_scheduling_orders_are_a_warning():
+    """Two 8-GPU nodes: A 1 x 8, B 1 x 4 and C 1 x 4 fit (A alone, B and C together), but B and C placed first on
+    two nodes leave A Pending."""
+    placement = NodePlacement([offer("ml.g6e.48xlarge", count=2)])
+    for w in (spread("a", 1, 8), spread("b", 1, 4), spread("c", 1, 4)):
+        placement.add(w)
+    assert placement.problems() == []
+    (warning,) = placement.warnings()
+    assert "not in every order the scheduler may take them" in warning
+
+
+def test_a_pod_larger_than_any_node_is_refused_naming_both_sizes():
+    (problem,) = problems([spread("big", 1, 8)])
+    assert "big asks 8 GPUs a pod, a node has 4" in problem
 
 
 def test_an_operator_endpoint_may_use_every_group_of_its_instance_type():

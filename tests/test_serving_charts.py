@@ -573,3 +573,20 @@ def test_router_replicas_default_to_two_and_kvaware_to_one():
     assert two_endpoint_env().serving.endpoints[1].router_replicas == 1
     raw["serving"]["endpoints"][0]["router_replicas"] = 3
     assert Environment.model_validate(raw).serving.endpoints[0].router_replicas == 3
+
+
+def test_the_engines_spread_counts_every_revision_and_skips_tainted_nodes(charts):
+    """With maxSurge 0, counting old and new pods together keeps every node within one of the others throughout a
+    rollout. Counting one revision (matchLabelKeys: pod-template-hash) lets the ReplicaSet delete an old pod beside
+    the first new one, and the next new pod must then go to the node still full of old pods: Pending for good."""
+    for objs in charts.values():
+        engines = engine_deployment(objs)
+        assert engines["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 0
+        (spread,) = engines["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        assert (spread["topologyKey"], spread["maxSkew"], spread["whenUnsatisfiable"]) == (
+            "kubernetes.io/hostname",
+            1,
+            "DoNotSchedule",
+        )
+        assert "matchLabelKeys" not in spread
+        assert spread["nodeTaintsPolicy"] == "Honor"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvtiers.change.record import GroupRecord
+from kvtiers.k8s_charts.names import CURVINE_WORKER
 
 
 @dataclass(frozen=True)
@@ -22,17 +23,14 @@ class GroupChange:
         before, after = self.before, self.after
         if before is None:
             return ("new group",)
+        l2 = "; the L2 blocks of its Curvine worker are lost" if _runs_a_worker(before) else ""
         if after is None:
-            removed = (
-                f"group removed: its {before.count} node(s) terminate with every pod on them, Curvine workers and "
-                "their L2 blocks included"
-            )
-            return (removed,)
+            return (f"group removed: its {before.count} node(s) terminate with every pod on them{l2}",)
         found = []
         if before.instance_type != after.instance_type:
             found.append(
                 f"instance type {before.instance_type} -> {after.instance_type}: every node is replaced (its pods "
-                "restart, a Curvine worker's L2 blocks on it are lost)"
+                f"restart{l2})"
             )
         if before.threads_per_core != after.threads_per_core:
             found.append(
@@ -43,7 +41,7 @@ class GroupChange:
         if after.count < before.count:
             found.append(
                 f"{before.count} -> {after.count} nodes: {before.count - after.count} node(s) terminate; their pods "
-                "reschedule on the others and a Curvine worker's L2 blocks on them are lost"
+                f"reschedule on the others{l2.replace('its', 'each')}"
             )
         elif after.count > before.count:
             found.append(f"{before.count} -> {after.count} nodes")
@@ -59,6 +57,10 @@ class GroupChange:
             for label, figure in self.after.fullest.items()
             if self.before.fullest.get(label) != figure
         )
+
+
+def _runs_a_worker(group: GroupRecord) -> bool:
+    return any(name.endswith(f"/{CURVINE_WORKER}") for name in group.workloads)
 
 
 def group_changes(

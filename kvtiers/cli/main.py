@@ -280,8 +280,9 @@ def diff(
     output_file: Path | None = typer.Option(None, "--output", "-o", help="Also write the Markdown to this file."),
 ) -> None:
     """What deploying the change does: CloudFormation replacements, orphaned or lost Kubernetes objects, immutable
-    fields, restarts and cache effects per endpoint, as Markdown. Exit 1 on an error (orphan, lost object, immutable
-    field, failing update, data-losing replacement)."""
+    fields, restarts, cache effects per endpoint and the HyperPod groups' nodes, as Markdown. Exit 1 on an error
+    (orphan, lost object, immutable field, failing update, data-losing replacement); 2 when a synth is refused (pods
+    that do not fit their nodes, a bad environment file: its lines are printed) or the diff cannot be made."""
     from kvtiers.change.report import assembly_change, markdown
     from kvtiers.cli import diff as differ
 

@@ -467,7 +467,8 @@ class CurvineWorker(Strict):
     data_dir: str = curvine.DATA_DIR
     """Cache directory, below ``nvme_mount`` (created on first start)."""
     capacity_gb: int = Field(default=curvine.CAPACITY_GB, ge=1)
-    """Cache capacity per worker; must fit on the instance type's NVMe."""
+    """Cache capacity per worker; with ``reserved_gb`` it must fit the instance type's NVMe (the HyperPod cluster's
+    placement check, at synth)."""
     reserved_gb: int = Field(default=curvine.RESERVED_GB, ge=0)
     """Space Curvine leaves free on the disk (``dir_reserved``)."""
 
@@ -1133,7 +1134,8 @@ class Environment(Strict):
 
 # --------------------------------------------------------------------------------------------------- sizing
 # The numbers derived from a validated environment (:mod:`kvtiers.config.sizing` holds the constants and the result
-# types). Computed here, during validation, because a configuration whose pods do not fit is invalid.
+# types). Computed here, during validation: every construct and report reads the same numbers. Whether the pods fit
+# their nodes is the HyperPod cluster's placement check (kvtiers.placement), at synth.
 
 
 def _l2_decision(endpoint: Endpoint, threshold_tokens: int) -> tuple[bool, str]:

@@ -235,6 +235,7 @@ class HyperPodCluster(Construct):
                 "the pods placed there fit their nodes",
             )
         self.node.add_validation(_PlacementFits(self.placement))
+        cdk.Aspects.of(self).add(_PlacementWarnings(self))
 
         self.key = kms.Key(
             self, "Key", enable_key_rotation=True, description="HyperPod node volumes and lifecycle scripts"
@@ -439,6 +440,25 @@ class _PlacementFits:
 
     def validate(self) -> list[str]:
         return [f"HyperPodCluster: {problem}" for problem in self._placement.problems()]
+
+
+PLACEMENT_ORDER_WARNING = "kvtiers:gpu-placement-order"
+"""Id of the synth warning about GPU pods whose placement depends on the order the scheduler takes them in."""
+
+
+@jsii.implements(cdk.IAspect)
+class _PlacementWarnings:
+    """What may go wrong though every pod fits, said once the stack is complete (an aspect runs after every construct
+    has registered its pods)."""
+
+    def __init__(self, cluster: HyperPodCluster) -> None:
+        self._cluster = cluster
+
+    def visit(self, node: IConstruct) -> None:
+        if node.node.path != self._cluster.node.path:
+            return
+        for warning in self._cluster.placement.warnings():
+            cdk.Annotations.of(self._cluster).add_warning_v2(PLACEMENT_ORDER_WARNING, f"HyperPodCluster: {warning}")
 
 
 def vpc_statements(*, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -> list[iam.PolicyStatement]:

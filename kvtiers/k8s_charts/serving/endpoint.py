@@ -373,7 +373,9 @@ class EngineDeployment(Construct):
                                 topology_key="kubernetes.io/hostname",
                                 when_unsatisfiable="DoNotSchedule",
                                 label_selector=k8s.LabelSelector(match_labels=labels),
-                                match_label_keys=["pod-template-hash"],
+                                # Every revision counted (no matchLabelKeys): with maxSurge 0 old and new pods stay
+                                # within one of each other on every node through a rollout; one revision counted
+                                # alone could send the next new pod to a node still full of old ones, for good.
                                 # A node cordoned or tainted for repair is no domain: its zero engines would hold
                                 # the others at one per node and leave a replaced pod Pending.
                                 node_taints_policy="Honor",
