@@ -65,9 +65,6 @@ class NodeResources:
     def __sub__(self, other: NodeResources) -> NodeResources:
         return NodeResources(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
 
-    def times(self, count: int) -> NodeResources:
-        return NodeResources(*(getattr(self, f.name) * count for f in fields(self)))
-
 
 @dataclass(frozen=True)
 class Resource:

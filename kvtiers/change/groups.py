@@ -1,6 +1,6 @@
 """What a deploy does to the HyperPod groups, from two synths' placement records: nodes added or removed, an
-instance type or threads per core changed (each a replacement of the group's nodes), and each resource of the fullest
-node before and after. A change whose pods no longer fit never gets here: its synth is refused (the HyperPod cluster's
+instance type changed (every node replaced) or threads per core changed (new nodes only), and each resource of the
+fullest node before and after. A change whose pods no longer fit never gets here: its synth is refused (the HyperPod cluster's
 placement check), and ``kvtiers diff`` reports that synth's error."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ class GroupChange:
         before, after = self.before, self.after
         if before is None:
             return ("new group",)
-        l2 = "; the L2 blocks of its Curvine worker are lost" if _runs_a_worker(before) else ""
+        worker = _runs_a_worker(before)
+        l2 = "; the L2 blocks of its Curvine worker are lost" if worker else ""
         if after is None:
             return (f"group removed: its {before.count} node(s) terminate with every pod on them{l2}",)
         found = []
@@ -41,7 +42,7 @@ class GroupChange:
         if after.count < before.count:
             found.append(
                 f"{before.count} -> {after.count} nodes: {before.count - after.count} node(s) terminate; their pods "
-                f"reschedule on the others{l2.replace('its', 'each')}"
+                "reschedule on the others" + ("; the L2 blocks of their Curvine workers are lost" if worker else "")
             )
         elif after.count > before.count:
             found.append(f"{before.count} -> {after.count} nodes")

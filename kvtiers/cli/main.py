@@ -71,6 +71,8 @@ def plan(
             if endpoint["layout_advice"]:
                 advice = f"{endpoint['name']}: {endpoint['layout_advice']}"
                 output.console.print(f"[yellow]layout:[/yellow] {escape(advice)}", soft_wrap=True)
+        for warning in data["warnings"]:
+            output.console.print(f"[yellow]placement:[/yellow] {escape(warning)}", soft_wrap=True)
         for problem in data["problems"]:
             output.err_console.print(f"[bold red]does not fit:[/bold red] {escape(problem)}", soft_wrap=True)
     if data["problems"]:

@@ -164,6 +164,7 @@ def plan_data(env: Environment) -> dict:
         "endpoints": endpoints,
         "groups": group_data(placement),
         "problems": placement.problems(),
+        "warnings": placement.warnings(),
     }
 
 
