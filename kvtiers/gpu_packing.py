@@ -48,7 +48,9 @@ def pack(free: Sequence[int], workloads: Sequence[GpuPods]) -> list[dict[str, in
     pending: list[tuple[GpuPods, bool]] = []
     for w in workloads:
         if not w.nodes:
-            return None if w.replicas else placed
+            if w.replicas:
+                return None
+            continue
         if w.spread_evenly:
             floor, remainder = divmod(w.replicas, len(w.nodes))
             for n in w.nodes:

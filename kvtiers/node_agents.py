@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from kvtiers.instance_types import InstanceType
 from kvtiers.placement import KubeletReserve, NodeResources, Workload, pod
 
-EVERY_G6E: frozenset[str] | None = None
-
 
 @dataclass(frozen=True, kw_only=True)
 class NodeAgent:
@@ -35,7 +33,7 @@ class NodeAgent:
     name: str
     pod: NodeResources
     source: str
-    instance_types: frozenset[str] | None = EVERY_G6E
+    instance_types: frozenset[str] | None = None
     replicas: int | None = None
 
     def workload(self, groups: Mapping[str, GroupFacts]) -> Workload | None:
@@ -70,7 +68,7 @@ def _agent(
     *,
     cpu_millis: int = 0,
     memory_mib: int = 0,
-    instance_types: frozenset[str] | None = EVERY_G6E,
+    instance_types: frozenset[str] | None = None,
     replicas: int | None = None,
 ) -> NodeAgent:
     return NodeAgent(

@@ -133,9 +133,10 @@ class Workload:
     :param pod: what one of its pods asks (requests; the largest of its init containers and the sum of its
         containers, as the scheduler counts them).
     :param replicas: its pods (``every_node``: ignored). @default 1
-    :param spread_evenly: ``gpu_bound`` only: a topology spread on the node name (maxSkew 1, ``DoNotSchedule``) keeps
-        its pods of one revision at most ``ceil(replicas / nodes)`` to a node, so all of them must fit that way.
-        @default False (the scheduler may put them anywhere their GPUs fit)
+    :param spread_evenly: ``gpu_bound`` only: a topology spread on the node name (maxSkew 1, ``DoNotSchedule``, every
+        revision counted) puts ``floor(replicas / nodes)`` of its pods on every node and the rest at most one to a
+        node, so all of them must fit that way (:mod:`kvtiers.gpu_packing`). @default False (the scheduler may put them
+        anywhere their GPUs fit)
     :param source: where the requests come from (a chart and version for components of others). @default kvtiers'
         own objects
     """
@@ -395,11 +396,13 @@ class NodePlacement:
                 f"{w.name} {w.replicas} x {w.pod.gpus}" + (" spread evenly" if w.spread_evenly else "") for w in here
             )
             head = f"instance group(s) {where}: gpus: the GPU pods ({asked})"
-            too_big = [w for w in here if all(w.pod.gpus > self._offers[g].capacity.gpus for g in w.groups)]
+            too_big = [
+                w for w in here if all(w.pod.gpus > self._offers[g].capacity.gpus for g in groups if g in w.groups)
+            ]
             if too_big:
                 problems += [
                     f"{head}: {w.name} asks {w.pod.gpus} GPUs a pod, a node has "
-                    f"{max(self._offers[g].capacity.gpus for g in w.groups)}"
+                    f"{max(self._offers[g].capacity.gpus for g in groups if g in w.groups)}"
                     for w in too_big
                 ]
                 continue

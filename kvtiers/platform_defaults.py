@@ -85,6 +85,8 @@ NODE_RECOVERY: NodeRecovery = "Automatic"
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TAINT_EFFECT: TaintEffect = "NoSchedule"
 """Only pods that tolerate the taint run on the group."""
+REPELLING_TAINT_EFFECTS: frozenset[TaintEffect] = frozenset({"NoSchedule", "NoExecute"})
+"""Taint effects that keep pods without a toleration off a node (``PreferNoSchedule`` only prefers)."""
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 DEEP_HEALTH_CHECKS: tuple[DeepHealthCheck, ...] = ("InstanceStress", "InstanceConnectivity")
 """Both deep health checks at node start."""

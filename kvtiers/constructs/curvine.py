@@ -58,6 +58,7 @@ from kvtiers.node_agents import EBS_CSI_CONTROLLER, EBS_CSI_NODE
 from kvtiers.platform_defaults import (
     EBS_CSI_DRIVER_VERSION,
     MIN_EBS_CSI_DRIVER_VERSION,
+    REPELLING_TAINT_EFFECTS,
     SNAPSHOT_ON_DELETE,
     MasterCount,
 )
@@ -66,11 +67,9 @@ EBS_CSI_ADDON = "aws-ebs-csi-driver"
 CURVINE_NODES_OPEN = "kvtiers:curvine-nodes-open"
 """Id of the synth warning about HyperPod groups that other workloads' pods can be scheduled on (acknowledge it with
 ``cdk.Annotations.of(scope).acknowledge_warning``, with the reason those nodes are dedicated anyway)."""
-DEDICATING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 DEDICATION_TAINT_KEY = "kvtiers.io/dedicated"
 """The taint that dedicates a HyperPod group to kvtiers (any value, a repelling effect). Its own key, because other
 workloads' pods tolerate the common ones by convention (``nvidia.com/gpu``, ``dedicated``)."""
-"""Taint effects that keep pods without a toleration off a node (``PreferNoSchedule`` only prefers)."""
 
 
 class CurvineL2(Construct):
@@ -345,7 +344,7 @@ def _warn_about_open_groups(scope: Construct, hyperpod: HyperPodCluster) -> None
     open_groups = [
         g.name
         for g in hyperpod.instance_groups
-        if not any(t.key == DEDICATION_TAINT_KEY and t.effect in DEDICATING_TAINT_EFFECTS for t in g.taints)
+        if not any(t.key == DEDICATION_TAINT_KEY and t.effect in REPELLING_TAINT_EFFECTS for t in g.taints)
     ]
     if not open_groups:
         return

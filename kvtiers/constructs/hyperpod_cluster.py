@@ -31,6 +31,7 @@ from kvtiers.platform_defaults import (
     EBS_VOLUME_GB,
     MAX_EBS_VOLUME_GB,
     NODE_RECOVERY,
+    REPELLING_TAINT_EFFECTS,
     SAGEMAKER_NAME_PATTERN,
     SYSTEM_RESERVED_GIB,
     TAINT_EFFECT,
@@ -421,7 +422,7 @@ def register_agents(placement: NodePlacement, agents: Sequence[NodeAgent], group
     facts = {
         g.name: GroupFacts(
             instance_type=g.instance_type,
-            repels_controllers=any(t.effect in ("NoSchedule", "NoExecute") for t in g.taints),
+            repels_controllers=any(t.effect in REPELLING_TAINT_EFFECTS for t in g.taints),
         )
         for g in groups
     }

@@ -22,6 +22,7 @@ from kvtiers.curvine_defaults import EvictionPolicy
 from kvtiers.k8s_charts.names import curvine_master_host, curvine_master_pod
 from kvtiers.k8s_charts.security import quantity
 from kvtiers.k8s_charts.tolerations import Toleration
+from kvtiers.placement import millicores
 from kvtiers.platform_defaults import JOURNAL_VOLUME_GIB, META_VOLUME_GIB
 
 GB = 1000**3
@@ -157,7 +158,7 @@ class Resources:
 
     @property
     def millicpu(self) -> int:
-        return int(float(self.cpu[:-1])) if self.cpu.endswith("m") else int(float(self.cpu) * 1000)
+        return millicores(self.cpu)
 
     def __add__(self, other: Resources) -> Resources:
         """Two budgets in one container (the CSI node plugin hosts its FUSE children)."""
