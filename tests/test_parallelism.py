@@ -4,12 +4,18 @@ pinned vLLM's own code and documentation do."""
 
 from __future__ import annotations
 
+import copy
+
 import cdk8s
 import pytest
+import yaml
 
+from kvtiers.config import Environment
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.serving import Engine, Router, S3Weights, ServingChart
 from kvtiers.parallelism import PCIE_TENSOR_PARALLEL_LIMIT, layout_advice
+from kvtiers.stacks.wiring import serving as wiring
+from tests.conftest import CONFIG_DIR
 from tests.upstream import lmcache_source, vllm_source
 
 LLAMA_70B: dict = {
@@ -89,3 +95,12 @@ def test_stages_are_advised_over_a_pcie_wide_all_reduce(tp, pp, nvlink, advised)
         assert advice is None
     else:
         assert advice is not None and advised in advice and "PCIe" in advice
+
+
+def test_an_operator_worker_asks_for_every_stages_gpus_and_tells_vllm():
+    raw = copy.deepcopy(yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text()))
+    chat = next(e for e in raw["serving"]["endpoints"] if e["name"] == "qwen2-7b-chat")
+    chat.update(instance_group="g6e-mid", tensor_parallel_size=2, pipeline_parallel_size=2)
+    worker = wiring.operator_endpoint(Environment.model_validate(raw), "qwen2-7b-chat").spec()["worker"]
+    assert worker["resources"]["requests"]["nvidia.com/gpu"] == worker["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    assert worker["args"][worker["args"].index("--pipeline-parallel-size") + 1] == "2"
