@@ -75,3 +75,28 @@ def engine_pod_sizing(
         memory_gib=l1_gib * gpu_workers + vllm_host_gib + shm_gib,
         model_disk_gib=math.ceil(weight_bytes / GIB * MODEL_DISK_HEADROOM) + MODEL_DISK_EXTRA_GIB,
     )
+
+
+ACTIVATION_RESERVE_GIB = 2
+"""GPU memory per GPU that vLLM keeps for activations and CUDA graphs beyond the weights (an estimate)."""
+
+
+def gpu_cache_tokens(
+    *,
+    model: str,
+    weight_bytes: int,
+    kv_bytes_per_token: int,
+    gpus: int,
+    gpu_memory_gib: float,
+    gpu_memory_utilization: float,
+) -> int:
+    """Tokens of GPU prefix cache (L0) one pod holds after its weights, on ``gpus`` GPUs of ``gpu_memory_gib`` each at
+    ``gpu_memory_utilization``; refused when the weights do not fit (vLLM would fail to load them)."""
+    usable = gpus * (gpu_memory_gib * gpu_memory_utilization - ACTIVATION_RESERVE_GIB) * GIB
+    if usable <= weight_bytes:
+        raise ValueError(
+            f"{model} weights need {weight_bytes / GIB:.1f} GiB but {gpus} GPU(s) at gpu_memory_utilization "
+            f"{gpu_memory_utilization} give {usable / GIB:.1f} GiB; raise tensor_parallel_size or "
+            "pipeline_parallel_size"
+        )
+    return int((usable - weight_bytes) // kv_bytes_per_token)

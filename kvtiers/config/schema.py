@@ -7,7 +7,6 @@ exists, and then flows through the app unchanged. Cross-field rules that involve
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import re
 from collections.abc import Iterator
@@ -20,7 +19,6 @@ from kvtiers import curvine_defaults as curvine
 from kvtiers import platform_defaults as platform
 from kvtiers.aws_limits import GP3_MAX_GIB, GP3_MAX_IOPS, GP3_MAX_MIBPS, GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
 from kvtiers.config.sizing import (
-    ACTIVATION_RESERVE_GIB,
     GB,
     EndpointSizing,
     EnvironmentSizing,
@@ -29,9 +27,6 @@ from kvtiers.config.versions import (
     DEFAULT_ENGINE_IMAGE,
     DEFAULT_ROUTER_IMAGE,
     ENGINE_IMAGES,
-    KVAWARE_FALLBACK_ROUTER,
-    L2_GUARD_LMCACHE,
-    OPERATOR_ADDON_MODEL_SOURCES,
     ROUTER_IMAGES,
     EngineRelease,
     RouterRelease,
@@ -42,15 +37,13 @@ from kvtiers.instance_types import (
     G6E_INSTANCE_TYPES,
     GPU_MEMORY_GIB,
     InstanceType,
-    check_instance_group,
 )
-from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Namespace, l2_namespace
 from kvtiers.k8s_charts.names import longest_endpoint_name
 from kvtiers.k8s_charts.vllm import weights_location
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
 from kvtiers.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
-from kvtiers.serving_defaults import GIB, engine_pod_sizing
+from kvtiers.serving_defaults import GIB, engine_pod_sizing, gpu_cache_tokens
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SAGEMAKER_NAME = platform.SAGEMAKER_NAME_PATTERN
@@ -160,26 +153,13 @@ class ExistingVpc(Strict):
     availability_zones: tuple[str, ...] = Field(min_length=2)
     """AZ names of ``private_subnet_ids``, in the same order."""
     hyperpod_subnet_id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
+    hyperpod_subnet_cidr: str | None = None
+    """CIDR of the HyperPod subnet: the only peers Curvine's masters admit by address. Default: none, so they admit
+    the whole VPC (``cidr``)."""
     hyperpod_availability_zone: str
     """AZ name of the HyperPod subnet; the Curvine journal volumes are created there."""
     security_group_id: str | None = Field(default=None, pattern=r"^sg-[0-9a-f]{8,17}$")
     """Security group for EKS and HyperPod. Default: none, so the stack creates the EFA/FSx group."""
-
-    @model_validator(mode="after")
-    def _zones_match_subnets(self) -> ExistingVpc:
-        if len(self.availability_zones) != len(self.private_subnet_ids):
-            raise ValueError("availability_zones must list one AZ per entry of private_subnet_ids")
-        if self.private_subnet_cidrs is not None:
-            if len(self.private_subnet_cidrs) != len(self.private_subnet_ids):
-                raise ValueError("private_subnet_cidrs must list one CIDR per entry of private_subnet_ids")
-            for cidr in self.private_subnet_cidrs:
-                try:
-                    ipaddress.IPv4Network(cidr)
-                except ValueError:
-                    raise ValueError(
-                        f"private_subnet_cidrs: {cidr!r} is not an IPv4 CIDR such as '10.0.1.0/24'"
-                    ) from None
-        return self
 
 
 Network = Annotated[NewVpc | ExistingVpc, Field(discriminator="mode")]
@@ -262,16 +242,6 @@ class Eks(Strict):
     def _kubernetes_version(cls, value: str) -> str:
         release(value)
         return value
-
-    @model_validator(mode="after")
-    def _kube_proxy_matches(self) -> Eks:
-        proxy = _version(self.addons.kube_proxy)[:2]
-        if proxy != tuple(int(x) for x in self.kubernetes_version.split(".")):
-            raise ValueError(
-                f"addons.kube_proxy {self.addons.kube_proxy} is for Kubernetes {proxy[0]}.{proxy[1]}, not "
-                f"kubernetes_version {self.kubernetes_version}: kube-proxy's minor version is the cluster's"
-            )
-        return self
 
     @field_validator("service_ipv4_cidr")
     @classmethod
@@ -842,36 +812,6 @@ class Serving(Strict):
     images: ServingImages = ServingImages()
     endpoints: tuple[Endpoint, ...] = ()
 
-    @model_validator(mode="after")
-    def _share_groups_share_one_namespace(self) -> Serving:
-        # Sharing is safe only when the bytes LMCache stores for a token sequence are the same on every member:
-        # the same L2 namespace (model, weights, revision, dtype, tensor-parallel size; the LMCache version and the
-        # hash seed are the environment's). It is useful only when the members' model paths (LMCache's file names)
-        # match: one serving path.
-        groups: dict[str, list[Endpoint]] = {}
-        for e in self.endpoints:
-            if e.l2_share_group is not None:
-                groups.setdefault(e.l2_share_group, []).append(e)
-        for group, members in groups.items():
-            first, *others = members
-            expected = self.l2_namespace(first)
-            for other in others:
-                found = self.l2_namespace(other)
-                differ = [
-                    f.name
-                    for f in dataclasses.fields(L2Namespace)
-                    if getattr(expected, f.name) != getattr(found, f.name)
-                ]
-                if first.serving != other.serving:
-                    differ.append("serving (LMCache names chunks by the model path, which differs between the two)")
-                if differ:
-                    raise ValueError(
-                        f"endpoints: l2_share_group {group!r}: {first.name!r} and {other.name!r} differ in "
-                        f"{', '.join(differ)}; only endpoints of one model, weights location, revision, dtype, "
-                        "tensor_parallel_size, pipeline_parallel_size and serving path (one L2 namespace) may share an L2 directory"
-                    )
-        return self
-
     def l2_namespace(self, e: Endpoint) -> L2Namespace:
         """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan``, ``verify``)."""
         return l2_namespace(
@@ -884,20 +824,6 @@ class Serving(Strict):
             lmcache_version=self.images.engine.lmcache,
             hash_seed=self.hash_seed,
         )
-
-    @model_validator(mode="after")
-    def _one_controller_protocol(self) -> Serving:
-        # kvaware: the engines' LMCache workers talk to the LMCache controller inside the router. The protocol has
-        # no version negotiation, so the two LMCache versions must be the same release.
-        kvaware = [e.name for e in self.endpoints if e.routing == "kvaware" and e.serving == "self_managed"]
-        engine, router = self.images.engine, self.images.router
-        if kvaware and engine.lmcache != router.lmcache:
-            raise ValueError(
-                f"images: kvaware endpoints {kvaware} need engines and router on one LMCache release, but vllm_image "
-                f"{self.images.vllm_image} carries LMCache {engine.lmcache} and router_image {self.images.router_image} "
-                f"pins LMCache {router.lmcache} (version matrix: kvtiers/config/versions.py)"
-            )
-        return self
 
 
 # --------------------------------------------------------------------------------------------------- operator
@@ -912,19 +838,6 @@ class OperatorAddonVersions(Strict):
     any other version is refused. ``v1.3.0-eksbuild.1`` is refused while an operator endpoint has no Curvine L2 (its
     operator drops the worker's ``LMCACHE_*`` variables, which only the L2's policy restores)."""
     cert_manager: str = platform.CERT_MANAGER_VERSION
-
-    @field_validator("inference_operator")
-    @classmethod
-    def _reviewed(cls, value: str) -> str:
-        # The endpoint spec is checked against the version's CRD fields and model sources: an unreviewed version's
-        # CRD could refuse the object on deploy (kubectl's strict field validation).
-        reviewed = sorted(set(operator_addons.ADDON_SPEC_FIELDS) & set(OPERATOR_ADDON_MODEL_SOURCES))
-        if value not in reviewed:
-            raise ValueError(
-                f"{value!r} is not an add-on version whose CRD kvtiers has read (one of {', '.join(map(repr, reviewed))}; "
-                "docs/operator-contract.md)"
-            )
-        return value
 
     s3_csi_driver: str = platform.S3_CSI_DRIVER_VERSION
     fsx_csi_driver: str = platform.FSX_CSI_DRIVER_VERSION
@@ -1010,12 +923,7 @@ class Environment(Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Environment:
-        groups = {g.name: g for g in self.hyperpod.instance_groups}
-        if self.curvine.worker_group is not None and self.curvine.worker_group not in groups:
-            raise ValueError(
-                f"curvine.worker_group {self.curvine.worker_group!r} is not a HyperPod instance group "
-                f"(one of {sorted(groups)})"
-            )
+        # Rules about the file's own fields that map onto no construct prop; every deploy rule is the constructs'.
         if (
             self.observability.enabled
             and self.observability.l2_nearly_full_ratio <= self.curvine.eviction.high_watermark
@@ -1024,81 +932,25 @@ class Environment(Strict):
                 f"observability.l2_nearly_full_ratio {self.observability.l2_nearly_full_ratio} must be above "
                 f"curvine.eviction.high_watermark {self.curvine.eviction.high_watermark} (eviction keeps the L2 there)"
             )
-        narrowed = [e.name for e in self.serving.endpoints if e.allowed_clients is not None]
-        if narrowed and isinstance(self.network, ExistingVpc) and self.network.private_subnet_cidrs is None:
+        operator = [e for e in self.serving.endpoints if e.serving == "operator"]
+        if (
+            operator
+            and self.inference_operator.l2_backend == "tieredstorage"
+            and not self.hyperpod.tiered_storage.enabled
+        ):
             raise ValueError(
-                f"network.private_subnet_cidrs: required when an endpoint sets allowed_clients ({', '.join(narrowed)}):"
-                " routers admit the API server's proxy from the control plane's subnets, and without their CIDRs that "
-                f"rule admits the whole VPC ({self.network.cidr}), which voids allowed_clients"
+                f"serving.endpoints {[e.name for e in operator]}: serving 'operator' with inference_operator.l2_backend "
+                "'tieredstorage' needs hyperpod.tiered_storage.enabled: true"
             )
-        names = [e.name for e in self.serving.endpoints]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"serving.endpoints: duplicate endpoint names {duplicates}")
-        if self.curvine.namespace == self.serving.namespace:
-            raise ValueError("curvine.namespace and serving.namespace must differ")
-        for i, endpoint in enumerate(self.serving.endpoints):
-            where = f"serving.endpoints.{i} ({endpoint.name})"
-            check_instance_group(where, endpoint.instance_group, groups)
-            if (
-                endpoint.serving == "operator"
-                and self.inference_operator.l2_backend == "tieredstorage"
-                and not self.hyperpod.tiered_storage.enabled
-            ):
-                raise ValueError(
-                    f"{where}: serving 'operator' with inference_operator.l2_backend 'tieredstorage' needs "
-                    "hyperpod.tiered_storage.enabled: true"
-                )
-            if endpoint.serving == "operator":
-                operator_addons.check_group_schedulable(
-                    where, endpoint.instance_group, ((t.key, t.effect) for t in groups[endpoint.instance_group].taints)
-                )
-            addon = self.inference_operator.addons.inference_operator
-            sources = OPERATOR_ADDON_MODEL_SOURCES.get(addon)
-            if endpoint.serving == "operator" and sources is not None and endpoint.source.type not in sources:
-                raise ValueError(
-                    f"{where}: source.type {endpoint.source.type!r} is not a model source the Inference Operator "
-                    f"add-on {addon} accepts (its CRD allows {', '.join(sources)}); copy the weights to S3"
-                )
         self._sizing = _size_environment(self)
         with_l2 = [e.name for e, sized in self.sized_endpoints() if sized.l2_enabled]
-        operator_l2 = [e.name for e in self.serving.endpoints if e.serving == "operator" and e.name in with_l2]
+        operator_l2 = [e.name for e in operator if e.name in with_l2]
         if operator_l2 and self.inference_operator.l2_backend == "tieredstorage":
             raise ValueError(
                 f"inference_operator.l2_backend: 'tieredstorage' is refused for {operator_l2}: the operator configures "
                 "that L2 itself, so kvtiers cannot attach the L2 guard, and LMCache 0.3.11 turns a chunk that backend "
                 "fails to return into wrong output (docs/serving-contract.md, L2 read failures); use 'curvine' "
                 "(the default), or l2: off"
-            )
-        addon = self.inference_operator.addons.inference_operator
-        without_policy = [
-            e.name
-            for e in self.serving.endpoints
-            if e.serving == "operator" and not (e.name in with_l2 and self.inference_operator.l2_backend == "curvine")
-        ]
-        if without_policy and addon in operator_addons.ADDONS_STRIPPING_LMCACHE_ENV:
-            kept = sorted(set(operator_addons.ADDON_SPEC_FIELDS) - operator_addons.ADDONS_STRIPPING_LMCACHE_ENV)
-            raise ValueError(
-                f"inference_operator.addons.inference_operator: {addon} is refused for operator endpoints without the "
-                f"Curvine L2 {without_policy}: that operator drops the worker's LMCACHE_* variables "
-                "(aws/sagemaker-hyperpod-cli#431), the L1 and chunk sizes of an endpoint with l2 off live only there, "
-                f"and only the Curvine L2's policy writes them back; use {', '.join(kept)} or turn their l2 on"
-            )
-        engine_lmcache = self.serving.images.engine.lmcache
-        if with_l2 and engine_lmcache != L2_GUARD_LMCACHE:
-            raise ValueError(
-                f"serving.images.vllm_image: endpoints {with_l2} use the L2, whose read failures only the kvtiers L2 "
-                f"guard turns into recomputes, and the guard is tested with LMCache {L2_GUARD_LMCACHE}; "
-                f"{self.serving.images.vllm_image} carries LMCache {engine_lmcache} (version matrix: "
-                "kvtiers/config/versions.py)"
-            )
-        kvaware = [e.name for e in self.serving.endpoints if e.routing == "kvaware" and e.serving == "self_managed"]
-        router_release = self.serving.images.router.production_stack
-        if kvaware and router_release != KVAWARE_FALLBACK_ROUTER:
-            raise ValueError(
-                f"serving.images.router_image: endpoints {kvaware} route kvaware, which kvtiers' fallback for departed "
-                f"engines keeps from answering HTTP 500, and the fallback is reviewed against {KVAWARE_FALLBACK_ROUTER}; "
-                f"{self.serving.images.router_image} is {router_release} (version matrix: kvtiers/config/versions.py)"
             )
         return self
 
@@ -1157,13 +1009,17 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint) -> Endpoint
     kv = shape.kv_bytes_per_token(endpoint.dtype)
     weights = shape.weight_bytes(endpoint.dtype)
     gpus = endpoint.gpus
-    usable_gpu = gpus * (GPU_MEMORY_GIB * endpoint.gpu_memory_utilization - ACTIVATION_RESERVE_GIB) * GIB
-    if usable_gpu <= weights:
-        raise ValueError(
-            f"serving.endpoints.{index} ({endpoint.name}): {endpoint.model} weights need "
-            f"{weights / GIB:.1f} GiB but {gpus} GPU(s) at gpu_memory_utilization {endpoint.gpu_memory_utilization} "
-            f"give {usable_gpu / GIB:.1f} GiB; raise tensor_parallel_size or pipeline_parallel_size"
+    try:
+        l0_tokens = gpu_cache_tokens(
+            model=endpoint.model,
+            weight_bytes=weights,
+            kv_bytes_per_token=kv,
+            gpus=gpus,
+            gpu_memory_gib=GPU_MEMORY_GIB,
+            gpu_memory_utilization=endpoint.gpu_memory_utilization,
         )
+    except ValueError as error:
+        raise ValueError(f"serving.endpoints.{index} ({endpoint.name}): {error}") from None
     l1_bytes = endpoint.l1_gib * gpus * GIB
     pod = engine_pod_sizing(
         weight_bytes=weights,
@@ -1179,7 +1035,7 @@ def _size_endpoint(env: Environment, index: int, endpoint: Endpoint) -> Endpoint
         kv_bytes_per_token=kv,
         weight_bytes=weights,
         gpus_per_replica=gpus,
-        l0_tokens=int((usable_gpu - weights) // kv),
+        l0_tokens=l0_tokens,
         l1_bytes=l1_bytes,
         l1_tokens=l1_bytes // kv,
         l2_enabled=l2_enabled,

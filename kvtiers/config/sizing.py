@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GB = 1000**3
-ACTIVATION_RESERVE_GIB = 2
-"""GPU memory per GPU that vLLM keeps for activations and CUDA graphs beyond the weights (an estimate)."""
 
 
 @dataclass(frozen=True)

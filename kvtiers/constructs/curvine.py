@@ -25,6 +25,7 @@ from kvtiers import checks, serving_defaults
 from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS
 from kvtiers.change.manifests import MANIFEST_RESOURCE_TYPE, ObjectRef, manifest_resources
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE
+from kvtiers.constructs.cluster_network import cluster_network
 from kvtiers.constructs.eks_cluster import (
     ChartManifests,
     EksCluster,
@@ -33,6 +34,7 @@ from kvtiers.constructs.eks_cluster import (
     pod_identity_role,
 )
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, register_agents
+from kvtiers.constructs.interfaces import IHyperPodCluster
 from kvtiers.constructs.journal_volumes import EBS_CSI_MANAGED_POLICY, EBS_CSI_SERVICE_ACCOUNT, CurvineJournalVolumes
 from kvtiers.constructs.network import HyperPodNetwork
 from kvtiers.constructs.node_traffic import PortRule
@@ -52,7 +54,14 @@ from kvtiers.k8s_charts.curvine_l2.charts import (
 )
 from kvtiers.k8s_charts.curvine_l2.placement import curvine_workloads, janitor_workload
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Volume
+from kvtiers.k8s_charts.names import CURVINE_JANITOR_METRICS_PORT
 from kvtiers.k8s_charts.namespaces import NamespaceChart, PssLevel, serving_enforce_level
+from kvtiers.k8s_charts.network_policies import (
+    ClusterNetwork,
+    CurvineNetworkPolicyChart,
+    JanitorTraffic,
+    ServingNetworkPolicyChart,
+)
 from kvtiers.k8s_charts.tolerations import tolerating
 from kvtiers.node_agents import EBS_CSI_CONTROLLER, EBS_CSI_NODE
 from kvtiers.platform_defaults import (
@@ -109,8 +118,12 @@ class CurvineL2(Construct):
     :param janitor_image: the image the L2 janitor runs in (one with Python 3 that the nodes already pull). @default
         the default engine image
     :param janitor_interval_seconds: time between janitor runs (at least 60). @default 600
-    :param network_policies: a chart of NetworkPolicies for the Curvine namespace, deployed after the masters (which
-        create the namespace) and before the workers. @default none
+    :param network_policies: deploy the L2's NetworkPolicies: the Curvine namespace's (default deny; masters admit
+        only each other, the CSI controller, the HyperPod nodes, the janitor and the API server's proxy), after the
+        masters and before any other Curvine pod; and, in a serving namespace this construct creates, the namespace's
+        own (default deny, DNS, the janitor, and with ``operator_endpoints`` the operator's pods), before the claim.
+        ``False`` leaves Curvine, which authenticates nothing, open to every pod of the cluster: only for a team that
+        deploys equivalent policies itself. @default True
     :param serving_namespace_manifest: the manifest that creates ``serving_namespace``; the claim comes after it.
         @default none: this construct creates the namespace (Pod Security ``baseline``, which the self-managed
         engines meet) as the manifest ``ServingNamespace``, retained when it leaves the stack (CloudFormation then
@@ -123,8 +136,9 @@ class CurvineL2(Construct):
         construct creates, so it enforces Pod Security ``privileged`` there (the operator writes its pods' security
         context, which kvtiers does not know; warn and audit still report). @default False: ``baseline``, which the
         self-managed engines meet
-    :param manifests_scope: where the manifests are created, for an app that keeps Kubernetes objects in a stack of
-        their own. @default this construct
+    :param manifests_scope: where the Kubernetes manifests are created, for an app that keeps its AWS resources and
+        its Kubernetes objects in separate stacks (the journal volumes and EBS CSI stay in ``scope``). @default this
+        construct
     """
 
     def __init__(
@@ -149,7 +163,7 @@ class CurvineL2(Construct):
         hash_seed: str = serving_defaults.HASH_SEED,
         janitor_image: str = DEFAULT_ENGINE_IMAGE,
         janitor_interval_seconds: int = DEFAULT_JANITOR_INTERVAL_SECONDS,
-        network_policies: cdk8s.Chart | None = None,
+        network_policies: bool = True,
         serving_namespace_manifest: Construct | None = None,
         operator_endpoints: bool = False,
         manifests_scope: Construct | None = None,
@@ -165,6 +179,12 @@ class CurvineL2(Construct):
                 f"CurvineL2: worker_groups {unknown} are not groups of the HyperPod cluster {list(groups)}"
             )
         checks.hash_seed("CurvineL2", hash_seed)
+        if settings.namespace == serving_namespace:
+            raise ValueError(
+                f"CurvineL2: settings.namespace and serving_namespace are both {serving_namespace!r}; they must differ "
+                "(the Curvine namespace's default-deny policies would cut off the serving pods)"
+            )
+        policy_network = cluster_network("CurvineL2", network, eks_cluster) if network_policies else None
         self.claim = L2Volume(claim_name=claim_name, mount_path=mount_path)
         self.hash_seed = hash_seed
         self.serving_namespace = serving_namespace
@@ -172,11 +192,9 @@ class CurvineL2(Construct):
             serving_enforce_level(operator_endpoints) if serving_namespace_manifest is None else None
         )
         self.hyperpod = hyperpod
-        # The volumes' id hides behind "Default": their logical IDs are this construct's, so that deployed volumes
-        # keep them (a new logical ID would replace a volume, and the Raft journal on it).
         self.journal = CurvineJournalVolumes(
             self,
-            "Default",
+            "Journal",
             availability_zone=network.hyperpod_availability_zone,
             masters=masters,
             meta_size_gib=settings.meta_volume_gib,
@@ -231,10 +249,9 @@ class CurvineL2(Construct):
                 )
             )
 
-        target = manifests_scope if manifests_scope is not None else self
         cluster = as_cluster_interface(eks_cluster.cluster)
         k8s_app = cdk8s.App()
-        deployed = ChartManifests(target, cluster)
+        deployed = ChartManifests(manifests_scope if manifests_scope is not None else self, cluster)
         self.charts, self.objects, self.manifests = deployed.charts, deployed.objects, deployed.manifests
         deploy = deployed.deploy
 
@@ -244,9 +261,10 @@ class CurvineL2(Construct):
         )
         cdk.Annotations.of(masters_manifest).add_info(self.cluster.master_count_note)
         before_workers: list[Construct] = [masters_manifest]
-        if network_policies is not None:
+        if policy_network is not None:
             # The namespace comes with the masters; its policies follow it, before any other Curvine pod.
-            before_workers.append(deploy("CurvineNetworkPolicies", network_policies, [masters_manifest]))
+            policies = self._curvine_policies(k8s_app, policy_network, network, serving_namespace)
+            before_workers.append(deploy("CurvineNetworkPolicies", policies, [masters_manifest]))
         workers_manifest = deploy(
             "CurvineWorkers", CurvineWorkerChart(k8s_app, "curvine-workers", cluster=self.cluster), before_workers
         )
@@ -261,6 +279,7 @@ class CurvineL2(Construct):
             claim_size_gib=claim_size_gib,
             janitor_interval_seconds=janitor_interval_seconds,
         )
+        before_storage: list[Construct] = [csi]
         if serving_namespace_manifest is None:
             namespace = NamespaceChart(
                 k8s_app,
@@ -275,9 +294,110 @@ class CurvineL2(Construct):
                     obj.metadata.add_annotation(RETAINED_ANNOTATION, "true")
             serving_namespace_manifest = deploy("ServingNamespace", namespace, [])
             self.node.add_validation(_OneNamespaceManifest(serving_namespace_manifest, serving_namespace))
+            before_storage.append(serving_namespace_manifest)
+            if policy_network is not None:
+                # Default deny from the namespace's first pod (the janitor) on.
+                serving_policies = ServingNetworkPolicyChart(
+                    k8s_app,
+                    "serving-network-policies",
+                    namespace=serving_namespace,
+                    network=policy_network,
+                    endpoints=(),
+                    janitor=JanitorTraffic(
+                        curvine_namespace=self.cluster.namespace,
+                        master_web_port=self.cluster.ports.master_web,
+                        metrics_port=CURVINE_JANITOR_METRICS_PORT,
+                    ),
+                    operator_managed=operator_endpoints,
+                )
+                before_storage.append(deploy("ServingNetworkPolicies", serving_policies, [serving_namespace_manifest]))
+        else:
+            before_storage.append(serving_namespace_manifest)
         if isinstance(serving_namespace_manifest, eks.KubernetesManifest):
             _retain_namespace_manifest(serving_namespace_manifest)
-        self.ready = deploy("CurvineStorage", storage, [csi, serving_namespace_manifest])
+        self.ready = deploy("CurvineStorage", storage, before_storage)
+
+    @staticmethod
+    def from_curvine_l2_attributes(
+        scope: Construct,
+        id: str,
+        *,
+        serving_namespace: str,
+        hash_seed: str,
+        claim_name: str = DEFAULT_CLAIM_NAME,
+        mount_path: str = DEFAULT_MOUNT_PATH,
+        hyperpod: IHyperPodCluster | None = None,
+        serving_namespace_enforce: PssLevel | None = None,
+    ) -> ImportedCurvineL2:
+        """A Curvine L2 another stack or team deployed, for :class:`~kvtiers.constructs.ServingEndpoint` and
+        :class:`~kvtiers.constructs.OperatorServingEndpoint` to mount. Its owner's stack has deployed the claim, the
+        serving namespace and its NetworkPolicies already; the endpoints deploy their own policies.
+
+        :param serving_namespace: the namespace of the claim (``CurvineL2(serving_namespace=)``).
+        :param hash_seed: the L2's hash seed (``CurvineL2(hash_seed=)``): every endpoint on the L2 uses it.
+        :param claim_name: the claim. @default ``curvine-l2``
+        :param mount_path: where serving pods mount it. @default ``/mnt/curvine/l2cache``
+        :param hyperpod: the HyperPod cluster the L2 runs on (``HyperPodCluster.from_hyperpod_cluster_attributes``),
+            the endpoints' default. @default None
+        :param serving_namespace_enforce: the Pod Security level the namespace enforces, when known: an operator
+            endpoint is refused on one that is not ``privileged``. @default None (unknown)
+        """
+        return ImportedCurvineL2(
+            scope,
+            id,
+            serving_namespace=serving_namespace,
+            hash_seed=hash_seed,
+            claim_name=claim_name,
+            mount_path=mount_path,
+            hyperpod=hyperpod,
+            serving_namespace_enforce=serving_namespace_enforce,
+        )
+
+    def _curvine_policies(
+        self, k8s_app: cdk8s.App, policy_network: ClusterNetwork, network: HyperPodNetwork, serving_namespace: str
+    ) -> CurvineNetworkPolicyChart:
+        """The Curvine namespace's policies, from the L2's own ports; the HyperPod nodes are the HyperPod subnet (the
+        whole VPC when an imported VPC does not give its CIDR)."""
+        ports = self.cluster.ports
+        return CurvineNetworkPolicyChart(
+            k8s_app,
+            "curvine-network-policies",
+            namespace=self.cluster.namespace,
+            network=policy_network,
+            hyperpod_cidr=network.hyperpod_subnet_cidr or policy_network.node_cidr,
+            master_rpc_port=ports.master_rpc,
+            journal_port=ports.journal,
+            master_web_port=ports.master_web,
+            worker_rpc_port=ports.worker_rpc,
+            janitor_namespace=serving_namespace,
+        )
+
+
+class ImportedCurvineL2(Construct):
+    """A Curvine L2 deployed by another stack or team (:meth:`CurvineL2.from_curvine_l2_attributes`): the claim,
+    its namespace and hash seed, and the HyperPod cluster it runs on. ``ready`` is None: it is deployed already."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        serving_namespace: str,
+        hash_seed: str,
+        claim_name: str,
+        mount_path: str,
+        hyperpod: IHyperPodCluster | None,
+        serving_namespace_enforce: PssLevel | None,
+    ) -> None:
+        super().__init__(scope, id)
+        checks.dns_label("CurvineL2.from_curvine_l2_attributes", "serving_namespace", serving_namespace)
+        checks.hash_seed("CurvineL2.from_curvine_l2_attributes", hash_seed)
+        self.claim = L2Volume(claim_name=claim_name, mount_path=mount_path)
+        self.serving_namespace = serving_namespace
+        self.hash_seed = hash_seed
+        self.hyperpod = hyperpod
+        self.serving_namespace_enforce = serving_namespace_enforce
+        self.ready: Construct | None = None
 
 
 RETAINED_ANNOTATION = "kvtiers.io/retained"

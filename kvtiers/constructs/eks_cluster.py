@@ -236,6 +236,7 @@ class EksCluster(Construct):
             release(kubernetes_version)
         except ValueError as error:
             raise ValueError(f"EksCluster: kubernetes_version: {error}") from None
+        _check_kube_proxy(addons.kube_proxy, kubernetes_version)
         if support_date is not None:
             status = support(kubernetes_version, support_date)
             if status is Support.ENDED:
@@ -385,6 +386,17 @@ def _endpoint_access(endpoint_access: str, public_access_cidrs: Sequence[str]) -
     if not public_access_cidrs:
         raise ValueError("EksCluster: endpoint_access 'public_and_private' needs public_access_cidrs")
     return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_access_cidrs)
+
+
+def _check_kube_proxy(kube_proxy: str, kubernetes_version: str) -> None:
+    """kube-proxy's minor version is the cluster's: EKS refuses another (``Addon version specified is not
+    supported``) after the cluster exists."""
+    proxy = addon_version(kube_proxy)[:2]
+    if proxy != tuple(int(x) for x in kubernetes_version.split(".")):
+        raise ValueError(
+            f"EksCluster: addons.kube_proxy {kube_proxy} is for Kubernetes {proxy[0]}.{proxy[1]}, not "
+            f"kubernetes_version {kubernetes_version}: kube-proxy's minor version is the cluster's"
+        )
 
 
 def _check_service_cidr(value: str) -> None:

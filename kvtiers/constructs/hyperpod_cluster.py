@@ -337,6 +337,35 @@ class HyperPodCluster(Construct):
             )
         cdk.Aspects.of(cdk.Stack.of(self)).add(_AfterRolePolicies(self.cluster, self.execution_role))
 
+    @staticmethod
+    def from_hyperpod_cluster_attributes(
+        scope: Construct,
+        id: str,
+        *,
+        cluster_arn: str,
+        instance_groups: Sequence[InstanceGroup],
+        tiered_storage_memory_percentage: int = 0,
+        system_reserved_gib: int = SYSTEM_RESERVED_GIB,
+    ) -> ImportedHyperPodCluster:
+        """A HyperPod cluster deployed elsewhere, for endpoints and an imported L2 to run on.
+
+        :param cluster_arn: the cluster's ARN.
+        :param instance_groups: its instance groups as deployed (names, instance types, counts, taints): the
+            endpoints' groups, tolerations and placement come from them.
+        :param tiered_storage_memory_percentage: the share of node memory the cluster reserves for tiered storage
+            (0 when it is off). @default 0
+        :param system_reserved_gib: memory every node keeps for HyperPod's processes. @default 2 GiB, as
+            :class:`HyperPodCluster`
+        """
+        return ImportedHyperPodCluster(
+            scope,
+            id,
+            cluster_arn=cluster_arn,
+            instance_groups=instance_groups,
+            tiered_storage_memory_percentage=tiered_storage_memory_percentage,
+            system_reserved_gib=system_reserved_gib,
+        )
+
     def _warn_about_untolerated_taints(self, dependencies: HyperPodDependencies) -> None:
         for group in self.instance_groups:
             for taint in group.taints:
@@ -385,6 +414,46 @@ class HyperPodCluster(Construct):
     def cluster_arn(self) -> str:
         """The HyperPod cluster's ARN (a deploy-time value)."""
         return self.cluster.attr_cluster_arn
+
+
+class ImportedHyperPodCluster(Construct):
+    """A HyperPod cluster another stack or team owns, by its attributes
+    (:meth:`HyperPodCluster.from_hyperpod_cluster_attributes`).
+
+    Attributes: ``cluster_arn``, ``instance_groups`` and ``placement``: the agents EKS and HyperPod run on every node
+    and the pods of this app's constructs, checked as :class:`HyperPodCluster` checks them (synth fails where they
+    do not fit). Pods the owner or other apps put on the same nodes are not counted (an info annotation says so).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster_arn: str,
+        instance_groups: Sequence[InstanceGroup],
+        tiered_storage_memory_percentage: int = 0,
+        system_reserved_gib: int = SYSTEM_RESERVED_GIB,
+    ) -> None:
+        super().__init__(scope, id)
+        if not instance_groups:
+            raise ValueError("HyperPodCluster.from_hyperpod_cluster_attributes: instance_groups must not be empty")
+        check.distinct("HyperPodCluster", "instance_groups names", [g.name for g in instance_groups])
+        check.in_range("HyperPodCluster", "tiered_storage_memory_percentage", tiered_storage_memory_percentage, 0, 100)
+        self.cluster_arn = cluster_arn
+        self.instance_groups = tuple(instance_groups)
+        self.placement = node_placement(
+            self.instance_groups,
+            tiered_storage_percentage=tiered_storage_memory_percentage,
+            system_reserved_gib=system_reserved_gib,
+        )
+        self.node.add_validation(_PlacementFits(self.placement))
+        cdk.Aspects.of(self).add(_PlacementWarnings(self))
+        cdk.Annotations.of(self).add_info(
+            "kvtiers:imported-hyperpod: the placement check counts the node agents and this app's pods on "
+            f"{', '.join(g.name for g in self.instance_groups)}; pods the cluster's owner or other apps run there "
+            "are not counted"
+        )
 
 
 def node_placement(
@@ -452,7 +521,7 @@ class _PlacementWarnings:
     """What may go wrong though every pod fits, said once the stack is complete (an aspect runs after every construct
     has registered its pods)."""
 
-    def __init__(self, cluster: HyperPodCluster) -> None:
+    def __init__(self, cluster: HyperPodCluster | ImportedHyperPodCluster) -> None:
         self._cluster = cluster
 
     def visit(self, node: IConstruct) -> None:

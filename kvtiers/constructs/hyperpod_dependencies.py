@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+import yaml
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
@@ -93,8 +94,7 @@ class HyperPodDependencies(Construct):
         wait: bool | None = None,
     ) -> None:
         super().__init__(scope, id)
-        if not (chart_dir / "Chart.yaml").is_file():
-            raise ValueError(f"HyperPodDependencies: chart_dir {chart_dir} has no Chart.yaml")
+        _check_resolved(chart_dir)
         self.tolerations = tuple(tolerations)
         eks_cluster = cluster if isinstance(cluster, EksCluster) else None
         kubernetes = cluster.cluster if isinstance(cluster, EksCluster) else cluster
@@ -124,3 +124,27 @@ class HyperPodDependencies(Construct):
             ):
                 if prerequisite is not None:
                     self.node.add_dependency(prerequisite)
+
+
+def _check_resolved(chart_dir: Path) -> None:
+    """Helm installs a chart only when every dependency its ``Chart.yaml`` lists is in ``charts/``, whatever the
+    dependency's ``condition`` (``CheckDependencies``: "found in Chart.yaml, but missing in charts/ directory"): an
+    unresolved copy would fail only after the EKS cluster exists."""
+    chart_yaml = chart_dir / "Chart.yaml"
+    if not chart_yaml.is_file():
+        raise ValueError(f"HyperPodDependencies: chart_dir {chart_dir} has no Chart.yaml")
+    metadata = yaml.safe_load(chart_yaml.read_text()) or {}
+    missing = [
+        d["name"] for d in metadata.get("dependencies") or () if not _subchart_present(chart_dir / "charts", d["name"])
+    ]
+    if missing:
+        raise ValueError(
+            f"HyperPodDependencies: chart_dir {chart_dir}: Chart.yaml lists dependencies missing from charts/ "
+            f"({', '.join(missing)}), and Helm refuses to install such a chart; resolve them first (helm dependency "
+            "update)"
+        )
+
+
+def _subchart_present(charts: Path, name: str) -> bool:
+    """A dependency as ``helm dependency update`` leaves it: ``charts/<name>/`` or ``charts/<name>-<version>.tgz``."""
+    return (charts / name / "Chart.yaml").is_file() or any(charts.glob(f"{name}-*.tgz"))

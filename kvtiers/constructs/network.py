@@ -71,6 +71,11 @@ class ExistingVpcAttributes:
     :param hyperpod_availability_zone: AZ name of the HyperPod subnet.
     :param security_group_id: the security group of EKS and HyperPod. @default none: one with the EFA and FSx rules
         is created
+    :param private_subnet_cidrs: CIDRs of ``private_subnet_ids``, in the same order: where the control plane's ENIs,
+        and so the API server's pod proxy, are. The NetworkPolicies admit the proxy from them; a router's
+        ``client_cidrs`` narrower than the VPC needs them. @default none: those rules admit the whole VPC
+    :param hyperpod_subnet_cidr: the HyperPod subnet's CIDR, inside ``cidr``: the only peers Curvine's masters
+        admit by address (host-network workers and FUSE clients). @default none: the whole VPC
     """
 
     vpc_id: str
@@ -80,6 +85,8 @@ class ExistingVpcAttributes:
     hyperpod_subnet_id: str
     hyperpod_availability_zone: str
     security_group_id: str | None = None
+    private_subnet_cidrs: Sequence[str] | None = None
+    hyperpod_subnet_cidr: str | None = None
 
     def __post_init__(self) -> None:
         owner = "ExistingVpcAttributes"
@@ -89,6 +96,15 @@ class ExistingVpcAttributes:
             raise ValueError(f"{owner}: private_subnet_ids needs at least two subnets (an EKS requirement)")
         if len(self.availability_zones) != len(self.private_subnet_ids):
             raise ValueError(f"{owner}: availability_zones must list one AZ per entry of private_subnet_ids")
+        if self.private_subnet_cidrs is not None:
+            if len(self.private_subnet_cidrs) != len(self.private_subnet_ids):
+                raise ValueError(f"{owner}: private_subnet_cidrs must list one CIDR per entry of private_subnet_ids")
+            for cidr in self.private_subnet_cidrs:
+                check.ipv4_network(owner, "private_subnet_cidrs", cidr)
+        if self.hyperpod_subnet_cidr is not None:
+            subnet = check.ipv4_network(owner, "hyperpod_subnet_cidr", self.hyperpod_subnet_cidr)
+            if not check.unresolved(self.cidr) and not subnet.subnet_of(check.ipv4_network(owner, "cidr", self.cidr)):
+                raise ValueError(f"{owner}: hyperpod_subnet_cidr {subnet} is not inside cidr {self.cidr}")
 
 
 class HyperPodNetwork(Construct):
@@ -97,7 +113,9 @@ class HyperPodNetwork(Construct):
 
     Attributes: ``vpc``, ``cidr`` (the VPC's IPv4 CIDR as given, known at synth where ``vpc.vpc_cidr_block`` of a
     new VPC is not), ``eks_subnets``, ``hyperpod_subnet``, ``hyperpod_availability_zone`` (AZ *name* of the HyperPod
-    subnet, a deploy-time value for a new VPC) and ``security_group``.
+    subnet, a deploy-time value for a new VPC), ``hyperpod_subnet_cidr`` (None when an imported VPC does not give it),
+    ``control_plane_cidrs`` (the EKS subnets' CIDRs, () when an imported VPC does not give them) and
+    ``security_group``.
 
     :param scope: the parent construct.
     :param id: the construct id.
@@ -111,13 +129,25 @@ class HyperPodNetwork(Construct):
         self.hyperpod_subnet: ec2.ISubnet
         self.hyperpod_availability_zone: str
         self.security_group: ec2.ISecurityGroup
+        self.hyperpod_subnet_cidr: str | None
         self.cidr = vpc.cidr
         if isinstance(vpc, NewVpcOptions):
             self._create(vpc)
         else:
             self._import(vpc)
 
+    @property
+    def control_plane_cidrs(self) -> tuple[str, ...]:
+        """The EKS subnets' CIDRs (the control plane's ENIs, where the API server's pod proxy connects from), or ()
+        for imported subnets whose CIDRs were not given."""
+        try:
+            cidrs = tuple(s.ipv4_cidr_block for s in self.eks_subnets)
+        except RuntimeError:  # jsii: an imported subnet without its CIDR
+            return ()
+        return () if any(check.unresolved(c) for c in cidrs) else cidrs
+
     def _create(self, options: NewVpcOptions) -> None:
+        self.hyperpod_subnet_cidr = options.hyperpod_subnet_cidr
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
@@ -162,6 +192,9 @@ class HyperPodNetwork(Construct):
             vpc_cidr_block=attributes.cidr,
             availability_zones=list(attributes.availability_zones),
             private_subnet_ids=list(attributes.private_subnet_ids),
+            private_subnet_ipv4_cidr_blocks=(
+                list(attributes.private_subnet_cidrs) if attributes.private_subnet_cidrs is not None else None
+            ),
         )
         self.eks_subnets = list(self.vpc.private_subnets)
         self.hyperpod_subnet = ec2.Subnet.from_subnet_attributes(
@@ -169,7 +202,9 @@ class HyperPodNetwork(Construct):
             "HyperPodSubnet",
             subnet_id=attributes.hyperpod_subnet_id,
             availability_zone=attributes.hyperpod_availability_zone,
+            ipv4_cidr_block=attributes.hyperpod_subnet_cidr,
         )
+        self.hyperpod_subnet_cidr = attributes.hyperpod_subnet_cidr
         self.hyperpod_availability_zone = attributes.hyperpod_availability_zone
         if attributes.security_group_id:
             self.security_group = ec2.SecurityGroup.from_security_group_id(

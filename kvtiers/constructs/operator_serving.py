@@ -21,11 +21,14 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from kvtiers.constructs.curvine import CurvineL2
+from kvtiers.constructs.cluster_network import cluster_network
 from kvtiers.constructs.eks_cluster import ChartManifests, ClusterLike, EksCluster, as_cluster_interface
-from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, register_agents
+from kvtiers.constructs.endpoint_registry import register_endpoint
+from kvtiers.constructs.hyperpod_cluster import register_agents
 from kvtiers.constructs.hyperpod_inference import InferenceOperator, allow_invocation_traffic
-from kvtiers.constructs.serving import endpoint_hash_seed, engine_group
+from kvtiers.constructs.interfaces import ICurvineL2, IHyperPodCluster
+from kvtiers.constructs.network import HyperPodNetwork
+from kvtiers.constructs.serving import endpoint_hash_seed, endpoint_namespace, engine_group
 from kvtiers.k8s_charts.hyperpod_operator import (
     CurvineL2PolicyChart,
     InferenceEndpointConfigChart,
@@ -36,11 +39,12 @@ from kvtiers.k8s_charts.hyperpod_operator import contract as operator_contract
 from kvtiers.k8s_charts.hyperpod_operator.endpoint import Api
 from kvtiers.k8s_charts.hyperpod_operator.placement import operator_workload
 from kvtiers.k8s_charts.names import pascal_case
+from kvtiers.k8s_charts.network_policies import ClusterNetwork, OperatorTraffic, ServingNetworkPolicyChart
 from kvtiers.k8s_charts.operator_addons import check_group_schedulable
 from kvtiers.k8s_charts.serving import Engine
 from kvtiers.k8s_charts.vllm import Routing, S3Weights
 from kvtiers.node_agents import OPERATOR_AGENTS, OPERATOR_CONTROLLERS
-from kvtiers.serving_defaults import API, NAMESPACE
+from kvtiers.serving_defaults import API
 
 POLICY_READY_TIMEOUT = cdk.Duration.minutes(10)
 """How long the endpoint waits for Kyverno to report its policy Ready (the handler's wait; Kyverno takes seconds)."""
@@ -55,8 +59,8 @@ class OperatorServingEndpoint(Construct):
     once) and ``manifests`` by construct id, ``manifest`` (the endpoint's), ``policy`` and ``policy_ready`` (None
     without ``l2``).
 
-    Construct ids (in ``manifests_scope``): ``OperatorEndpoint<Name><fingerprint>``, ``L2Policy<Name><fingerprint>``
-    and ``L2PolicyReady<Name><fingerprint>``, where ``<Name>`` is ``name`` in PascalCase.
+    Construct ids: ``OperatorEndpoint<Name><fingerprint>``, ``L2Policy<Name><fingerprint>``,
+    ``L2PolicyReady<Name><fingerprint>`` and ``NetworkPolicies``, where ``<Name>`` is ``name`` in PascalCase.
 
     :param scope: the parent construct.
     :param id: the construct id.
@@ -88,10 +92,15 @@ class OperatorServingEndpoint(Construct):
     :param l2_share_group: the L2 directory shared with the other endpoints of this group (same model and L2
         namespace). @default None: a directory of the endpoint's own
     :param weights_region: the region of S3 weights' bucket. @default the stack's region
+    :param network: where the Kubernetes API and its pod proxy are, for the endpoint's NetworkPolicies: the
+        :class:`HyperPodNetwork` (with ``EksCluster(service_ipv4_cidr=)``) or a
+        :class:`~kvtiers.k8s_charts.network_policies.ClusterNetwork`. Required unless ``network_policies=False``.
+        @default None
+    :param network_policies: deploy the endpoint's NetworkPolicy (its pods admit the invocation port from the
+        operator's namespace and pods only) in a manifest of its own, before its pods. ``False`` leaves them to the
+        namespace's own policies; only an app that deploys equivalent ones itself should say so. @default True
     :param after: what the endpoint (and its policy) wait for besides Kyverno and the L2 claim: the namespace's
         manifest without ``l2``, the namespace's NetworkPolicies. @default none
-    :param manifests_scope: where the manifests are created, for an app that keeps Kubernetes objects in a stack of
-        their own or keeps the logical IDs it deployed with. @default this construct
     """
 
     def __init__(
@@ -105,23 +114,20 @@ class OperatorServingEndpoint(Construct):
         engine: Engine,
         routing: Routing,
         api: Api = API,
-        l2: CurvineL2 | None = None,
-        hyperpod: HyperPodCluster | None = None,
+        l2: ICurvineL2 | None = None,
+        hyperpod: IHyperPodCluster | None = None,
         namespace: str | None = None,
         hash_seed: str | None = None,
         l2_share_group: str | None = None,
         weights_region: str | None = None,
+        network: HyperPodNetwork | ClusterNetwork | None = None,
+        network_policies: bool = True,
         after: Sequence[Construct] = (),
-        manifests_scope: Construct | None = None,
     ) -> None:
         super().__init__(scope, id)
         where = f"OperatorServingEndpoint {name!r}"
         hash_seed = endpoint_hash_seed(where, hash_seed, l2)
-        if l2 is not None and namespace is not None and namespace != l2.serving_namespace:
-            raise ValueError(
-                f"{where}: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} (the "
-                "claim is mounted only in its own namespace)"
-            )
+        namespace = endpoint_namespace(where, namespace, l2)
         if l2 is not None and l2.serving_namespace_enforce not in (None, "privileged"):
             raise ValueError(
                 f"{where}: the L2 created its serving namespace {l2.serving_namespace!r} with Pod Security "
@@ -129,8 +135,6 @@ class OperatorServingEndpoint(Construct):
                 "CurvineL2(..., operator_endpoints=True) (enforce 'privileged'), or give it a "
                 "serving_namespace_manifest of your own"
             )
-        if namespace is None:
-            namespace = l2.serving_namespace if l2 is not None else NAMESPACE
         if hyperpod is None and l2 is not None:
             hyperpod = l2.hyperpod
         if hyperpod is None:
@@ -166,14 +170,45 @@ class OperatorServingEndpoint(Construct):
         )
         register_agents(hyperpod.placement, (*OPERATOR_AGENTS, *OPERATOR_CONTROLLERS), hyperpod.instance_groups)
         cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
-        target = manifests_scope if manifests_scope is not None else self
+        register_endpoint(
+            self,
+            where,
+            cluster=cluster,
+            namespace=namespace,
+            name=name,
+            l2_namespace=engine.l2_namespace(hash_seed),
+            serving="operator",
+            l2_share_group=l2_share_group,
+        )
+        network_ = cluster_network(where, network, eks_cluster) if network_policies else None
+
         suffix = f"{pascal_case(name)}{self.endpoint.fingerprint}"
         k8s_app = cdk8s.App()
-        deployed = ChartManifests(target, cluster)
+        deployed = ChartManifests(self, cluster)
         self.charts, self.objects, self.manifests = deployed.charts, deployed.objects, deployed.manifests
         deploy = deployed.deploy
 
-        before: list[Construct] = [operator.kyverno, *([l2.ready] if l2 is not None else []), *after]
+        before: list[Construct] = [
+            operator.kyverno,
+            *([l2.ready] if l2 is not None and l2.ready is not None else []),
+            *after,
+        ]
+        self.network_policies: eks.KubernetesManifest | None = None
+        if network_ is not None:
+            # Its own manifest, before the pods: removing or renaming the endpoint deletes it and so its policy.
+            self.network_policies = deploy(
+                "NetworkPolicies",
+                ServingNetworkPolicyChart(
+                    k8s_app,
+                    "network-policies",
+                    namespace=namespace,
+                    network=network_,
+                    endpoints=[OperatorTraffic(name=name, object_name=self.object_name)],
+                    namespace_wide=False,
+                ),
+                before,
+            )
+            before = [*before, self.network_policies]
         self.policy: eks.KubernetesManifest | None = None
         self.policy_ready: eks.KubernetesObjectValue | None = None
         if self.endpoint.curvine_l2:
@@ -181,7 +216,7 @@ class OperatorServingEndpoint(Construct):
                 f"L2Policy{suffix}", CurvineL2PolicyChart(k8s_app, "l2-policy", endpoint=self.endpoint), before
             )
             self.policy_ready = eks.KubernetesObjectValue(
-                target,
+                self,
                 f"L2PolicyReady{suffix}",
                 cluster=cluster,
                 object_type=operator_contract.POLICY_RESOURCE,

@@ -7,7 +7,6 @@ before its pods."""
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -17,11 +16,12 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from kvtiers.checks import unresolved as check_unresolved
-from kvtiers.constructs.curvine import CurvineL2
+from kvtiers.constructs.cluster_network import cluster_network
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pod_identity_association
+from kvtiers.constructs.endpoint_registry import register_endpoint
 from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess, SecretsStoreCsi
-from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup, register_agents
+from kvtiers.constructs.hyperpod_cluster import InstanceGroup, register_agents
+from kvtiers.constructs.interfaces import ICurvineL2, IHyperPodCluster
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.constructs.network import HyperPodNetwork
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
@@ -121,8 +121,8 @@ class ServingEndpoint(Construct):
         name: str,
         engine: Engine,
         router: Router,
-        l2: CurvineL2 | None = None,
-        hyperpod: HyperPodCluster | None = None,
+        l2: ICurvineL2 | None = None,
+        hyperpod: IHyperPodCluster | None = None,
         namespace: str | None = None,
         hash_seed: str | None = None,
         l2_share_group: str | None = None,
@@ -132,16 +132,11 @@ class ServingEndpoint(Construct):
         network: HyperPodNetwork | ClusterNetwork | None = None,
         network_policies: bool = True,
         after: Sequence[Construct] = (),
-        access_scope: Construct | None = None,
     ) -> None:
         super().__init__(scope, id)
         where = f"ServingEndpoint {name!r}"
         hash_seed = endpoint_hash_seed(where, hash_seed, l2)
-        if l2 is not None and namespace is not None and namespace != l2.serving_namespace:
-            raise ValueError(
-                f"{where}: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} "
-                "(the claim is mounted only in its own namespace)"
-            )
+        namespace = endpoint_namespace(where, namespace, l2)
         s3 = engine.weights if isinstance(engine.weights, S3Weights) else None
         if engine.model_role_arn is not None:
             raise ValueError(
@@ -155,43 +150,107 @@ class ServingEndpoint(Construct):
                 f"{where}: secrets need secrets_store=SecretsStoreCsi(...): the add-on that mounts them and the KMS "
                 "key the API-key secret is encrypted with"
             )
-        if namespace is None:
-            namespace = l2.serving_namespace if l2 is not None else NAMESPACE
         if isinstance(eks_cluster, EksCluster) and eks_cluster.system_nodegroup is not None:
             router = dataclasses.replace(router, system_nodes=True)
-        if hyperpod is None and l2 is not None:
-            hyperpod = l2.hyperpod
-        if hyperpod is not None:
-            engine = _on_group(self, where, engine, hyperpod)
-            hyperpod.placement.add(engine_workload(name, engine, namespace=namespace))
-            routers = router_workload(
-                name, router, namespace=namespace, groups=tuple(g.name for g in hyperpod.instance_groups)
-            )
-            if routers is not None:
-                hyperpod.placement.add(routers)
-            if secrets is not None:
-                register_agents(hyperpod.placement, SECRETS_STORE_AGENTS, hyperpod.instance_groups)
-        else:
+        cluster_network_ = cluster_network(where, network, eks_cluster) if network_policies else None
+        cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
+        register_endpoint(
+            self,
+            where,
+            cluster=cluster,
+            namespace=namespace,
+            name=name,
+            l2_namespace=engine.l2_namespace(hash_seed),
+            serving="self_managed",
+            l2_share_group=l2_share_group,
+        )
+        hyperpod = hyperpod if hyperpod is not None else (l2.hyperpod if l2 is not None else None)
+        engine = self._place(where, name, namespace, engine, router, hyperpod, secrets is not None)
+        before: list[Construct] = [*([l2.ready] if l2 is not None and l2.ready is not None else []), *after]
+        self._grant_access(name, namespace, cluster, engine, router, model_role, secrets, secrets_store)
+        if s3 is not None and self.role is not None:
+            engine = dataclasses.replace(engine, model_role_arn=self.role.role_arn)
+        self.policies: eks.KubernetesManifest | None = None
+        self.policies_chart: ServingNetworkPolicyChart | None = None
+        self.policies_objects: list[dict[str, Any]] = []
+        if cluster_network_ is not None:
+            self._deploy_policies(name, namespace, cluster, cluster_network_, engine, router, s3 is not None, before)
+        self.chart = ServingChart(
+            cdk8s.App(),
+            name,
+            name=name,
+            namespace=namespace,
+            engine=engine,
+            router=router,
+            hash_seed=hash_seed,
+            l2=l2.claim if l2 is not None else None,
+            l2_share_group=l2_share_group,
+            secrets=secrets,
+        )
+        self.objects: list[dict[str, Any]] = self.chart.to_json()
+        self.manifest = eks.KubernetesManifest(self, "Manifest", cluster=cluster, manifest=self.objects, overwrite=True)
+        for dependency in (
+            *before,
+            *(c for c in (self.policies, self.model_access, self.secret_access) if c is not None),
+            *([secrets_store.addon] if secrets is not None and secrets_store is not None else []),
+        ):
+            self.manifest.node.add_dependency(dependency)
+        if isinstance(eks_cluster, EksCluster) and eks_cluster.node_traffic is not None:
+            _allow_serving_traffic(eks_cluster.node_traffic, engine, router)
+
+    def _place(
+        self,
+        where: str,
+        name: str,
+        namespace: str,
+        engine: Engine,
+        router: Router,
+        hyperpod: IHyperPodCluster | None,
+        secrets: bool,
+    ) -> Engine:
+        """The engines checked against their HyperPod group and tolerating its taints; their pods (and the routers',
+        and ASCP's with secrets) registered in the cluster's placement."""
+        if hyperpod is None:
             cdk.Annotations.of(self).add_warning_v2(
                 "kvtiers:serving-without-hyperpod",
                 f"{where}: no hyperpod (nor l2): engine.instance_group {engine.instance_group!r}, its "
                 "GPUs and memory are not checked against the HyperPod groups and the engines tolerate none of their "
-                "custom taints; give hyperpod=HyperPodCluster(...)",
+                "custom taints; give hyperpod=HyperPodCluster(...) or HyperPodCluster.from_hyperpod_cluster_attributes",
             )
-        cluster_network = _cluster_network(where, network, eks_cluster) if network_policies else None
-        cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
-        target = access_scope if access_scope is not None else self
-        pascal = pascal_case(name)
-        before: list[Construct] = [*([l2.ready] if l2 is not None else []), *after]
+            return engine
+        engine = _on_group(self, where, engine, hyperpod)
+        hyperpod.placement.add(engine_workload(name, engine, namespace=namespace))
+        routers = router_workload(
+            name, router, namespace=namespace, groups=tuple(g.name for g in hyperpod.instance_groups)
+        )
+        if routers is not None:
+            hyperpod.placement.add(routers)
+        if secrets:
+            register_agents(hyperpod.placement, SECRETS_STORE_AGENTS, hyperpod.instance_groups)
+        return engine
 
-        # One role per endpoint: the weights' (its own or the caller's), else the secrets'.
+    def _grant_access(
+        self,
+        name: str,
+        namespace: str,
+        cluster: eks.ICluster,
+        engine: Engine,
+        router: Router,
+        model_role: iam.IRole | None,
+        secrets: EndpointSecrets | None,
+        secrets_store: SecretsStoreCsi | None,
+    ) -> None:
+        """One Pod Identity role per endpoint (a service account has one association): the weights' (its own or the
+        caller's), else the secrets'; bound to every service account that reads either."""
+        pascal = pascal_case(name)
+        s3 = engine.weights if isinstance(engine.weights, S3Weights) else None
         self.model_access: ModelReadAccess | None = None
         self.role: iam.IRole | None = model_role
         engine_account, router_account = engine_service_account_name(name), router_name(name)
         router_reads_s3 = s3 is not None and router.routing == "kvaware"
         if s3 is not None and model_role is None:
             self.model_access = ModelReadAccess(
-                target,
+                self,
                 f"{pascal}ModelAccess",
                 cluster=cluster,
                 namespace=namespace,
@@ -209,7 +268,7 @@ class ServingEndpoint(Construct):
         if secrets is not None:
             assert secrets_store is not None
             self.secret_access = EndpointSecretAccess(
-                target,
+                self,
                 f"{pascal}Secrets",
                 cluster=cluster,
                 namespace=namespace,
@@ -233,99 +292,57 @@ class ServingEndpoint(Construct):
                     service_account=account,
                     role=self.role,
                 )
-        if s3 is not None and self.role is not None:
-            engine = dataclasses.replace(engine, model_role_arn=self.role.role_arn)
 
-        self.policies: eks.KubernetesManifest | None = None
-        self.policies_chart: ServingNetworkPolicyChart | None = None
-        self.policies_objects: list[dict[str, Any]] = []
-        if cluster_network is not None:
-            self.policies_chart = ServingNetworkPolicyChart(
-                cdk8s.App(),
-                f"network-policies-{name}",
-                namespace=namespace,
-                network=cluster_network,
-                endpoints=[
-                    SelfManagedTraffic(
-                        name=name,
-                        kvaware_worker_ports=(lmcache_worker_ports(engine.gpus) if router.routing == "kvaware" else ()),
-                        s3_weights=s3 is not None,
-                        client_cidrs=router.client_cidrs or None,
-                    )
-                ],
-                namespace_wide=False,
-            )
-            self.policies_objects = self.policies_chart.to_json()
-            # Its own manifest: removing the endpoint deletes its policies (kubectl's prune would leave them).
-            self.policies = eks.KubernetesManifest(
-                target, f"NetworkPolicies{pascal}", cluster=cluster, manifest=self.policies_objects, overwrite=True
-            )
-            for dependency in before:
-                self.policies.node.add_dependency(dependency)
-
-        self.chart = ServingChart(
+    def _deploy_policies(
+        self,
+        name: str,
+        namespace: str,
+        cluster: eks.ICluster,
+        network: ClusterNetwork,
+        engine: Engine,
+        router: Router,
+        s3_weights: bool,
+        before: Sequence[Construct],
+    ) -> None:
+        """The endpoint's NetworkPolicies in a manifest of their own, before its pods: removing the endpoint deletes
+        them (kubectl's prune would leave them)."""
+        self.policies_chart = ServingNetworkPolicyChart(
             cdk8s.App(),
-            name,
-            name=name,
+            f"network-policies-{name}",
             namespace=namespace,
-            engine=engine,
-            router=router,
-            hash_seed=hash_seed,
-            l2=l2.claim if l2 is not None else None,
-            l2_share_group=l2_share_group,
-            secrets=secrets,
+            network=network,
+            endpoints=[
+                SelfManagedTraffic(
+                    name=name,
+                    kvaware_worker_ports=(lmcache_worker_ports(engine.gpus) if router.routing == "kvaware" else ()),
+                    s3_weights=s3_weights,
+                    client_cidrs=router.client_cidrs or None,
+                )
+            ],
+            namespace_wide=False,
         )
-        self.objects: list[dict[str, Any]] = self.chart.to_json()
-        # "Default": the manifest's logical ID is this construct's, as if the manifest were built in its place.
-        self.manifest = eks.KubernetesManifest(self, "Default", cluster=cluster, manifest=self.objects, overwrite=True)
-        for dependency in (
-            *before,
-            *(c for c in (self.policies, self.model_access, self.secret_access) if c is not None),
-            *([secrets_store.addon] if secrets is not None and secrets_store is not None else []),
-        ):
-            self.manifest.node.add_dependency(dependency)
-        if isinstance(eks_cluster, EksCluster) and eks_cluster.node_traffic is not None:
-            _allow_serving_traffic(eks_cluster.node_traffic, engine, router)
+        self.policies_objects = self.policies_chart.to_json()
+        self.policies = eks.KubernetesManifest(
+            self, "NetworkPolicies", cluster=cluster, manifest=self.policies_objects, overwrite=True
+        )
+        for dependency in before:
+            self.policies.node.add_dependency(dependency)
 
 
-def _cluster_network(
-    where: str, network: HyperPodNetwork | ClusterNetwork | None, eks_cluster: EksCluster | ClusterLike
-) -> ClusterNetwork:
-    """The peers the NetworkPolicies name, from the network and the cluster's Service CIDR as built."""
-    if isinstance(network, ClusterNetwork):
-        return network
-    if network is None:
+def endpoint_namespace(where: str, namespace: str | None, l2: ICurvineL2 | None) -> str:
+    """The endpoint's namespace: the L2's serving namespace (the claim is mounted only there), else ``namespace`` or
+    ``serving``."""
+    if l2 is None:
+        return namespace if namespace is not None else NAMESPACE
+    if namespace is not None and namespace != l2.serving_namespace:
         raise ValueError(
-            f"{where}: network is required for its NetworkPolicies: give network=HyperPodNetwork(...) (or a "
-            "ClusterNetwork), or network_policies=False if you deploy equivalent policies yourself"
+            f"{where}: namespace {namespace!r} is not the L2's serving namespace {l2.serving_namespace!r} (the claim "
+            "is mounted only in its own namespace)"
         )
-    service_cidr = eks_cluster.service_ipv4_cidr if isinstance(eks_cluster, EksCluster) else None
-    if service_cidr is None:
-        raise ValueError(
-            f"{where}: network=HyperPodNetwork needs the EksCluster construct built with service_ipv4_cidr= (the "
-            "'kubernetes' Service address the policies admit; EKS's own pick is not known at synth), or give a "
-            "ClusterNetwork"
-        )
-    if check_unresolved(network.cidr):
-        raise ValueError(f"{where}: the network's cidr is a deploy-time value; give a ClusterNetwork")
-    return ClusterNetwork(
-        node_cidr=network.cidr,
-        api_service_ip=str(ipaddress.IPv4Network(service_cidr).network_address + 1),
-        control_plane_cidrs=_subnet_cidrs(network),
-    )
+    return l2.serving_namespace
 
 
-def _subnet_cidrs(network: HyperPodNetwork) -> tuple[str, ...]:
-    """The EKS subnets' CIDRs (the control plane's ENIs), or () for imported subnets whose CIDRs were not given (the
-    policies then admit the whole VPC)."""
-    try:
-        cidrs = tuple(s.ipv4_cidr_block for s in network.eks_subnets)
-    except RuntimeError:  # jsii: an imported subnet without its CIDR
-        return ()
-    return () if any(check_unresolved(c) for c in cidrs) else cidrs
-
-
-def endpoint_hash_seed(where: str, hash_seed: str | None, l2: CurvineL2 | None) -> str:
+def endpoint_hash_seed(where: str, hash_seed: str | None, l2: ICurvineL2 | None) -> str:
     """One seed per L2: the L2's, unless the endpoint gives one (which must then be the L2's)."""
     if l2 is None:
         return hash_seed if hash_seed is not None else HASH_SEED
@@ -344,7 +361,7 @@ def tolerating_taints(engine: Engine, taints: Iterable[tuple[str, str, TaintEffe
     return dataclasses.replace(engine, tolerations=(*engine.tolerations, *extra)) if extra else engine
 
 
-def _on_group(scope: Construct, where: str, engine: Engine, hyperpod: HyperPodCluster) -> Engine:
+def _on_group(scope: Construct, where: str, engine: Engine, hyperpod: IHyperPodCluster) -> Engine:
     """``engine`` checked against its HyperPod group, tolerating the group's taints."""
     group = engine_group(scope, where, engine, hyperpod)
     return tolerating_taints(engine, ((t.key, t.value, t.effect) for t in group.taints))
@@ -354,7 +371,7 @@ LAYOUT_WARNING = "kvtiers:tensor-parallel-over-pcie"
 """Id of the synth warning about an engine layout that is likely the slower one on its GPUs."""
 
 
-def engine_group(scope: Construct, where: str, engine: Engine, hyperpod: HyperPodCluster) -> InstanceGroup:
+def engine_group(scope: Construct, where: str, engine: Engine, hyperpod: IHyperPodCluster) -> InstanceGroup:
     """The HyperPod group ``engine`` runs on (it must be one); a synth warning when its layout is likely the slower
     one there (:mod:`kvtiers.parallelism`). Whether its pods fit, beside everything else on the group's nodes, is the
     HyperPod cluster's ``placement`` check at synth."""

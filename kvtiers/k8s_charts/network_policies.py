@@ -208,6 +208,8 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
     :param janitor: the Curvine L2 janitor's traffic. @default None (no janitor in this namespace)
     :param namespace_wide: the namespace's own policies (default deny, DNS, the janitor, the operator's shared
         pods). @default True
+    :param operator_managed: with ``namespace_wide``, the policy of the pods the Inference Operator creates in the
+        namespace (its router and sidecars). @default whether ``endpoints`` has an operator endpoint
     :param per_endpoint: each endpoint's policies. @default True. A deploy keeps them in a manifest per endpoint,
         apart from the namespace-wide ones: removing an endpoint then deletes its manifest (and its policies), where
         an update of a shared manifest would leave them behind (``kubectl apply --prune`` skips NetworkPolicies).
@@ -226,6 +228,7 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         janitor: JanitorTraffic | None = None,
         namespace_wide: bool = True,
         per_endpoint: bool = True,
+        operator_managed: bool | None = None,
     ) -> None:
         checks.dns_label("ServingNetworkPolicyChart", "namespace", namespace)
         checks.dns_label("ServingNetworkPolicyChart", "operator_namespace", operator_namespace)
@@ -233,6 +236,9 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         duplicates = sorted({n for n in endpoint_names if endpoint_names.count(n) > 1})
         if duplicates:
             raise ValueError(f"ServingNetworkPolicyChart: endpoints has duplicate names {duplicates}")
+        for e in endpoints:
+            if isinstance(e, SelfManagedTraffic):
+                _check_clients_not_voided(e, network)
         super().__init__(scope, id, disable_resource_name_hashes=True)
         ns = namespace
         if namespace_wide:
@@ -295,8 +301,9 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
                 egress=engine_egress,
             )
         operator = [e for e in endpoints if isinstance(e, OperatorTraffic)]
-        if operator:
-            self._operator(ns, operator_namespace, operator, shared=namespace_wide, own=per_endpoint)
+        shared = namespace_wide and (operator_managed if operator_managed is not None else bool(operator))
+        if shared or (operator and per_endpoint):
+            self._operator(ns, operator_namespace, operator, shared=shared, own=per_endpoint)
         if janitor is not None and namespace_wide:
             masters = k8s.NetworkPolicyPeer(
                 namespace_selector=in_namespace(janitor.curvine_namespace),
@@ -350,6 +357,22 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
                     k8s.NetworkPolicyIngressRule(from_=[operator_ns, operator_pods], ports=tcp(names.OPERATOR_PORT))
                 ],
             )
+
+
+def _check_clients_not_voided(endpoint: SelfManagedTraffic, network: ClusterNetwork) -> None:
+    """Routers also admit the API server's pod proxy; without the control plane's subnets that rule admits the whole
+    VPC, so ``client_cidrs`` that leave part of the VPC out would narrow nothing."""
+    if network.control_plane_cidrs or not endpoint.client_cidrs:
+        return
+    vpc = ipaddress.IPv4Network(network.node_cidr)
+    if any(vpc.subnet_of(ipaddress.IPv4Network(c)) for c in endpoint.client_cidrs):
+        return
+    raise ValueError(
+        f"endpoint {endpoint.name!r}: client_cidrs {', '.join(endpoint.client_cidrs)} narrow who may call the router, "
+        "but the network gives no control_plane_cidrs, so the rule that admits the API server's pod proxy admits the "
+        f"whole VPC ({network.node_cidr}) and voids them; give the EKS subnets' CIDRs "
+        "(ExistingVpcAttributes(private_subnet_cidrs=...) or ClusterNetwork(control_plane_cidrs=...))"
+    )
 
 
 class CurvineNetworkPolicyChart(cdk8s.Chart):

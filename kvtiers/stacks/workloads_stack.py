@@ -16,7 +16,7 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from kvtiers.config.schema import Endpoint, Environment, NewVpc
+from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.k8s_charts import names
 from kvtiers.stacks.platform_stack import PlatformStack
@@ -40,47 +40,24 @@ class WorkloadsStack(cdk.Stack):
         self.chart_objects: dict[str, list[dict]] = {}
         """Each chart's objects as rendered once for its manifest (reused for the per-object YAML)."""
         operator_endpoints = [e for e in env.serving.endpoints if e.serving == "operator"]
-        self.serving_namespace = self.add_chart(
-            "ServingNamespace", wiring.serving_namespace_chart(self.k8s_app, "serving-namespace", env)
-        )
-        # The control plane's ENIs are in the EKS subnets; an imported VPC's are known only if the file lists them.
-        control_plane_cidrs = (
-            tuple(s.ipv4_cidr_block for s in platform.network.eks_subnets)
-            if isinstance(env.network, NewVpc)
-            else env.network.private_subnet_cidrs or ()
-        )
-        self.control_plane_cidrs = control_plane_cidrs
-        # Before any serving pod exists: default deny from the first pod on.
-        serving_policies = self.add_chart(
-            "ServingNetworkPolicies",
-            wiring.serving_network_policy_chart(
-                self.k8s_app, "serving-network-policies", env, control_plane_cidrs=control_plane_cidrs
-            ),
-            after=[self.serving_namespace],
-        )
         if platform.hyperpod is None:
             raise ValueError("the workloads need the platform stack's HyperPod cluster")
         self.hyperpod = platform.hyperpod
-        # The L2's volumes and EBS CSI live in the platform stack, its manifests here. The construct's id keeps the
-        # deployed journal volumes' logical IDs (they were "CurvineJournal" before the L2 was one construct).
+        # The L2's volumes and EBS CSI live in the platform stack, its manifests (with the serving namespace and the
+        # NetworkPolicies of both namespaces, which it builds) here.
         self.curvine = curvine_l2(
             platform,
-            "CurvineJournal",
+            "CurvineL2",
             env,
             eks=platform.eks,
             hyperpod=platform.hyperpod,
             network=platform.network,
-            network_policies=wiring.curvine_network_policy_chart(
-                self.k8s_app, "curvine-network-policies", env, control_plane_cidrs=control_plane_cidrs
-            ),
-            serving_namespace_manifest=self.serving_namespace,
             manifests_scope=self,
         )
         for name, manifest in self.curvine.manifests.items():
             self.register(name, manifest, self.curvine.charts[name], self.curvine.objects[name])
         masters = self.curvine.manifests["CurvineMasters"]
-        storage = self.curvine.ready
-        self.l2_ready: list[Construct] = [storage, serving_policies]
+        self.serving_namespace = self.curvine.manifests["ServingNamespace"]
         self.endpoints: dict[str, eks.KubernetesManifest] = {}
         self.inference_operator = platform.inference_operator
         if operator_endpoints:
@@ -99,8 +76,6 @@ class WorkloadsStack(cdk.Stack):
         if operator is None:
             raise ValueError("operator endpoints need the platform stack's HyperPod Inference Operator")
         for endpoint in endpoints:
-            # The manifests are created in this stack (manifests_scope): their logical IDs are the ones deployed
-            # before the endpoint was one construct.
             served = OperatorServingEndpoint(
                 self,
                 f"Operator{names.pascal_case(endpoint.name)}",
@@ -116,8 +91,7 @@ class WorkloadsStack(cdk.Stack):
                 hash_seed=env.serving.hash_seed,
                 l2_share_group=endpoint.l2_share_group,
                 weights_region=env.region,
-                after=[*self.l2_ready, self._endpoint_policies(env, endpoint)],
-                manifests_scope=self,
+                network=platform.network,
             )
             for name, manifest in served.manifests.items():
                 self.register(name, manifest, served.charts[name], served.objects[name])
@@ -133,8 +107,6 @@ class WorkloadsStack(cdk.Stack):
 
     def _self_managed_endpoint(self, env: Environment, endpoint: Endpoint) -> None:
         pascal = names.pascal_case(endpoint.name)
-        # The access constructs and the policies' manifest are created in this stack (access_scope): their logical
-        # IDs are the ones deployed before the endpoint owned them.
         served = wiring.serving_endpoint(
             self,
             f"Endpoint{pascal}",
@@ -143,29 +115,14 @@ class WorkloadsStack(cdk.Stack):
             eks=self.platform.eks,
             hyperpod=self.hyperpod,
             l2=self.curvine if env.sizing.endpoint(endpoint.name).l2_enabled else None,
-            network=wiring.cluster_network(env, control_plane_cidrs=self.control_plane_cidrs),
+            network=self.platform.network,
             secrets_store=self.platform.serving_secrets,
-            after=self.l2_ready,
-            access_scope=self,
         )
         if served.policies is not None and served.policies_chart is not None:
             self.register(f"NetworkPolicies{pascal}", served.policies, served.policies_chart, served.policies_objects)
         self.endpoints[endpoint.name] = self.register(
             f"Endpoint{pascal}", served.manifest, served.chart, served.objects
         )
-
-    def _endpoint_policies(self, env: Environment, endpoint: Endpoint) -> eks.KubernetesManifest:
-        """An operator endpoint's NetworkPolicies, in a manifest of their own (before its pods): removing or renaming
-        the endpoint deletes this manifest and so its policies; kubectl's prune would leave them (kvtiers.change).
-        A self-managed endpoint's are its construct's."""
-        chart = wiring.serving_network_policy_chart(
-            self.k8s_app,
-            f"network-policies-{endpoint.name}",
-            env,
-            control_plane_cidrs=self.control_plane_cidrs,
-            endpoint_name=endpoint.name,
-        )
-        return self.add_chart(f"NetworkPolicies{names.pascal_case(endpoint.name)}", chart, after=self.l2_ready)
 
     def add_chart(self, name: str, chart: cdk8s.Chart, *, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
         """Deploy ``chart`` as one manifest that CloudFormation applies after everything in ``after``."""

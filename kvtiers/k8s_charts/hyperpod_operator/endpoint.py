@@ -12,10 +12,12 @@ import cdk8s
 from constructs import Construct
 
 from kvtiers import checks
+from kvtiers.config.versions import OPERATOR_ADDON_MODEL_SOURCES
 from kvtiers.k8s_charts import names, operator_addons
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Mount, L2Volume, l2_owner
 from kvtiers.k8s_charts.serving.props import Engine
+from kvtiers.k8s_charts.serving.releases import check_l2_guard
 from kvtiers.k8s_charts.vllm import ROUTINGS, LMCache, Routing, S3Weights, Weights, vllm_args
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
@@ -122,6 +124,18 @@ class OperatorEndpoint:
             )
         if self.lmcache.controller is not None:
             raise ValueError(f"{where}: lmcache.controller must be None (the operator runs kvaware routing itself)")
+        sources = OPERATOR_ADDON_MODEL_SOURCES.get(self.addon_version)
+        if sources is None:
+            raise ValueError(
+                f"{where}: addon_version {self.addon_version} is not one whose CRD kvtiers has read (one of "
+                f"{', '.join(sorted(set(operator_addons.ADDON_SPEC_FIELDS) & set(OPERATOR_ADDON_MODEL_SOURCES)))}; "
+                "docs/operator-contract.md)"
+            )
+        if self.model_source_type not in sources:
+            raise ValueError(
+                f"{where}: {self.model_source_type} weights are not a model source the Inference Operator add-on "
+                f"{self.addon_version} accepts (its CRD allows {', '.join(sources)}); copy the weights to S3"
+            )
         curvine = self.l2_backend == "curvine"
         if not curvine and self.addon_version in operator_addons.ADDONS_STRIPPING_LMCACHE_ENV:
             raise ValueError(
@@ -186,6 +200,8 @@ class OperatorEndpoint:
                 f"InferenceEndpointConfig (it creates the pods itself); leave them unset (allowed to set: every "
                 f"other Engine field)"
             )
+        if l2 is not None:
+            check_l2_guard(f"OperatorEndpoint {name!r}", image=engine.image, lmcache_version=engine.lmcache)
         mount = (
             l2.mount(engine.l2_namespace(hash_seed), owner=l2_owner(endpoint=name, share_group=l2_share_group))
             if l2 is not None
@@ -276,17 +292,22 @@ class OperatorEndpoint:
         """The label the operator puts on this endpoint's pods."""
         return names.operator_pod_labels(self.object_name)
 
+    @property
+    def model_source_type(self) -> str:
+        """The CRD's ``modelSourceType`` of the weights."""
+        return "s3" if isinstance(self.weights, S3Weights) else "huggingface"
+
     def spec(self) -> dict[str, Any]:
         gpus = str(self.gpus)
         operator_l2 = self.l2_backend == "tieredstorage"
         source: dict[str, Any] = (
             {
-                "modelSourceType": "s3",
+                "modelSourceType": self.model_source_type,
                 "s3Storage": {"bucketName": self.weights.bucket, "region": self.region},
                 "modelLocation": self.weights.prefix,
             }
             if isinstance(self.weights, S3Weights)
-            else {"modelSourceType": "huggingface", "huggingFaceModel": {"modelId": self.model}}
+            else {"modelSourceType": self.model_source_type, "huggingFaceModel": {"modelId": self.model}}
         )
         return {
             "modelName": self.name,

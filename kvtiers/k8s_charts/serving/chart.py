@@ -14,6 +14,7 @@ from kvtiers.k8s_charts.l2 import L2Volume, l2_owner
 from kvtiers.k8s_charts.secrets import EndpointSecrets, secret_provider_class
 from kvtiers.k8s_charts.serving.endpoint import EngineDeployment
 from kvtiers.k8s_charts.serving.props import Engine, Router
+from kvtiers.k8s_charts.serving.releases import check_kvaware_router, check_l2_guard
 from kvtiers.k8s_charts.serving.router import HubTokenizerCopy, RouterDeployment, TokenizerCopy
 from kvtiers.k8s_charts.vllm import LMCache, LMCacheController, S3Weights
 from kvtiers.serving_defaults import HASH_SEED
@@ -69,6 +70,11 @@ class ServingChart(cdk8s.Chart):
         checks.hash_seed("ServingChart", hash_seed)
         if l2_share_group is not None:
             checks.dns_label("ServingChart", "l2_share_group", l2_share_group)
+        where = f"ServingChart {name!r}"
+        if l2 is not None:
+            check_l2_guard(where, image=engine.image, lmcache_version=engine.lmcache)
+        if router.routing == "kvaware":
+            check_kvaware_router(where, router_image=router.image, engine_lmcache=engine.lmcache)
         self.l2_namespace = engine.l2_namespace(hash_seed)
         owner = l2_owner(endpoint=name, share_group=l2_share_group)
         self.l2_mount = l2.mount(self.l2_namespace, owner=owner) if l2 is not None else None

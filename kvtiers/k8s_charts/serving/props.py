@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from kvtiers import serving_defaults
 from kvtiers.checks import in_range, ipv4_network, one_of
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
+from kvtiers.instance_types import GPU_MEMORY_GIB
 from kvtiers.k8s_charts.l2 import L2Namespace, l2_namespace
 from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import DTYPES, ROUTINGS, Dtype, Routing, S3Weights, Weights, weights_location
 from kvtiers.models import KNOWN_MODELS, ModelShape
-from kvtiers.serving_defaults import EnginePodSizing, engine_pod_sizing
+from kvtiers.serving_defaults import EnginePodSizing, engine_pod_sizing, gpu_cache_tokens
 
 MODELS_DIR = "/models"
 
@@ -105,6 +106,10 @@ class Engine:
                 f"Engine: model_shape is required for {self.model!r}, which is not one of the known models "
                 f"({', '.join(KNOWN_MODELS)})"
             )
+        try:
+            _ = self.l0_tokens
+        except ValueError as error:
+            raise ValueError(f"Engine: {error}") from None
         if self.lmcache_version is None and engine_release(self.image) is None:
             raise ValueError(
                 f"Engine: image {self.image!r} is not in the version matrix ({', '.join(ENGINE_IMAGES)}); give "
@@ -114,6 +119,18 @@ class Engine:
     @property
     def shape(self) -> ModelShape:
         return self.model_shape if self.model_shape is not None else KNOWN_MODELS[self.model]
+
+    @property
+    def l0_tokens(self) -> int:
+        """GPU prefix-cache (L0) capacity of one pod after its weights, on G6e's L40S GPUs."""
+        return gpu_cache_tokens(
+            model=self.model,
+            weight_bytes=self.shape.weight_bytes(self.dtype),
+            kv_bytes_per_token=self.shape.kv_bytes_per_token(self.dtype),
+            gpus=self.gpus,
+            gpu_memory_gib=GPU_MEMORY_GIB,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+        )
 
     @property
     def lmcache(self) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import cdk8s
 from constructs import Construct
 
 from kvtiers.config.schema import Environment
@@ -57,8 +56,6 @@ def curvine_l2(
     eks: EksCluster,
     hyperpod: HyperPodCluster,
     network: HyperPodNetwork,
-    network_policies: cdk8s.Chart,
-    serving_namespace_manifest: Construct,
     manifests_scope: Construct,
 ) -> CurvineL2:
     """The environment's Curvine L2: its volumes and EBS CSI in ``scope``, its manifests in ``manifests_scope``."""
@@ -84,7 +81,6 @@ def curvine_l2(
         hash_seed=env.serving.hash_seed,
         janitor_image=env.serving.images.vllm_image,
         janitor_interval_seconds=c.eviction.janitor_interval_seconds,
-        network_policies=network_policies,
-        serving_namespace_manifest=serving_namespace_manifest,
+        operator_endpoints=any(e.serving == "operator" for e in env.serving.endpoints),
         manifests_scope=manifests_scope,
     )

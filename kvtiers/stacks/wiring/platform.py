@@ -44,6 +44,8 @@ def network_vpc(env: Environment) -> NewVpcOptions | ExistingVpcAttributes:
             hyperpod_subnet_id=net.hyperpod_subnet_id,
             hyperpod_availability_zone=net.hyperpod_availability_zone,
             security_group_id=net.security_group_id,
+            private_subnet_cidrs=net.private_subnet_cidrs,
+            hyperpod_subnet_cidr=net.hyperpod_subnet_cidr,
         )
     return NewVpcOptions(
         hyperpod_az_id=net.hyperpod_az_id,

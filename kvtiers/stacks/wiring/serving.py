@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from kvtiers.config.schema import Endpoint, Environment, NewVpc, S3ModelSource
+from kvtiers.config.schema import Endpoint, Environment, S3ModelSource
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import L2Mount, L2Namespace, L2Volume, l2_owner
 from kvtiers.k8s_charts.secrets import EndpointSecrets
@@ -23,23 +23,15 @@ from kvtiers.k8s_charts.vllm import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from constructs import Construct
 
     from kvtiers.constructs.curvine import CurvineL2
     from kvtiers.constructs.eks_cluster import EksCluster
     from kvtiers.constructs.endpoint_secrets import SecretsStoreCsi
     from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
+    from kvtiers.constructs.network import HyperPodNetwork
     from kvtiers.constructs.serving import ServingEndpoint
     from kvtiers.k8s_charts.hyperpod_operator import OperatorEndpoint
-    from kvtiers.k8s_charts.namespaces import NamespaceChart
-    from kvtiers.k8s_charts.network_policies import (
-        ClusterNetwork,
-        CurvineNetworkPolicyChart,
-        EndpointTraffic,
-        ServingNetworkPolicyChart,
-    )
     from kvtiers.k8s_charts.scraper_rbac import ScraperRbacChart
     from kvtiers.k8s_charts.serving import Engine, Router, ServingChart
 
@@ -193,14 +185,12 @@ def serving_endpoint(
     eks: EksCluster,
     hyperpod: HyperPodCluster,
     l2: CurvineL2 | None,
-    network: ClusterNetwork,
+    network: HyperPodNetwork,
     secrets_store: SecretsStoreCsi | None,
-    after: Sequence[Construct],
-    access_scope: Construct | None = None,
 ) -> ServingEndpoint:
-    """The self-managed endpoint ``name`` as a construct: its manifest, ordered after ``l2``'s claim and ``after``,
-    its S3 and secrets access, its NetworkPolicies, its node traffic and its engines checked against and tolerating
-    their HyperPod group."""
+    """The self-managed endpoint ``name`` as a construct: its manifest, ordered after ``l2``'s claim, its S3 and
+    secrets access, its NetworkPolicies, its node traffic and its engines checked against and tolerating their
+    HyperPod group."""
     from kvtiers.constructs.serving import ServingEndpoint
 
     e = _serving(env, name, "self_managed")
@@ -219,8 +209,6 @@ def serving_endpoint(
         secrets=endpoint_secrets(env, e),
         secrets_store=secrets_store,
         network=network,
-        after=after,
-        access_scope=access_scope,
     )
 
 
@@ -258,94 +246,7 @@ def operator_pod_selector(env: Environment, name: str) -> str:
     return names.label_selector(operator_endpoint(env, name).pod_labels)
 
 
-# ------------------------------------------------------------------------------------------------- namespace, network
-
-
-def serving_namespace_chart(scope: Construct, id: str, env: Environment) -> NamespaceChart:
-    from kvtiers.k8s_charts.namespaces import NamespaceChart, serving_enforce_level
-
-    operator = any(e.serving == "operator" for e in env.serving.endpoints)
-    ns = env.serving.namespace
-    return NamespaceChart(scope, id, names=(ns,), enforce={ns: serving_enforce_level(operator)})
-
-
-def cluster_network(env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()) -> ClusterNetwork:
-    from kvtiers.k8s_charts.network_policies import ClusterNetwork
-
-    return ClusterNetwork(
-        node_cidr=env.network.cidr, api_service_ip=env.eks.api_service_ip, control_plane_cidrs=control_plane_cidrs
-    )
-
-
-def endpoint_traffic(env: Environment) -> tuple[EndpointTraffic, ...]:
-    from kvtiers.k8s_charts.network_policies import OperatorTraffic, SelfManagedTraffic
-
-    traffic: list[EndpointTraffic] = []
-    for e in env.serving.endpoints:
-        if e.serving == "operator":
-            traffic.append(OperatorTraffic(name=e.name, object_name=operator_endpoint(env, e.name).object_name))
-            continue
-        kvaware = e.routing == "kvaware"
-        ports = names.lmcache_worker_ports(env.sizing.endpoint(e.name).gpus_per_replica) if kvaware else ()
-        traffic.append(
-            SelfManagedTraffic(
-                name=e.name,
-                kvaware_worker_ports=ports,
-                s3_weights=isinstance(e.source, S3ModelSource),
-                client_cidrs=allowed_clients(env, e),
-            )
-        )
-    return tuple(traffic)
-
-
-def serving_network_policy_chart(
-    scope: Construct,
-    id: str,
-    env: Environment,
-    *,
-    control_plane_cidrs: tuple[str, ...] = (),
-    endpoint_name: str | None = None,
-) -> ServingNetworkPolicyChart:
-    """The serving namespace's own policies, or (``endpoint_name``) that endpoint's."""
-    from kvtiers.k8s_charts.network_policies import JanitorTraffic, ServingNetworkPolicyChart
-
-    traffic = endpoint_traffic(env)
-    return ServingNetworkPolicyChart(
-        scope,
-        id,
-        namespace=env.serving.namespace,
-        network=cluster_network(env, control_plane_cidrs=control_plane_cidrs),
-        endpoints=traffic if endpoint_name is None else [t for t in traffic if t.name == endpoint_name],
-        janitor=JanitorTraffic(
-            curvine_namespace=env.curvine.namespace,
-            master_web_port=env.curvine.ports.master_web,
-            metrics_port=names.CURVINE_JANITOR_METRICS_PORT,
-        ),
-        namespace_wide=endpoint_name is None,
-        per_endpoint=endpoint_name is not None,
-    )
-
-
-def curvine_network_policy_chart(
-    scope: Construct, id: str, env: Environment, *, control_plane_cidrs: tuple[str, ...] = ()
-) -> CurvineNetworkPolicyChart:
-    from kvtiers.k8s_charts.network_policies import CurvineNetworkPolicyChart
-
-    ports = env.curvine.ports
-    # An existing VPC names its HyperPod subnet by ID only: fall back to the whole VPC.
-    hyperpod_cidr = env.network.hyperpod_subnet_cidr if isinstance(env.network, NewVpc) else env.network.cidr
-    return CurvineNetworkPolicyChart(
-        scope,
-        id,
-        namespace=env.curvine.namespace,
-        network=cluster_network(env, control_plane_cidrs=control_plane_cidrs),
-        hyperpod_cidr=hyperpod_cidr,
-        master_rpc_port=ports.master_rpc,
-        journal_port=ports.journal,
-        master_web_port=ports.master_web,
-        worker_rpc_port=ports.worker_rpc,
-        janitor_namespace=env.serving.namespace,
-    )
+# ------------------------------------------------------------------------------------------------- observability
 
 
 def scraper_rbac_chart(scope: Construct, id: str, env: Environment, *, user: str) -> ScraperRbacChart:
