@@ -57,3 +57,16 @@ def synth(
     )
     synthesize(app, graph)
     return Synthesized(graph=graph, outdir=outdir)
+
+
+def refused_by_app(path: Path) -> str:
+    """What the app refuses the environment file ``path`` with, as ``python app.py`` prints it after ``error: ``: the
+    file's own problems, or (the file parsed) a construct's refusal of the props the file maps onto."""
+    import pytest
+
+    from kvtiers.config import ConfigError
+
+    with pytest.raises((ConfigError, ValueError)) as refused:
+        build_deploy_graph(cdk.App(context=cdk_context()), load_environment(path), review=True, nag=False)
+    error = refused.value
+    return str(error) if isinstance(error, ConfigError) else f"{path}: {error}"

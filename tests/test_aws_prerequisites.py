@@ -39,7 +39,7 @@ def test_ebs_csi_key_rights_are_exactly_the_documented_list(dev_synth):
     # EKS user guide, "Store Kubernetes volumes with Amazon EBS" (KMS key for encryption on EBS).
     kms = [
         s
-        for s in role_statements(dev_synth.template_json(dev_synth.graph.platform), "CurvineJournalEbsCsiRole")
+        for s in role_statements(dev_synth.template_json(dev_synth.graph.platform), "CurvineL2EbsCsiRole")
         if any(a.startswith("kms:") for a in actions_of(s))
     ]
     by_actions = {frozenset(actions_of(s)): s for s in kms}
@@ -378,7 +378,7 @@ def test_tiered_storage_percentage_bounds_are_the_api_range(tmp_path, percentage
 
 def test_ebs_csi_role_attaches_through_the_hyperpod_cluster(dev_synth):
     # "Use the Amazon EBS CSI driver on SageMaker HyperPod EKS clusters": attach and detach go through SageMaker.
-    statements = role_statements(dev_synth.template_json(dev_synth.graph.platform), "CurvineJournalEbsCsiRole")
+    statements = role_statements(dev_synth.template_json(dev_synth.graph.platform), "CurvineL2EbsCsiRole")
     attach = next(s for s in statements if "sagemaker:AttachClusterNodeVolume" in actions_of(s))
     assert actions_of(attach) == {"sagemaker:AttachClusterNodeVolume", "sagemaker:DetachClusterNodeVolume"}
     assert attach["Resource"] == {"Fn::GetAtt": [attach["Resource"]["Fn::GetAtt"][0], "ClusterArn"]}

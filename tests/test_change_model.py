@@ -195,7 +195,9 @@ def prod_templates(tmp_path_factory):
     }
 
 
-FINGERPRINTED = re.compile(r"^(OperatorEndpoint|L2Policy|L2PolicyReady)(Qwen27bChat)[0-9a-f]{8}[0-9A-F]{8}$")
+FINGERPRINTED = re.compile(
+    r"^OperatorQwen27bChat(OperatorEndpoint|L2Policy|L2PolicyReady)(Qwen27bChat)[0-9a-f]{8}[0-9A-F]{8}$"
+)
 """A fingerprinted logical ID: construct ID (with the fingerprint) and CDK's hash of the construct path."""
 
 
@@ -203,7 +205,7 @@ def old_design(templates: dict) -> dict:
     """The same templates with the logical IDs of the design before the fix: the fingerprint not in them."""
     templates = copy.deepcopy(templates)
     for template in templates.values():
-        renamed = {FINGERPRINTED.sub(r"\1\2Stable", k): v for k, v in template["Resources"].items()}
+        renamed = {FINGERPRINTED.sub(r"Operator\2\1\2Stable", k): v for k, v in template["Resources"].items()}
         text = json.dumps(renamed)
         for old, new in zip(template["Resources"], renamed, strict=True):
             text = text.replace(f'"{old}"', f'"{new}"')
@@ -245,7 +247,9 @@ def test_a_renaming_change_replaces_the_endpoint_and_policy_and_leaves_no_orphan
 def test_a_change_that_keeps_the_name_updates_the_endpoint_in_place(prod_templates):
     outcome = deploy(prod_templates["shipped"], prod_templates["fewer_replicas"])
     assert outcome.orphans == () and outcome.lost == ()
-    (endpoint,) = [c for c in outcome.changes if c.logical_id.startswith("OperatorEndpointQwen27bChat")]
+    (endpoint,) = [
+        c for c in outcome.changes if c.logical_id.startswith("OperatorQwen27bChatOperatorEndpointQwen27bChat")
+    ]
     assert endpoint.action is Action.UPDATE
     assert not [c for c in outcome.changes if c.action in (Action.CREATE, Action.DELETE)]
 

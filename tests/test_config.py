@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from kvtiers.config import ConfigError, load_environment
+from tests.synth import refused_by_app
 from tests.conftest import CONFIG_DIR, ROOT
 
 DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
@@ -71,11 +72,6 @@ BAD_CASES = [
     ("eks.cluster_name", "-eks", "should match pattern"),
     ("eks.kubernetes_version", "1.27", "Kubernetes 1.27 is not a version kvtiers knows; use one of 1.30, 1.31, 1.32"),
     ("eks.kubernetes_version", "1.35", "Kubernetes 1.35 is not documented for SageMaker HyperPod; use one of"),
-    (
-        "eks",
-        {"cluster_name": "k", "kubernetes_version": "1.33"},
-        "addons.kube_proxy v1.34.3-eksbuild.2 is for Kubernetes 1.34",
-    ),
     ("account", "1234", "should match pattern"),
     ("region", "moon-1", "should match pattern"),
     ("hyperpod.instance_groups.0.threads_per_core", 3, "1 or 2"),
@@ -145,13 +141,15 @@ def test_allowed_clients_in_an_existing_vpc_need_the_control_plane_subnets(tmp_p
         raw["network"] = {**EXISTING_VPC, **network}
         raw["serving"]["endpoints"][0]["allowed_clients"] = ["10.0.200.0/24"]
 
-    message = rejected(tmp_path, narrow)
-    assert "network.private_subnet_cidrs" in message and "allowed_clients" in message
+    # The rule is the router's NetworkPolicy's (ServingNetworkPolicyChart): the app meets it when it builds the chart.
+    message = refused_by_app(write_variant(tmp_path, narrow))
+    assert "client_cidrs 10.0.200.0/24 narrow who may call the router" in message
+    assert "ExistingVpcAttributes(private_subnet_cidrs=...)" in message
     env = load_environment(
         write_variant(tmp_path, lambda raw: narrow(raw, private_subnet_cidrs=["10.0.1.0/24", "10.0.2.0/24"]))
     )
     assert env.network.private_subnet_cidrs == ("10.0.1.0/24", "10.0.2.0/24")
-    message = rejected(tmp_path, lambda raw: narrow(raw, private_subnet_cidrs=["10.0.1.0/24"]))
+    message = refused_by_app(write_variant(tmp_path, lambda raw: narrow(raw, private_subnet_cidrs=["10.0.1.0/24"])))
     assert "private_subnet_cidrs must list one CIDR per entry of private_subnet_ids" in message
 
 

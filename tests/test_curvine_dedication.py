@@ -40,7 +40,14 @@ def team_platform(groups: list[InstanceGroup]) -> tuple[cdk.Stack, EksCluster, H
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team", env=cdk.Environment(account="111111111111", region="us-east-1"))
     network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az2"))
-    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
+    eks = EksCluster(
+        stack,
+        "Eks",
+        vpc=network.vpc,
+        subnets=network.eks_subnets,
+        security_group=network.security_group,
+        service_ipv4_cidr="172.20.0.0/16",
+    )
     hyperpod = HyperPodCluster(
         stack,
         "HyperPod",

@@ -264,7 +264,7 @@ def test_persistent_volumes_in_the_template_reference_the_volume_resources(dev_s
     path = next((dev_synth.outdir / "k8s").rglob("persistentvolume-*meta-curvine-master-0.yaml"))
     pv = yaml.safe_load(path.read_text())
     handle = pv["spec"]["csi"]["volumeHandle"]
-    assert "CurvineJournalMaster0Meta" in handle
+    assert "CurvineL2JournalMaster0Meta" in handle
 
 
 def test_the_janitor_pod_rolls_when_its_script_changes(rendered):

@@ -344,16 +344,19 @@ def test_the_endpoint_is_created_after_the_policy_reports_ready(prod_synth, prop
     policy_id = next(
         k
         for k in workloads
-        if k.startswith("L2PolicyQwen27bChat") and workloads[k]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+        if k.startswith("OperatorQwen27bChatL2PolicyQwen27bChat")
+        and workloads[k]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
     )
     endpoint_id = next(
         k
         for k in workloads
-        if k.startswith("OperatorEndpointQwen27bChat")
+        if k.startswith("OperatorQwen27bChatOperatorEndpointQwen27bChat")
         and workloads[k]["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
     )
     waits = {k: r for k, r in workloads.items() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"}
-    wait_id, wait = next((k, r) for k, r in waits.items() if k.startswith("L2PolicyReadyQwen27bChat"))
+    wait_id, wait = next(
+        (k, r) for k, r in waits.items() if k.startswith("OperatorQwen27bChatL2PolicyReadyQwen27bChat")
+    )
     assert wait["Properties"]["ObjectType"] == contract.POLICY_RESOURCE
     assert wait["Properties"]["ObjectName"] == policy_name(props)
     assert wait["Properties"]["ObjectNamespace"] == props.namespace

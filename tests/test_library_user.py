@@ -313,8 +313,8 @@ def test_the_endpoint_waits_for_the_l2_claim_in_a_namespace_that_exists(library,
     labels = namespace["metadata"]["labels"]
     for prune in [k for k in labels if k.startswith("aws.cdk.eks/prune-")]:  # the manifest's own, added by CDK
         del labels[prune]
-    # The L2's own manifest says it is retained (so that the policy arrives with a real update); the app's is its own.
-    assert namespace["metadata"].pop("annotations") == {"kvtiers.io/retained": "true"}
+    # The L2's own manifest says it is retained (so that the policy arrives with a real update); the app's is the L2's.
+    assert namespace["metadata"]["annotations"] == {"kvtiers.io/retained": "true"}
     assert [namespace] == app_result.graph.workloads.chart_objects["ServingNamespace"]
 
 
@@ -741,7 +741,14 @@ def operator_platform(
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team-operator", env=cdk.Environment(account=ACCOUNT, region=REGION))
     network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az4"))
-    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
+    eks = EksCluster(
+        stack,
+        "Eks",
+        vpc=network.vpc,
+        subnets=network.eks_subnets,
+        security_group=network.security_group,
+        service_ipv4_cidr="172.20.0.0/16",
+    )
     hyperpod = HyperPodCluster(
         stack,
         "HyperPod",
@@ -771,7 +778,7 @@ def operator_platform(
         operator_endpoints=operator_endpoints,
         hash_seed=hash_seed,
     )
-    return {"stack": stack, "eks": eks, "hyperpod": hyperpod, "curvine": curvine}
+    return {"stack": stack, "eks": eks, "hyperpod": hyperpod, "curvine": curvine, "network": network}
 
 
 def operator_stack(chart_dir: Path, *, hash_seed: str = "42") -> tuple[cdk.Stack, OperatorServingEndpoint]:
@@ -806,6 +813,7 @@ def operator_stack(chart_dir: Path, *, hash_seed: str = "42") -> tuple[cdk.Stack
         ),
         routing="prefixaware",
         l2=curvine,
+        network=next(c for c in stack.node.children if isinstance(c, HyperPodNetwork)),
     )
     return stack, endpoint
 
@@ -823,6 +831,7 @@ def another_operator_endpoint(stack: cdk.Stack, id: str, *, engine: Engine | Non
         engine=engine
         or Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small", l1_gib=8),
         routing="prefixaware",
+        network=next(c for c in children if isinstance(c, HyperPodNetwork)),
         **kwargs,
     )
 
@@ -839,7 +848,7 @@ def test_the_operator_endpoint_and_its_l2_policy_equal_the_apps(operator_library
     _, endpoint = operator_library
     apps = prod_synth.graph.workloads.chart_objects
     assert endpoint.objects.keys() == {
-        k for k in apps if k.startswith(("L2Policy", "OperatorEndpoint")) and "Qwen27bChat" in k
+        k for k in apps if k.startswith(("L2Policy", "OperatorEndpoint", "NetworkPolicies")) and "Qwen27bChat" in k
     }
     for name, objects in endpoint.objects.items():
         assert objects == apps[name], name
@@ -904,7 +913,7 @@ def test_an_operator_engine_its_group_cannot_run_is_refused_at_synth(chart_dir):
     stack, _ = operator_stack(chart_dir)
     engine = Engine(
         model="Qwen/Qwen2-7B-Instruct",
-        weights=HuggingFaceWeights(),
+        weights=S3Weights(bucket="example-prod-models", prefix="Qwen/Qwen2-7B-Instruct"),
         instance_group="g6e-small",
         tensor_parallel_size=2,
         l1_gib=8,
@@ -941,7 +950,14 @@ def test_the_operators_oidc_provider_is_the_native_one_unless_the_app_chose(flag
         context[NATIVE_OIDC_PROVIDER_FLAG] = flag
     stack = cdk.Stack(cdk.App(context=context), "oidc", env=cdk.Environment(account=ACCOUNT, region=REGION))
     network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az2"))
-    eks = EksCluster(stack, "Eks", vpc=network.vpc, subnets=network.eks_subnets, security_group=network.security_group)
+    eks = EksCluster(
+        stack,
+        "Eks",
+        vpc=network.vpc,
+        subnets=network.eks_subnets,
+        security_group=network.security_group,
+        service_ipv4_cidr="172.20.0.0/16",
+    )
     InferenceOperator(
         stack,
         "Operator",
@@ -972,6 +988,7 @@ def test_an_operator_endpoint_in_a_baseline_namespace_of_the_l2_is_refused(chart
             engine=Engine(model="Qwen/Qwen2-7B-Instruct", weights=HuggingFaceWeights(), instance_group="g6e-small"),
             routing="prefixaware",
             l2=curvine,
+            network=platform["network"],
         )
 
 

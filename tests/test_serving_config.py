@@ -10,6 +10,7 @@ import yaml
 
 from kvtiers.config import ConfigError, load_environment
 from tests.conftest import CONFIG_DIR
+from tests.synth import refused_by_app
 
 DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
 
@@ -22,6 +23,15 @@ def rejected(tmp_path: Path, change) -> str:
     with pytest.raises(ConfigError) as info:
         load_environment(path)
     return str(info.value)
+
+
+def refused_by_the_constructs(tmp_path: Path, change) -> str:
+    """What the app says when the file parses but the constructs it maps onto refuse it."""
+    raw = copy.deepcopy(DEV)
+    change(raw["serving"]["endpoints"], raw)
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return refused_by_app(path)
 
 
 def test_unknown_routing_strategy(tmp_path):
@@ -47,8 +57,8 @@ def test_model_not_in_the_table_with_model_sizes_loads(tmp_path):
 
 
 def test_duplicate_endpoint_names(tmp_path):
-    message = rejected(tmp_path, lambda eps, raw: eps.append(copy.deepcopy(eps[0])))
-    assert "serving.endpoints: duplicate endpoint names ['qwen2-7b']" in message
+    message = refused_by_the_constructs(tmp_path, lambda eps, raw: eps.append(copy.deepcopy(eps[0])))
+    assert "another endpoint of this app is named 'qwen2-7b' in namespace 'serving'" in message
 
 
 def test_session_routing_needs_a_session_key(tmp_path):
@@ -102,8 +112,7 @@ def test_endpoints_of_one_model_get_their_own_l2_directories_unless_they_share_e
 
 
 def test_a_share_group_of_different_l2_namespaces_is_refused(tmp_path):
-    message = rejected(tmp_path, lambda eps, raw: _two_endpoints(eps, "qwen", "qwen", dtype="float16"))
-    assert "serving.endpoints" in message or "serving" in message
+    message = refused_by_the_constructs(tmp_path, lambda eps, raw: _two_endpoints(eps, "qwen", "qwen", dtype="float16"))
     assert "l2_share_group 'qwen': 'qwen2-7b' and 'qwen2-7b-b' differ in dtype" in message
 
 
@@ -115,7 +124,7 @@ def test_a_share_group_of_different_weights_under_one_model_name_is_refused(tmp_
         eps[0]["source"] = s3("weights-a")
         _two_endpoints(eps, "qwen", "qwen", source=s3("weights-b"))
 
-    message = rejected(tmp_path, change)
+    message = refused_by_the_constructs(tmp_path, change)
     assert "l2_share_group 'qwen': 'qwen2-7b' and 'qwen2-7b-b' differ in weights" in message
 
 

@@ -305,12 +305,13 @@ def test_the_network_policy_charts_in_a_bare_app():
     # Clients: internal (the node CIDR, the VPC) unless the endpoint names its own.
     router_from = objs[2]["spec"]["ingress"][0]["from"]
     assert router_from == [{"ipBlock": {"cidr": "10.0.0.0/16"}}]
+    narrowing = (SelfManagedTraffic(name="ep", client_cidrs=("10.0.8.0/24", "192.168.0.0/16")),)
+    # Without the control plane's subnets, the pod-proxy rule would admit the whole VPC and void the narrowing.
+    with pytest.raises(ValueError, match="voids them; give the EKS subnets' CIDRs"):
+        ServingNetworkPolicyChart(cdk8s.App(), "np", namespace="serving", network=NETWORK, endpoints=narrowing)
+    with_subnets = dataclasses.replace(NETWORK, control_plane_cidrs=("10.0.0.0/24",))
     narrowed = ServingNetworkPolicyChart(
-        cdk8s.App(),
-        "np",
-        namespace="serving",
-        network=NETWORK,
-        endpoints=(SelfManagedTraffic(name="ep", client_cidrs=("10.0.8.0/24", "192.168.0.0/16")),),
+        cdk8s.App(), "np", namespace="serving", network=with_subnets, endpoints=narrowing
     ).to_json()
     router = next(o for o in narrowed if o["metadata"]["name"] == "ep-router")
     assert router["spec"]["ingress"][0]["from"] == [

@@ -72,17 +72,25 @@ def test_digest_pins_are_accepted_and_keep_their_matrix_row():
     assert "has no tag" in error(images={"vllm_image": "lmcache/vllm-openai@sha256:zz"})
 
 
+def refused(env: Environment) -> str:
+    """The chart's refusal (the rule is the chart's: the app's file maps onto its props)."""
+    with pytest.raises(ValueError) as exc:
+        render(env, "qwen2-7b")
+    return str(exc.value)
+
+
 def test_kvaware_rejects_engines_and_router_on_different_lmcache():
-    message = error(routing="kvaware", api="completions", images={"vllm_image": "lmcache/vllm-openai:v0.3.7"})
+    old = {"vllm_image": "lmcache/vllm-openai:v0.3.7"}
+    message = refused(env_with(routing="kvaware", api="completions", l2="off", images=old))
     assert "one LMCache release" in message and "LMCache 0.3.7" in message and "LMCache 0.3.11" in message
     # without kvaware no controller protocol is spoken, so the pair is allowed (without the L2: see below)
-    env_with(l2="off", images={"vllm_image": "lmcache/vllm-openai:v0.3.7"})
+    render(env_with(l2="off", images=old), "qwen2-7b")
 
 
 def test_an_endpoint_with_the_l2_needs_the_lmcache_the_l2_guard_is_tested_with():
-    message = error(images={"vllm_image": "lmcache/vllm-openai:v0.3.7"})
-    assert "serving.images.vllm_image" in message and "L2 guard" in message
-    assert "LMCache 0.3.7" in message and "LMCache 0.3.11" in message and "['qwen2-7b']" in message
+    message = refused(env_with(images={"vllm_image": "lmcache/vllm-openai:v0.3.7"}))
+    assert "ServingChart 'qwen2-7b'" in message and "L2 guard" in message
+    assert "LMCache 0.3.7" in message and "LMCache 0.3.11" in message
 
 
 # ----------------------------------------------------------------------------------------------- kvaware
@@ -96,8 +104,9 @@ def test_kvaware_needs_the_router_release_the_fallback_is_reviewed_against(monke
     )
     images = {"vllm_image": DEFAULT_ENGINE_IMAGE, "router_image": newer}
     assert env_with(images=images).serving.images.router.production_stack == "vllm-stack-0.1.13"  # prefixaware
-    message = error(images=images, routing="kvaware", api="completions")
-    assert "serving.images.router_image" in message and "reviewed against vllm-stack-0.1.12" in message
+    message = refused(env_with(images=images, routing="kvaware", api="completions"))
+    assert "router image lmcache/lmstack-router:v0.1.13 is vllm-stack-0.1.13" in message
+    assert "needs a router of vllm-stack-0.1.12" in message
     # The module (which imports the router, so it is read here, not imported) says the same release.
     module = ast.parse((ROOT / "kvtiers" / "k8s_charts" / "kvtiers_kvaware_fallback.py").read_text())
     supported = next(

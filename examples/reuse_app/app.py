@@ -1,25 +1,26 @@
 #!/usr/bin/env python3
 """A separate CDK app that reuses kvtiers' constructs from the installed package.
 
-A team adds its own vLLM + LMCache endpoint to a cluster someone else deployed: the EKS cluster and its kubectl
-provider are imported by attributes, the Curvine L2 is imported by the attributes of its claim (name, namespace,
-mount path, hash seed), and the model weights come from the team's own S3 prefix with a prefix-scoped role.
-Nothing here reads a kvtiers environment file.
+A team adds its own vLLM + LMCache endpoint to a cluster the platform team deployed with kvtiers: the EKS cluster
+and its kubectl provider, the HyperPod cluster, the Curvine L2 and the serving-secrets key are imported by their
+attributes. ``ServingEndpoint`` then builds what the endpoint needs in that cluster: its own NetworkPolicies (the
+platform's serving namespace denies everything by default), the Pod Identity role that reads the team's S3 prefix,
+a generated API key, and its placement on the HyperPod group. Nothing here reads a kvtiers environment file.
 """
 
 from __future__ import annotations
 
 import aws_cdk as cdk
-import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
-from kvtiers.constructs.model_access import ModelReadAccess
-from kvtiers.k8s_charts.l2 import L2Volume
-from kvtiers.k8s_charts.names import engine_service_account_name
-from kvtiers.k8s_charts.serving import Engine, Router, S3Weights, ServingChart
+from kvtiers.constructs import CurvineL2, HyperPodCluster, InstanceGroup, SecretsStoreCsi, ServingEndpoint
+from kvtiers.k8s_charts.network_policies import ClusterNetwork
+from kvtiers.k8s_charts.secrets import EndpointSecrets
+from kvtiers.k8s_charts.serving import Engine, Router, S3Weights
 
 ACCOUNT, REGION = "333333333333", "us-east-1"
+ENDPOINT = "team-llama8b"
 
 
 class TeamEndpointStack(cdk.Stack):
@@ -36,40 +37,45 @@ class TeamEndpointStack(cdk.Stack):
                 role=iam.Role.from_role_arn(self, "KubectlRole", f"arn:aws:iam::{ACCOUNT}:role/kvtiers-prod-kubectl"),
             ),
         )
-        # The Curvine L2 that the platform team runs, imported by the attributes of its claim.
-        namespace, hash_seed = "serving", "42"
-        l2 = L2Volume(claim_name="curvine-l2", mount_path="/mnt/curvine/l2cache")
-        name = "team-llama8b"
-        # Defaults for the rest (image, TP, dtype, L1...): the pod's memory and model disk are sized from them, and
-        # the chart derives the endpoint's L2 directory from the model, image and hash seed.
-        engine = Engine(
-            model="meta-llama/Llama-3.1-8B-Instruct",
-            weights=S3Weights(bucket="team-models", prefix="llama-3.1-8b-instruct"),
-            instance_group="g6e-mid",
-            l1_gib=32,
-            extra_args=("--max-num-seqs", "128"),
-        )
-        access = ModelReadAccess(
+        # The groups as the platform team deployed them: the engines' placement is checked against them.
+        hyperpod = HyperPodCluster.from_hyperpod_cluster_attributes(
             self,
-            "Weights",
-            cluster=cluster,
-            namespace=namespace,
-            service_account=engine_service_account_name(name),
-            bucket="team-models",
-            prefix="llama-3.1-8b-instruct",
+            "SharedHyperPod",
+            cluster_arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/kvtiersprod",
+            instance_groups=[InstanceGroup(name="g6e-mid", instance_type="ml.g6e.12xlarge", count=2)],
         )
-        chart = ServingChart(
-            cdk8s.App(),
-            name,
-            name=name,
-            namespace=namespace,
-            engine=engine,
-            router=Router(routing="prefixaware", replicas=1),
-            hash_seed=hash_seed,
+        l2 = CurvineL2.from_curvine_l2_attributes(
+            self, "SharedL2", serving_namespace="serving", hash_seed="42", hyperpod=hyperpod
+        )
+        secrets_store = SecretsStoreCsi.from_secrets_store_attributes(
+            self, "SharedSecretsKey", key_arn=f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555"
+        )
+        ServingEndpoint(
+            self,
+            "Endpoint",
+            eks_cluster=cluster,
+            name=ENDPOINT,
+            # Defaults for the rest (image, TP, dtype, L1...): the pod's memory and model disk are sized from them,
+            # and the endpoint's L2 directory is derived from the model, image and the L2's hash seed.
+            engine=Engine(
+                model="meta-llama/Llama-3.1-8B-Instruct",
+                weights=S3Weights(bucket="team-models", prefix="llama-3.1-8b-instruct"),
+                instance_group="g6e-mid",
+                l1_gib=32,
+                extra_args=("--max-num-seqs", "128"),
+            ),
+            router=Router(routing="prefixaware", replicas=2),
             l2=l2,
+            secrets=EndpointSecrets(region=REGION, api_key_secret=f"kvtiers/prod/{ENDPOINT}/api-key"),
+            secrets_store=secrets_store,
+            # The platform's VPC, its EKS subnets (where the API server's pod proxy connects from) and the
+            # cluster's `kubernetes` Service address: the peers of the endpoint's NetworkPolicies.
+            network=ClusterNetwork(
+                node_cidr="10.200.0.0/16",
+                api_service_ip="172.20.0.1",
+                control_plane_cidrs=("10.200.2.0/24", "10.200.3.0/24"),
+            ),
         )
-        manifest = eks.KubernetesManifest(self, "Endpoint", cluster=cluster, manifest=chart.to_json(), overwrite=True)
-        manifest.node.add_dependency(access)
 
 
 app = cdk.App()

@@ -37,6 +37,7 @@ from kvtiers.instance_types import (
     G6E_INSTANCE_TYPES,
     GPU_MEMORY_GIB,
     InstanceType,
+    check_instance_group,
 )
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Namespace, l2_namespace
 from kvtiers.k8s_charts.names import longest_endpoint_name
@@ -365,7 +366,9 @@ class HyperPod(Strict):
         return self
 
     def group(self, name: str) -> InstanceGroup:
-        return next(g for g in self.instance_groups if g.name == name)
+        groups = {g.name: g for g in self.instance_groups}
+        check_instance_group("hyperpod", name, groups)
+        return groups[name]
 
 
 # --------------------------------------------------------------------------------------------------- Curvine

@@ -9,11 +9,19 @@ when it is built, and reads neither files nor the environment.
   lifecycle bucket.
 - :class:`CurvineJournalVolumes` - KMS-encrypted gp3 volumes for the Curvine masters' metadata and journal.
 - :class:`ModelReadAccess` - a Pod Identity role that reads one S3 prefix of model weights.
+- :class:`CurvineL2` - the Curvine L2 (masters, workers, CSI, claim, janitor) with its NetworkPolicies;
+  ``CurvineL2.from_curvine_l2_attributes`` imports one another stack or team deployed (:class:`ICurvineL2`).
+- :class:`ServingEndpoint` - a self-managed vLLM + LMCache endpoint with its router, access, key and policies.
+- :class:`OperatorServingEndpoint` - an endpoint the HyperPod Inference Operator runs, with its L2 policy.
+- :class:`SecretsStoreCsi` - the ASCP add-on and the serving secrets' KMS key
+  (``SecretsStoreCsi.from_secrets_store_attributes`` imports them).
+- ``HyperPodCluster.from_hyperpod_cluster_attributes`` imports a HyperPod cluster (:class:`IHyperPodCluster`).
 
 ``kvtiers.constructs.hyperpod_inference.InferenceOperator`` and ``kvtiers.constructs.observability.Observability``
 are imported from their modules: they load more of aws-cdk-lib.
 """
 
+from kvtiers.constructs.curvine import CurvineL2, ImportedCurvineL2
 from kvtiers.constructs.eks_cluster import (
     ClusterLike,
     CoreAddonVersions,
@@ -22,28 +30,41 @@ from kvtiers.constructs.eks_cluster import (
     kubectl_layer,
     pod_identity_role,
 )
-from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, InstanceGroup, Taint
+from kvtiers.constructs.endpoint_secrets import ImportedSecretsStore, SecretsStoreCsi
+from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, ImportedHyperPodCluster, InstanceGroup, Taint
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
+from kvtiers.constructs.interfaces import ICurvineL2, IHyperPodCluster
 from kvtiers.constructs.journal_volumes import CurvineJournalVolumes, MasterVolumes
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.constructs.network import ExistingVpcAttributes, HyperPodNetwork, NewVpcOptions
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
+from kvtiers.constructs.operator_serving import OperatorServingEndpoint
+from kvtiers.constructs.serving import ServingEndpoint
 
 __all__ = [
     "ClusterLike",
     "CoreAddonVersions",
     "CurvineJournalVolumes",
+    "CurvineL2",
     "EksCluster",
     "ExistingVpcAttributes",
     "HyperPodCluster",
     "HyperPodDependencies",
     "HyperPodNetwork",
+    "ICurvineL2",
+    "IHyperPodCluster",
+    "ImportedCurvineL2",
+    "ImportedHyperPodCluster",
+    "ImportedSecretsStore",
     "InstanceGroup",
     "MasterVolumes",
     "ModelReadAccess",
     "NewVpcOptions",
     "NodeTraffic",
+    "OperatorServingEndpoint",
     "PortRule",
+    "SecretsStoreCsi",
+    "ServingEndpoint",
     "SystemNodegroup",
     "Taint",
     "kubectl_layer",

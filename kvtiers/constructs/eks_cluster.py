@@ -236,7 +236,6 @@ class EksCluster(Construct):
             release(kubernetes_version)
         except ValueError as error:
             raise ValueError(f"EksCluster: kubernetes_version: {error}") from None
-        _check_kube_proxy(addons.kube_proxy, kubernetes_version)
         if support_date is not None:
             status = support(kubernetes_version, support_date)
             if status is Support.ENDED:
@@ -245,6 +244,7 @@ class EksCluster(Construct):
                 cdk.Annotations.of(self).add_warning_v2(
                     "kvtiers:kubernetes-extended-support", support_note(kubernetes_version, support_date)
                 )
+        _check_kube_proxy(addons.kube_proxy, kubernetes_version)
         if len(subnets) < 2:
             raise ValueError(f"EksCluster: subnets needs at least two subnets in two AZs (EKS), got {len(subnets)}")
         if cluster_name is not None:

@@ -47,9 +47,9 @@ def register_endpoint(
     other = registry.setdefault((cluster_key, namespace, f"endpoint/{name}"), member)
     if other is not member:
         raise ValueError(
-            f"{where}: the endpoint {other.path} of this app is also named {name!r} in namespace {namespace!r} of the "
-            "same cluster; endpoint names are unique per namespace (their objects and Pod Identity associations "
-            "would collide)"
+            f"{where}: another endpoint of this app is named {name!r} in namespace {namespace!r} of the same cluster; "
+            "endpoint names are unique per namespace (their objects and Pod Identity associations would collide). "
+            f"The other: {other.path}"
         )
     if l2_share_group is None:
         return

@@ -89,11 +89,30 @@ class SecretsStoreCsi(Construct):
             alias=key_alias,
             description="kvtiers serving secrets (endpoint API keys, Hugging Face tokens) in Secrets Manager",
         )
-        self.addon = eks_cluster.add_addon(
+        self.addon: Construct | None = eks_cluster.add_addon(
             SECRETS_STORE_ADDON,
             version,
             configuration_values=addon_configuration(rotation_poll_interval=rotation_poll_interval),
         )
+
+    @staticmethod
+    def from_secrets_store_attributes(scope: Construct, id: str, *, key_arn: str) -> ImportedSecretsStore:
+        """The ASCP add-on and serving-secrets key of a cluster another stack or team owns, for the endpoints of
+        this app to read their secrets with.
+
+        :param key_arn: the serving-secrets KMS key's ARN (the endpoints' API-key secrets are encrypted with it).
+        """
+        return ImportedSecretsStore(scope, id, key_arn=key_arn)
+
+
+class ImportedSecretsStore(Construct):
+    """The ASCP add-on and serving-secrets key another stack or team installed
+    (:meth:`SecretsStoreCsi.from_secrets_store_attributes`). ``addon`` is None: it is installed already."""
+
+    def __init__(self, scope: Construct, id: str, *, key_arn: str) -> None:
+        super().__init__(scope, id)
+        self.key: kms.IKey = kms.Key.from_key_arn(self, "Key", key_arn)
+        self.addon: Construct | None = None
 
 
 def secret_arn_pattern(scope: Construct, name: str) -> str:

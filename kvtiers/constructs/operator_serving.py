@@ -60,7 +60,7 @@ class OperatorServingEndpoint(Construct):
     without ``l2``).
 
     Construct ids: ``OperatorEndpoint<Name><fingerprint>``, ``L2Policy<Name><fingerprint>``,
-    ``L2PolicyReady<Name><fingerprint>`` and ``NetworkPolicies``, where ``<Name>`` is ``name`` in PascalCase.
+    ``L2PolicyReady<Name><fingerprint>`` and ``NetworkPolicies<Name>``, where ``<Name>`` is ``name`` in PascalCase.
 
     :param scope: the parent construct.
     :param id: the construct id.
@@ -197,7 +197,7 @@ class OperatorServingEndpoint(Construct):
         if network_ is not None:
             # Its own manifest, before the pods: removing or renaming the endpoint deletes it and so its policy.
             self.network_policies = deploy(
-                "NetworkPolicies",
+                f"NetworkPolicies{pascal_case(name)}",
                 ServingNetworkPolicyChart(
                     k8s_app,
                     "network-policies",

@@ -19,7 +19,7 @@ from constructs import Construct
 from kvtiers.constructs.cluster_network import cluster_network
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pod_identity_association
 from kvtiers.constructs.endpoint_registry import register_endpoint
-from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess, SecretsStoreCsi
+from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess, ImportedSecretsStore, SecretsStoreCsi
 from kvtiers.constructs.hyperpod_cluster import InstanceGroup, register_agents
 from kvtiers.constructs.interfaces import ICurvineL2, IHyperPodCluster
 from kvtiers.constructs.model_access import ModelReadAccess
@@ -127,7 +127,7 @@ class ServingEndpoint(Construct):
         hash_seed: str | None = None,
         l2_share_group: str | None = None,
         secrets: EndpointSecrets | None = None,
-        secrets_store: SecretsStoreCsi | None = None,
+        secrets_store: SecretsStoreCsi | ImportedSecretsStore | None = None,
         model_role: iam.IRole | None = None,
         network: HyperPodNetwork | ClusterNetwork | None = None,
         network_policies: bool = True,
@@ -188,11 +188,16 @@ class ServingEndpoint(Construct):
             secrets=secrets,
         )
         self.objects: list[dict[str, Any]] = self.chart.to_json()
-        self.manifest = eks.KubernetesManifest(self, "Manifest", cluster=cluster, manifest=self.objects, overwrite=True)
+        # The endpoint's main resource: CDK's "Default" child, whose logical ID is the construct's.
+        self.manifest = eks.KubernetesManifest(self, "Default", cluster=cluster, manifest=self.objects, overwrite=True)
         for dependency in (
             *before,
             *(c for c in (self.policies, self.model_access, self.secret_access) if c is not None),
-            *([secrets_store.addon] if secrets is not None and secrets_store is not None else []),
+            *(
+                [secrets_store.addon]
+                if secrets is not None and secrets_store is not None and secrets_store.addon
+                else []
+            ),
         ):
             self.manifest.node.add_dependency(dependency)
         if isinstance(eks_cluster, EksCluster) and eks_cluster.node_traffic is not None:
@@ -238,7 +243,7 @@ class ServingEndpoint(Construct):
         router: Router,
         model_role: iam.IRole | None,
         secrets: EndpointSecrets | None,
-        secrets_store: SecretsStoreCsi | None,
+        secrets_store: SecretsStoreCsi | ImportedSecretsStore | None,
     ) -> None:
         """One Pod Identity role per endpoint (a service account has one association): the weights' (its own or the
         caller's), else the secrets'; bound to every service account that reads either."""

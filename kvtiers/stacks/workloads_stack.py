@@ -78,7 +78,7 @@ class WorkloadsStack(cdk.Stack):
         for endpoint in endpoints:
             served = OperatorServingEndpoint(
                 self,
-                f"Operator{names.pascal_case(endpoint.name)}",
+                self._free_id(f"Operator{names.pascal_case(endpoint.name)}"),
                 eks_cluster=platform.eks,
                 operator=operator,
                 name=endpoint.name,
@@ -109,7 +109,7 @@ class WorkloadsStack(cdk.Stack):
         pascal = names.pascal_case(endpoint.name)
         served = wiring.serving_endpoint(
             self,
-            f"Endpoint{pascal}",
+            self._free_id(f"Endpoint{pascal}"),
             env,
             endpoint.name,
             eks=self.platform.eks,
@@ -123,6 +123,14 @@ class WorkloadsStack(cdk.Stack):
         self.endpoints[endpoint.name] = self.register(
             f"Endpoint{pascal}", served.manifest, served.chart, served.objects
         )
+
+    def _free_id(self, id: str) -> str:
+        """``id``, or for a second endpoint of the same name an id of its own, so that the endpoint construct's rule
+        refuses the name (with its message) rather than the construct tree."""
+        taken = 0
+        while self.node.try_find_child(id if not taken else f"{id}{taken}") is not None:
+            taken += 1
+        return id if not taken else f"{id}{taken}"
 
     def add_chart(self, name: str, chart: cdk8s.Chart, *, after: Sequence[Construct] = ()) -> eks.KubernetesManifest:
         """Deploy ``chart`` as one manifest that CloudFormation applies after everything in ``after``."""

@@ -90,7 +90,7 @@ class OperatorEndpoint:
     """Pipeline stages, each on ``tensor_parallel_size`` GPUs of the worker pod. @default 1"""
 
     def __post_init__(self) -> None:
-        where = "OperatorEndpoint"
+        where = f"OperatorEndpoint {self.name!r}"
         # The Kyverno Policy name (the longest derived name) stays within 63 characters.
         checks.dns_label(where, "name", self.name, names.longest_endpoint_name("operator")[0])
         checks.dns_label(where, "namespace", self.namespace)
