@@ -14,10 +14,10 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from kvtiers.config import ConfigError, load_environment
+from kvtiers.config.model import l2_report
 from kvtiers.config.report import l2_revision_report, tiered_storage_report
 from kvtiers.stacks.deploy_graph import build_deploy_graph, synthesize
 from kvtiers.stacks.hyperpod_chart import DeployGraphError, vendored_chart
-from kvtiers.stacks.wiring.serving import l2_report
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = "config/dev.yaml"

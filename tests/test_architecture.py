@@ -6,8 +6,9 @@ functions and under ``TYPE_CHECKING``):
   (``kvtiers.config``, ``kvtiers.stacks``, ``kvtiers.cli``) but the version matrix (``kvtiers.config.versions``):
   standard-library data that the constructs' image defaults come from, kept at that path because the Makefile
   loads it by path and the engine-side modules the charts ship name it;
-- the environment config is read only by the config itself, the stacks (where ``kvtiers/stacks/wiring/`` maps it to
-  props), the CLI and the observability rules, and only the wiring builds the construct side's value objects
+- the environment config is read only by the config itself (``kvtiers/config/model.py`` maps it to props), the
+  stacks (``kvtiers/stacks/wiring/`` builds constructs from them), the CLI and the observability rules, and only the
+  model and the wiring build the construct side's value objects
   (its frozen dataclasses) from outside the construct side; no ``from_environment`` remains;
 - every third-party module kvtiers and app.py import is a declared dependency of the package.
 
@@ -36,7 +37,8 @@ from tests.synth import ROOT
 LIBRARY = ("constructs", "k8s_charts")
 APP = ("config", "stacks", "cli")
 CONFIG_READERS = ("config", "stacks", "cli", "observability")
-WIRING = "stacks.wiring"
+WIRING = ("stacks.wiring", "config.model")
+"""Where the app maps its file onto construct props: the model (props) and the wiring (constructs)."""
 LIBRARY_DATA = "config.versions"
 """The one app module the library may read (see the module docstring)."""
 GLOBAL_ONLY = ("warn_redundant_casts", "warn_unused_configs")
@@ -217,7 +219,7 @@ def value_objects_built_outside_the_wiring(root: Path, package: str, extra: tupl
     known = modules(root, package)
     found = []
     for module in [*known.values(), *(Module(p.stem, p, ast.parse(p.read_text())) for p in extra)]:
-        if not _inside(module.name, package, (*LIBRARY, WIRING)):
+        if not _inside(module.name, package, (*LIBRARY, *WIRING)):
             for qualified, line in _qualified_calls(module):
                 if _value_type(qualified, package):
                     found.append(f"{module.path.relative_to(root)}:{line} builds {qualified}")

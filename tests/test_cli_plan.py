@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtiers.cli.main import app
+from kvtiers.config import model
 from tests.conftest import CONFIG_DIR
 
 runner = CliRunner()
@@ -21,11 +22,11 @@ def invoke(*args):
 def test_plan_table_shows_the_sizing(dev_env):
     result = invoke("plan", "-c", DEV)
     assert result.exit_code == 0, result.output
-    sized = dev_env.sizing.endpoints[0]
+    sized = model.sizing(dev_env).endpoints[0]
     assert "57,344 B" in result.output
     assert f"{sized.l0_tokens:,} tokens" in result.output
     assert f"{sized.l1_tokens:,} tokens" in result.output
-    assert f"{dev_env.sizing.l2_tokens(sized.name):,} tokens" in result.output
+    assert f"{model.sizing(dev_env).l2_tokens(sized.name):,} tokens" in result.output
     assert "the fullest node of each HyperPod group" in result.output
     # Six of the two nodes' eight GPUs idle, at the ml.g6e.12xlarge price per node: $13.12 x 6 / 4.
     assert "6 of 8" in result.output and "($19.68/h)" in result.output
@@ -37,13 +38,13 @@ def test_plan_json_reuses_sizing_numbers(dev_env):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     [endpoint] = data["endpoints"]
-    sized = dev_env.sizing.endpoint("qwen2-7b")
+    sized = model.sizing(dev_env).endpoint("qwen2-7b")
     assert endpoint["name"] == "qwen2-7b"
     assert endpoint["model"] == "Qwen/Qwen2-7B-Instruct"
     assert endpoint["kv_bytes_per_token"] == 57_344 == sized.kv_bytes_per_token
     assert endpoint["l0_tokens"] == sized.l0_tokens
     assert endpoint["l1_tokens"] == sized.l1_tokens
-    assert endpoint["l2_tokens"] == dev_env.sizing.l2_tokens("qwen2-7b")
+    assert endpoint["l2_tokens"] == model.sizing(dev_env).l2_tokens("qwen2-7b")
     assert endpoint["l2_enabled"] is True
     [group] = data["groups"]
     assert (group["group"], group["count"], group["threads_per_core"]) == ("g6e-serving", 2, 2)
@@ -128,7 +129,7 @@ def test_help(command):
 
 
 def test_plan_shows_each_endpoints_l2_namespace(dev_env):
-    from kvtiers.stacks.wiring.serving import l2_namespace
+    from kvtiers.config.model import l2_namespace
 
     namespace = l2_namespace(dev_env, dev_env.serving.endpoints[0])
     data = json.loads(invoke("plan", "-c", DEV, "--json").output)

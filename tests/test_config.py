@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvtiers.config import ConfigError, load_environment
-from tests.synth import refused_by_app
+from kvtiers.config import ConfigError, load_environment, model
 from tests.conftest import CONFIG_DIR, ROOT
+from tests.synth import refused_by_app
 
 DEV = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
 
@@ -39,7 +39,7 @@ def rejected(tmp_path: Path, change) -> str:
 def test_shipped_environment_files_load(name):
     env = load_environment(CONFIG_DIR / name)
     assert env.hyperpod.instance_groups
-    assert env.sizing is not None
+    assert model.sizing(env) is not None
 
 
 def test_dev_is_the_source_design(dev_env):

@@ -4,6 +4,7 @@ PersistentVolumes reference the CDK volumes, and the deploy order holds in the t
 from __future__ import annotations
 
 import copy
+import re
 import tomllib
 
 import cdk8s
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from kvtiers.config import load_environment
+from kvtiers.config.model import curvine_settings
 from kvtiers.k8s_charts.curvine_l2 import (
     CurvineCluster,
     CurvineCsiChart,
@@ -23,7 +25,6 @@ from kvtiers.k8s_charts.curvine_l2 import (
 )
 from kvtiers.k8s_charts.curvine_l2.props import DATA_MOUNT, JOURNAL_MOUNT, META_MOUNT
 from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
-from kvtiers.stacks.wiring.curvine import curvine_settings
 from tests.conftest import CONFIG_DIR
 
 
@@ -230,7 +231,7 @@ def test_three_masters_render_three_journal_peers(dev_env):
 def test_manifests_are_ordered_after_the_ebs_csi_driver(dev_synth):
     resources = dev_synth.template_json(dev_synth.graph.workloads)["Resources"]
     ids = {
-        name: next(k for k in resources if k.startswith(name))
+        name: next(k for k in resources if re.fullmatch(rf"{name}[0-9A-F]{{8}}", k))
         for name in (
             "ServingNamespace",
             "CurvineMasters",

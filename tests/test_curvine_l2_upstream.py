@@ -11,7 +11,7 @@ import tomllib
 
 import pytest
 
-from kvtiers.config import load_environment
+from kvtiers.config import load_environment, model
 from kvtiers.k8s_charts.curvine_l2.props import (
     CONF_PATH,
     CSI_HOME,
@@ -230,7 +230,7 @@ def test_the_janitor_evicts_the_claim_between_the_watermarks(rendered):
     args = l2_janitor.parse(janitor["args"])
     assert (args.root, args.capacity_bytes, args.high, args.low, args.interval) == (
         mount,
-        env.sizing.curvine_workers * env.curvine.worker.capacity_gb * 1000**3,
+        model.sizing(env).curvine_workers * env.curvine.worker.capacity_gb * 1000**3,
         env.curvine.eviction.high_watermark,
         env.curvine.eviction.low_watermark,
         env.curvine.eviction.janitor_interval_seconds,
@@ -242,7 +242,7 @@ def test_the_janitor_evicts_the_claim_between_the_watermarks(rendered):
     ]
     assert args.masters.split(",") == [f"http://{h}:{web}" for h in hosts]
     storage_class = objects(charts, "StorageClass")[0]
-    assert args.fs_path == storage_class["parameters"]["fs-path"] and args.workers == env.sizing.curvine_workers
+    assert args.fs_path == storage_class["parameters"]["fs-path"] and args.workers == model.sizing(env).curvine_workers
     assert janitor["ports"] == [{"name": "metrics", "containerPort": args.metrics_port}]
     script = _named(charts, "ConfigMap", "curvine-l2-janitor")["data"]
     assert janitor["command"][1].rsplit("/", 1)[1] in script

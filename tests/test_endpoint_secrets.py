@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kvtiers.config import model
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.secrets import (
@@ -196,10 +197,8 @@ def test_vllm_would_log_a_key_given_on_its_command_line():
 def test_extra_args_cannot_replace_the_endpoints_keys(env):
     import cdk8s
 
-    from kvtiers.stacks.wiring import serving as wiring
-
     endpoint = next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
-    engine = wiring.engine(env, endpoint)
+    engine = model.engine(env, endpoint)
     import dataclasses
 
     from kvtiers.k8s_charts.serving import ServingChart
@@ -214,8 +213,8 @@ def test_extra_args_cannot_replace_the_endpoints_keys(env):
                 name="qwen2-7b",
                 namespace="serving",
                 engine=dataclasses.replace(engine, extra_args=extra),
-                router=wiring.router(env, endpoint),
-                secrets=wiring.endpoint_secrets(env, endpoint),
+                router=model.router(env, endpoint),
+                secrets=model.endpoint_secrets(env, endpoint),
             )
 
 

@@ -14,7 +14,7 @@ import cdk8s
 import pytest
 import yaml
 
-from kvtiers.config import load_environment
+from kvtiers.config import load_environment, model
 from kvtiers.k8s_charts import operator_addons
 from kvtiers.k8s_charts.hyperpod_operator import (
     CurvineL2PolicyChart,
@@ -40,7 +40,7 @@ def prod():
 
 @pytest.fixture(scope="module")
 def operator_props(prod):
-    return wiring.operator_endpoint(prod, "qwen2-7b-chat")
+    return model.operator_endpoint(prod, "qwen2-7b-chat")
 
 
 @pytest.fixture(scope="module")
@@ -75,14 +75,15 @@ def test_spec_fields(operator_props, prod):
     assert spec["worker"]["image"] == prod.serving.images.vllm_image
     assert spec["worker"]["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert (
-        spec["worker"]["resources"]["limits"]["memory"] == f"{prod.sizing.endpoint('qwen2-7b-chat').pod_memory_gib}Gi"
+        spec["worker"]["resources"]["limits"]["memory"]
+        == f"{model.sizing(prod).endpoint('qwen2-7b-chat').pod_memory_gib}Gi"
     )
     assert spec["modelSourceConfig"]["s3Storage"]["bucketName"] == "example-prod-models"
 
 
 def test_immutable_fields_are_in_the_name(prod, operator_props):
     serving = prod.serving.model_copy(update={"hash_seed": "7"})
-    changed = wiring.operator_endpoint(prod.model_copy(update={"serving": serving}), "qwen2-7b-chat")
+    changed = model.operator_endpoint(prod.model_copy(update={"serving": serving}), "qwen2-7b-chat")
     assert changed.object_name != operator_props.object_name
     assert operator_props.object_name.startswith("qwen2-7b-chat-")
 
@@ -134,9 +135,9 @@ def test_metrics_are_scraped_on_the_invocation_port(operator_props):
 def test_the_lmcache_sizing_reaches_the_engine_through_the_worker_env(operator_props, prod):
     env = {e["name"]: e["value"] for e in operator_props.spec()["worker"]["environmentVariables"]}
     # the same per-worker L1 and chunk size the self-managed path writes into its LMCache file
-    sizing = prod.sizing.endpoint("qwen2-7b-chat")
+    sizing = model.sizing(prod).endpoint("qwen2-7b-chat")
     assert float(env["LMCACHE_MAX_LOCAL_CPU_SIZE"]) == sizing.l1_bytes / sizing.gpus_per_replica / 1024**3
-    llama_endpoint = wiring.endpoint(prod, "llama31-70b")
+    llama_endpoint = model.endpoint(prod, "llama31-70b")
     llama_file = yaml.safe_load(
         next(
             o for o in wiring.serving_chart(cdk8s.App(), "s", prod, "llama31-70b").to_json() if o["kind"] == "ConfigMap"
@@ -145,11 +146,11 @@ def test_the_lmcache_sizing_reaches_the_engine_through_the_worker_env(operator_p
     assert int(env["LMCACHE_CHUNK_SIZE"]) == llama_file["chunk_size"]
     # the L2 URL and serde as the self-managed file has them, and the one hash seed; the policy adds only the mount
     # ... in the endpoint's own fingerprinted namespace, computed as for self-managed endpoints
-    namespace = wiring.l2_namespace(prod, wiring.endpoint(prod, "qwen2-7b-chat"))
-    own = wiring.l2_mount(prod, wiring.endpoint(prod, "qwen2-7b-chat"))
+    namespace = model.l2_namespace(prod, model.endpoint(prod, "qwen2-7b-chat"))
+    own = model.l2_mount(prod, model.endpoint(prod, "qwen2-7b-chat"))
     assert own.sub_path == f"endpoint-qwen2-7b-chat/{namespace.directory}"
     assert env["LMCACHE_REMOTE_URL"] == own.remote_url == operator_props.lmcache.remote_url
-    assert llama_file["remote_url"] == wiring.l2_mount(prod, llama_endpoint).remote_url
+    assert llama_file["remote_url"] == model.l2_mount(prod, llama_endpoint).remote_url
     assert env["LMCACHE_REMOTE_SERDE"] == llama_file["remote_serde"] == namespace.serde
     assert env["PYTHONHASHSEED"] == prod.serving.hash_seed == namespace.hash_seed
     # the pod memory limit was sized for that L1
@@ -168,7 +169,7 @@ def test_a_new_l1_size_replaces_the_endpoint(tmp_path, operator_props):
     raw = yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text())
     halve_l1(raw)
     (tmp_path / "prod.yaml").write_text(yaml.safe_dump(raw))
-    changed = wiring.operator_endpoint(load_environment(tmp_path / "prod.yaml"), "qwen2-7b-chat")
+    changed = model.operator_endpoint(load_environment(tmp_path / "prod.yaml"), "qwen2-7b-chat")
     assert changed.lmcache.max_local_cpu_size_gib < operator_props.lmcache.max_local_cpu_size_gib
     # worker environment is immutable in the operator: a new size is a new object, visible in cdk diff
     assert changed.object_name != operator_props.object_name
@@ -308,7 +309,7 @@ def test_the_longest_allowed_operator_name_keeps_every_derived_name_within_63(tm
     from tests.fakes.kyverno import check_policy
 
     name = "e" * 43
-    props = wiring.operator_endpoint(_operator_named(tmp_path, name), name)
+    props = model.operator_endpoint(_operator_named(tmp_path, name), name)
     body = policy(props)
     assert len(body["metadata"]["name"]) == 63
     check_policy(body)  # Kyverno v1.15.2 refuses longer policy names
@@ -330,7 +331,7 @@ def test_the_operator_endpoint_construct_refuses_a_name_its_policy_could_not_car
     import dataclasses
 
     with pytest.raises(
-        ValueError, match="OperatorEndpoint: name 'e{44}' is not a DNS-1123 label of at most 43 characters"
+        ValueError, match="OperatorEndpoint 'e{44}': name 'e{44}' is not a DNS-1123 label of at most 43 characters"
     ):
         dataclasses.replace(operator_props, name="e" * 44)
 
@@ -409,7 +410,7 @@ def test_the_alb_controller_is_enabled_with_its_own_role(prod_synth):
 
 def test_the_operator_endpoint_name_clients_invoke_is_a_stack_output(prod_synth, prod):
     outputs = prod_synth.template_json(prod_synth.graph.workloads)["Outputs"]
-    name = wiring.operator_endpoint(prod, "qwen2-7b-chat").object_name
+    name = model.operator_endpoint(prod, "qwen2-7b-chat").object_name
     assert outputs["OperatorEndpointNameQwen27bChat"]["Value"] == name
 
 
@@ -474,7 +475,7 @@ def test_the_newer_addon_is_accepted_for_an_operator_endpoint_with_the_curvine_l
         tmp_path,
         lambda raw: raw.setdefault("inference_operator", {}).update(addons={"inference_operator": "v1.3.0-eksbuild.1"}),
     )
-    props = wiring.operator_endpoint(load_environment(path), "qwen2-7b-chat")
+    props = model.operator_endpoint(load_environment(path), "qwen2-7b-chat")
     assert props.curvine_l2 and props.addon_version == "v1.3.0-eksbuild.1"
 
 

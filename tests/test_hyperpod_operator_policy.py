@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from kvtiers.config import load_environment
+from kvtiers.config import load_environment, model
 from kvtiers.k8s_charts.hyperpod_operator import (
     L2_GUARD_DIR,
     L2_GUARD_VOLUME,
@@ -24,7 +24,6 @@ from kvtiers.k8s_charts.hyperpod_operator import (
 from kvtiers.k8s_charts.hyperpod_operator.policy import METRICS_VOLUME
 from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.k8s_charts.serving.endpoint import PROMETHEUS_MULTIPROC_DIR
-from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
 from tests.fakes import kyverno
 from tests.fakes.operator_pod import model_container_name, operator_pod
@@ -37,7 +36,7 @@ def prod():
 
 @pytest.fixture(scope="module")
 def props(prod):
-    return wiring.operator_endpoint(prod, "qwen2-7b-chat")
+    return model.operator_endpoint(prod, "qwen2-7b-chat")
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +259,7 @@ def patched_mount_path(l2_policy) -> str:
 
 
 def test_the_policy_takes_its_l2_values_from_l2settings(l2_policy, props, prod):
-    l2 = wiring.l2_mount(prod, wiring.endpoint(prod, props.name))
+    l2 = model.l2_mount(prod, model.endpoint(prod, props.name))
     assert props.l2 == l2 and l2.claim_name == prod.serving.l2_claim_name
     assert patched_mount_path(l2_policy) == l2.mount_path
     assert l2.mount_path.startswith(prod.serving.l2_mount_path + "/endpoint-qwen2-7b-chat/")

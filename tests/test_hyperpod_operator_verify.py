@@ -7,8 +7,7 @@ import pytest
 from kubernetes.client import CoreV1Api
 
 from kvtiers.cli.verify import k8s, runner
-from kvtiers.config import load_environment
-from kvtiers.stacks.wiring import serving as wiring
+from kvtiers.config import load_environment, model
 from tests.conftest import CONFIG_DIR
 from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
@@ -91,7 +90,7 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
     from tests.fakes import kyverno
     from tests.fakes.operator_pod import model_container_name, operator_pod
 
-    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
+    props = model.operator_endpoint(prod, OPERATOR_ENDPOINT)
     rule = policy(props)
     pod = operator_pod(
         props,
@@ -101,11 +100,11 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
     if variant != "unmutated":
         pod = kyverno.mutate(kubectl, rule, pod)
     name = "worker" if variant == "renamed" else model_container_name(props)
-    model = next((c for c in pod["spec"]["containers"] if c["name"] == name), None)
+    container = next((c for c in pod["spec"]["containers"] if c["name"] == name), None)
     if variant == "url-overridden":
-        model["env"].append({"name": "LMCACHE_REMOTE_URL", "value": "lm://elsewhere:1"})
+        container["env"].append({"name": "LMCACHE_REMOTE_URL", "value": "lm://elsewhere:1"})
     if variant == "no-url":
-        model["env"] = [e for e in model["env"] if e["name"] != "LMCACHE_REMOTE_URL"]
+        container["env"] = [e for e in container["env"] if e["name"] != "LMCACHE_REMOTE_URL"]
     cel_ok = not kyverno.validate(rule, pod)
     verify_ok = not k8s.missing_l2(_v1pod(pod), prod, next(e for e in prod.serving.endpoints if e.name == props.name))
     assert cel_ok == verify_ok == (variant in ("admitted", "renamed"))
@@ -113,7 +112,7 @@ def test_verifys_l2_check_agrees_with_the_policys_cel_check(prod, kubectl, varia
 
 def kube_results(env, kube, sagemaker=None, *, deployed=True):
     if deployed and sagemaker is None:
-        sagemaker = FakeSageMaker([wiring.operator_endpoint(env, e.name).object_name for e in operator_endpoints(env)])
+        sagemaker = FakeSageMaker([model.operator_endpoint(env, e.name).object_name for e in operator_endpoints(env)])
     clients = runner.Clients(
         sagemaker=sagemaker,
         kube=kube.api_client(),
@@ -217,7 +216,7 @@ def test_verify_fails_when_an_l2_endpoint_serves_no_lmcache_series(prod, objects
         for engine in handles["engines"].values():
             engine.lmcache = False
         failed = {r.area: r for r in kube_results(prod, kube) if not r.ok and r.name == "per-tier counters"}
-    l2_endpoints = {e.name for e, sized in prod.sized_endpoints() if sized.l2_enabled}
+    l2_endpoints = {e.name for e, sized in model.sized_endpoints(prod) if sized.l2_enabled}
     assert set(failed) == {f"tiers:{name}" for name in l2_endpoints}
     assert all("lmcache:num_remote_read_bytes_total" in r.detail for r in failed.values())
 
@@ -230,7 +229,7 @@ def test_dev_without_observability_does_not_read_tier_counters(dev_env):
 def _operator_model_containers(prod, kubectl):
     from tests.fakes.cluster import operator_pods
 
-    mount = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT).spec()["worker"]["modelVolumeMount"]["mountPath"]
+    mount = model.operator_endpoint(prod, OPERATOR_ENDPOINT).spec()["worker"]["modelVolumeMount"]["mountPath"]
     return [
         c
         for pod in operator_pods(prod, OPERATOR_ENDPOINT, kubectl)
@@ -252,7 +251,7 @@ def test_verify_requires_lmcache_series_of_an_operator_endpoint_with_the_l2(prod
 
     from kvtiers.cli.verify import tiers
 
-    assert prod.sizing.endpoint(OPERATOR_ENDPOINT).l2_enabled
+    assert model.sizing(prod).endpoint(OPERATOR_ENDPOINT).l2_enabled
     with FakeKube() as kube:
         handles = build_healthy(kube, prod, objects, kubectl=kubectl)
         core, api = CoreV1Api(kube.api_client()), kube.api_client()
@@ -289,7 +288,7 @@ def stubbed_runtime(env, *, answer=None, error=None):
     client = boto3.client("sagemaker-runtime", region_name=env.region, aws_access_key_id="x", aws_secret_access_key="x")
     stubber = Stubber(client)
     expected = {
-        "EndpointName": wiring.operator_endpoint(env, OPERATOR_ENDPOINT).spec()["endpointName"],
+        "EndpointName": model.operator_endpoint(env, OPERATOR_ENDPOINT).spec()["endpointName"],
         "ContentType": "application/json",
         "Accept": "application/json",
         "Body": ANY,
@@ -312,7 +311,7 @@ def test_verify_invokes_the_operator_endpoint_through_its_sagemaker_endpoint(pro
 
     check = aws.check_operator_invocation(stubbed_runtime(prod), prod, endpoint(prod))
     assert check.ok, check
-    object_name = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT).object_name
+    object_name = model.operator_endpoint(prod, OPERATOR_ENDPOINT).object_name
     assert object_name in check.detail
 
 
@@ -325,7 +324,7 @@ def test_verify_fails_when_the_router_path_does_not_answer(prod, answer, error):
 
 
 def test_the_operator_endpoint_has_a_sagemaker_endpoint_named_after_its_object(prod):
-    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
+    props = model.operator_endpoint(prod, OPERATOR_ENDPOINT)
     assert props.spec()["endpointName"] == props.object_name
 
 
@@ -377,7 +376,7 @@ def test_verify_names_what_a_rename_left_behind_with_the_commands_that_delete_it
     from kvtiers.k8s_charts.hyperpod_operator import CurvineL2PolicyChart, InferenceEndpointConfigChart, policy_name
     from tests.fakes.cluster import object_path
 
-    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
+    props = model.operator_endpoint(prod, OPERATOR_ENDPOINT)
     old = before_a_rename(props)
     orphan = f"{OPERATOR_ENDPOINT}-0badf00d"  # a SageMaker endpoint whose InferenceEndpointConfig is gone
     sagemaker = FakeSageMaker([props.object_name, old.object_name, orphan, "someone-elses-endpoint"])
@@ -422,7 +421,7 @@ def test_verify_requires_the_policys_ready_condition_exactly(prod, objects, kube
     from kvtiers.k8s_charts.hyperpod_operator import policy_name
     from tests.fakes.cluster import object_path
 
-    props = wiring.operator_endpoint(prod, OPERATOR_ENDPOINT)
+    props = model.operator_endpoint(prod, OPERATOR_ENDPOINT)
     with FakeKube() as kube:
         build_healthy(kube, prod, objects, kubectl=kubectl)
         (stored,) = [o for p, o in kube.objects.items() if p.endswith(f"/policies/{policy_name(props)}")] or [None]

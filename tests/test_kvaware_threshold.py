@@ -23,9 +23,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from kvtiers.config import load_environment
+from kvtiers.config import load_environment, model
 from kvtiers.k8s_charts.serving.router import router_args
-from kvtiers.stacks.wiring import serving as wiring
 from tests import test_router_rollout as rollout
 from tests.conftest import CONFIG_DIR, ROOT
 from tests.upstream import require_upstream
@@ -134,7 +133,7 @@ def route(threshold: int, prompt_tokens: int, cached_tokens: int) -> str:
 
 
 def rendered_threshold() -> int:
-    router = wiring.router(PROD, KVAWARE)
+    router = model.router(PROD, KVAWARE)
     args = router_args(name=KVAWARE.name, namespace=PROD.serving.namespace, router=router, controller=None)
     return int(args[args.index("--kv-aware-threshold") + 1])
 
@@ -177,7 +176,7 @@ def test_the_threshold_is_rendered_only_for_kvaware():
         args = router_args(
             name=endpoint.name,
             namespace=PROD.serving.namespace,
-            router=wiring.router(PROD, endpoint),
+            router=model.router(PROD, endpoint),
             controller=None,
         )
         assert ("--kv-aware-threshold" in args) == (endpoint.routing == "kvaware"), endpoint.name

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kvtiers.config import model
 from kvtiers.k8s_charts import names
 
 ENDPOINT_LABEL = "kvtiers.io/endpoint"
@@ -141,7 +142,7 @@ def test_every_rendered_l2_mount_sees_only_its_endpoint(env_name, request):
     assert _violations(pods, groups) == []
     # Not vacuous: the janitor and every endpoint with the L2 on are among the pods checked.
     assert [p["who"] for p in pods if p["janitor"]], "no janitor mounts the L2"
-    l2_endpoints = {s.name for s in env.sizing.endpoints if s.l2_enabled}
+    l2_endpoints = {s.name for s in model.sizing(env).endpoints if s.l2_enabled}
     serving_pods = [p for p in pods if not p["janitor"]]
     assert len(serving_pods) >= len(l2_endpoints) >= 1
     self_managed = {e.name for e in env.serving.endpoints if e.serving == "self_managed"} & l2_endpoints

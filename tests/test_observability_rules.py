@@ -7,7 +7,7 @@ from __future__ import annotations
 import promql_parser as pp
 import pytest
 
-from kvtiers.config import load_environment
+from kvtiers.config import load_environment, model
 from kvtiers.observability import metrics as m
 from kvtiers.observability import rules as r
 from tests.conftest import CONFIG_DIR
@@ -127,7 +127,7 @@ def engine_series(
 ) -> RuleTest:
     """Two engine pods of ``endpoint`` sharing its traffic, a router reusing vLLM's gauge name, a Curvine leader
     and a follower reporting 0, every master up and one worker down."""
-    sized = env.sizing.endpoint(endpoint)
+    sized = model.sizing(env).endpoint(endpoint)
     test = RuleTest()
     labels = {"component": "engine", "endpoint": endpoint}
     for pod in ("a", "b"):
@@ -253,7 +253,7 @@ def test_the_worker_alert_counts_against_the_deployed_workers(tmp_path, workers_
     env = ENVIRONMENTS["prod"]
     test = engine_series(env, "qwen25-32b")
     test.drop(lambda series: 'component="curvine-worker"' in series)
-    count = {None: 0, 1: 1, "all": env.sizing.curvine_workers}[workers_up]
+    count = {None: 0, 1: 1, "all": model.sizing(env).curvine_workers}[workers_up]
     for i in range(count):
         test.add("up", gauge(1, STEPS), component="curvine-worker", pod=f"curvine-worker-{i}")
     # the same labels whether one worker or all of them are gone
@@ -435,7 +435,7 @@ def test_masters_up_without_a_leader_that_sees_every_worker_alert(tmp_path, live
     """Every master answers /metrics but none is the leader (a standby reports worker_num{tag="live"} 0), or the
     leader misses workers: Curvine v0.4.1's master_metrics.rs sets the gauge from its own worker map."""
     env = ENVIRONMENTS["prod"]
-    assert env.sizing.curvine_workers == 3
+    assert model.sizing(env).curvine_workers == 3
     test = RuleTest()
     for i in range(env.curvine.master.replicas):
         master = {"component": "curvine-master", "pod": f"curvine-master-{i}"}

@@ -7,9 +7,9 @@ import re
 
 import yaml
 
+from kvtiers.config.model import operator_endpoint
 from kvtiers.k8s_charts.serving.endpoint import PROMETHEUS_MULTIPROC_DIR, PROMETHEUS_MULTIPROC_ENV
 from kvtiers.observability.scrape import meta_label, scrape_configuration
-from kvtiers.stacks.wiring.serving import operator_endpoint
 from tests.fakes.operator_pod import operator_pod
 
 

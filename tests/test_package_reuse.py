@@ -118,9 +118,12 @@ def synthesize_example(venv: Path, workdir: Path) -> dict:
 def test_example_app_synthesizes_from_the_installed_package(installed_venv, tmp_path):
     template = synthesize_example(installed_venv, tmp_path)
     manifests = [r for r in template["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
-    assert len(manifests) == 1
-    body = json.dumps(manifests[0]["Properties"]["Manifest"])
-    assert "team-llama8b-engine" in body and "fs://localhost:0/mnt/curvine/l2cache/" in body
+    # The endpoint's NetworkPolicies and its pods, each one manifest.
+    bodies = [json.dumps(m["Properties"]["Manifest"]) for m in manifests]
+    (policies,) = [b for b in bodies if "Deployment" not in b]
+    (pods,) = [b for b in bodies if "Deployment" in b]
+    assert "NetworkPolicy" in policies and "team-llama8b-router" in policies
+    assert "team-llama8b-engine" in pods and "fs://localhost:0/mnt/curvine/l2cache/" in pods
     roles = [r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"]
     assert roles and roles[0]["Properties"]["ServiceAccount"] == "team-llama8b-engine"
 

@@ -10,11 +10,10 @@ import cdk8s
 import pytest
 import yaml
 
-from kvtiers.config import Environment
+from kvtiers.config import Environment, model
 from kvtiers.k8s_charts.l2 import L2Volume
 from kvtiers.k8s_charts.serving import Engine, Router, S3Weights, ServingChart
 from kvtiers.parallelism import PCIE_TENSOR_PARALLEL_LIMIT, layout_advice
-from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR
 from tests.upstream import lmcache_source, vllm_source
 
@@ -101,6 +100,6 @@ def test_an_operator_worker_asks_for_every_stages_gpus_and_tells_vllm():
     raw = copy.deepcopy(yaml.safe_load((CONFIG_DIR / "prod.yaml").read_text()))
     chat = next(e for e in raw["serving"]["endpoints"] if e["name"] == "qwen2-7b-chat")
     chat.update(instance_group="g6e-mid", tensor_parallel_size=2, pipeline_parallel_size=2)
-    worker = wiring.operator_endpoint(Environment.model_validate(raw), "qwen2-7b-chat").spec()["worker"]
+    worker = model.operator_endpoint(Environment.model_validate(raw), "qwen2-7b-chat").spec()["worker"]
     assert worker["resources"]["requests"]["nvidia.com/gpu"] == worker["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert worker["args"][worker["args"].index("--pipeline-parallel-size") + 1] == "2"

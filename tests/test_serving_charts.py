@@ -11,6 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from kvtiers.config import model
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.serving.endpoint import CONFIG_CHECKSUM_ANNOTATION, LMCACHE_CONFIG_KEY
@@ -120,7 +121,7 @@ def test_all_objects_in_the_serving_namespace_and_no_namespace_or_claim_created(
 
 def test_l2_mount_path_matches_remote_url_and_the_claim(env, charts):
     objs = charts["qwen2-7b"]
-    assert env.sizing.endpoint("qwen2-7b").l2_enabled
+    assert model.sizing(env).endpoint("qwen2-7b").l2_enabled
     pod = engine_deployment(objs)["spec"]["template"]["spec"]
     remote = lmcache_yaml(objs)["remote_url"]
     assert remote.startswith("fs://localhost:0/")
@@ -130,7 +131,7 @@ def test_l2_mount_path_matches_remote_url_and_the_claim(env, charts):
     }
     mounts = {m["mountPath"].rstrip("/") + "/": m for m in vllm(objs)["volumeMounts"]}
     endpoint = next(e for e in env.serving.endpoints if e.name == "qwen2-7b")
-    directory = f"endpoint-qwen2-7b/{wiring.l2_namespace(env, endpoint).directory}"
+    directory = f"endpoint-qwen2-7b/{model.l2_namespace(env, endpoint).directory}"
     assert path == env.serving.l2_mount_path.rstrip("/") + f"/{directory}/"
     # LMCache writes at the root of its mount, which is the endpoint's own directory of the claim (nothing above it)
     assert mounts[path]["subPath"] == directory
@@ -140,7 +141,7 @@ def test_l2_mount_path_matches_remote_url_and_the_claim(env, charts):
 
 def test_l2_off_means_no_remote_and_no_mount(env, charts):
     objs = charts["llama-8b"]
-    assert not env.sizing.endpoint("llama-8b").l2_enabled
+    assert not model.sizing(env).endpoint("llama-8b").l2_enabled
     assert "remote_url" not in lmcache_yaml(objs)
     pod = engine_deployment(objs)["spec"]["template"]["spec"]
     assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
@@ -168,7 +169,7 @@ def test_lmcache_is_configured_only_through_the_file(env, charts):
         assert volume["configMap"]["name"] == lmcache_config_map(objs)["metadata"]["name"]
         assert path.endswith("/" + LMCACHE_CONFIG_KEY)
         config = lmcache_yaml(objs)
-        sizing = env.sizing.endpoint(name)
+        sizing = model.sizing(env).endpoint(name)
         assert config["chunk_size"] == 256 and config["local_cpu"] is True
         assert config["max_local_cpu_size"] == sizing.l1_bytes / sizing.gpus_per_replica / 1024**3
 
@@ -252,7 +253,7 @@ def test_services_and_pdb_select_their_own_pods(charts):
 def test_gpus_equal_tensor_parallel_size_and_memory_equals_sizing(env, charts):
     for name, objs in charts.items():
         container = vllm(objs)
-        sizing = env.sizing.endpoint(name)
+        sizing = model.sizing(env).endpoint(name)
         requests, limits = container["resources"]["requests"], container["resources"]["limits"]
         tp = int(flag(container["args"], "--tensor-parallel-size"))
         assert int(requests[names.GPU_RESOURCE]) == int(limits[names.GPU_RESOURCE]) == tp == sizing.gpus_per_replica
@@ -460,7 +461,7 @@ def test_constructs_reject_what_they_cannot_build(env):
 
 
 def test_l2_report(env):
-    assert wiring.l2_report(env) == (
+    assert model.l2_report(env) == (
         "qwen2-7b: L2 on (auto: expected prompt 2500 >= threshold 1000 tokens)",
         "llama-8b: L2 off (l2: off)",
     )

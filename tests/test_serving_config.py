@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvtiers.config import ConfigError, load_environment
+from kvtiers.config import ConfigError, load_environment, model
 from tests.conftest import CONFIG_DIR
 from tests.synth import refused_by_app
 
@@ -53,7 +53,7 @@ def test_model_not_in_the_table_with_model_sizes_loads(tmp_path):
     )
     path = tmp_path / "env.yaml"
     path.write_text(yaml.safe_dump(raw))
-    assert load_environment(path).sizing.endpoint("qwen2-7b").kv_bytes_per_token == 57344
+    assert model.sizing(load_environment(path)).endpoint("qwen2-7b").kv_bytes_per_token == 57344
 
 
 def test_duplicate_endpoint_names(tmp_path):
@@ -101,7 +101,7 @@ def _loaded(tmp_path: Path, change):
 
 
 def test_endpoints_of_one_model_get_their_own_l2_directories_unless_they_share_explicitly(tmp_path):
-    from kvtiers.stacks.wiring.serving import l2_mount
+    from kvtiers.config.model import l2_mount
 
     env = _loaded(tmp_path, lambda eps, raw: _two_endpoints(eps, None, None))
     a, b = (l2_mount(env, e) for e in env.serving.endpoints)
@@ -145,6 +145,6 @@ def test_allowed_clients_are_refused_for_an_operator_endpoint(tmp_path):
 
 
 def test_allowed_clients_default_to_the_vpc(dev_env):
-    from kvtiers.stacks.wiring.serving import allowed_clients
+    from kvtiers.config.model import allowed_clients
 
     assert allowed_clients(dev_env, dev_env.serving.endpoints[0]) == (dev_env.network.cidr,)

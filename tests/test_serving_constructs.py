@@ -509,35 +509,35 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config_but_
         # The operator path.
         (
             lambda: dataclasses.replace(OPERATOR, routing="kvaware"),
-            "OperatorEndpoint: api must be 'completions' when routing is 'kvaware'",
+            "OperatorEndpoint '[a-z0-9-]*': api must be 'completions' when routing is 'kvaware'",
         ),
         (
             lambda: dataclasses.replace(OPERATOR, l2_backend="curvine"),
-            "OperatorEndpoint: l2_backend 'curvine' needs l2 and lmcache.remote_url",
+            "OperatorEndpoint '[a-z0-9-]*': l2_backend 'curvine' needs l2 and lmcache.remote_url",
         ),
         (
             lambda: dataclasses.replace(CURVINE_OPERATOR, l2_backend="tieredstorage"),
-            "OperatorEndpoint: l2_backend 'tieredstorage' is refused: the operator configures that L2 itself",
+            "OperatorEndpoint '[a-z0-9-]*': l2_backend 'tieredstorage' is refused: the operator configures that L2 itself",
         ),
         (
             lambda: dataclasses.replace(
                 CURVINE_OPERATOR, lmcache=LMCache(max_local_cpu_size_gib=8, remote_url="fs://localhost:0/x/")
             ),
-            "OperatorEndpoint: lmcache.remote_url .* is not the endpoint's L2 directory",
+            "OperatorEndpoint '[a-z0-9-]*': lmcache.remote_url .* is not the endpoint's L2 directory",
         ),
         (
             lambda: dataclasses.replace(
                 OPERATOR, lmcache=LMCache(max_local_cpu_size_gib=8, controller=LMCacheController())
             ),
-            "OperatorEndpoint: lmcache.controller must be None",
+            "OperatorEndpoint '[a-z0-9-]*': lmcache.controller must be None",
         ),
         (
             lambda: dataclasses.replace(OPERATOR, memory_gib=4),
-            "OperatorEndpoint: memory_gib 4 is less than the LMCache L1",
+            "OperatorEndpoint '[a-z0-9-]*': memory_gib 4 is less than the LMCache L1",
         ),
         (
             lambda: dataclasses.replace(OPERATOR, api="responses"),
-            "OperatorEndpoint: api must be one of 'completions', 'chat', got 'responses'",
+            "OperatorEndpoint '[a-z0-9-]*': api must be one of 'completions', 'chat', got 'responses'",
         ),
         (
             lambda: CurvineL2PolicyChart(cdk8s.App(), "p", endpoint=OPERATOR),

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from kvtiers.config import versions
+from kvtiers.config import model, versions
 from kvtiers.config.schema import Environment
 from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
 from kvtiers.k8s_charts.l2 import L2Namespace
@@ -145,7 +145,7 @@ def test_operator_invocation_endpoint_follows_the_declared_api():
     for api, path in (("chat", "v1/chat/completions"), ("completions", "v1/completions")):
         raw["serving"]["endpoints"][2]["api"] = api
         env = Environment.model_validate(raw)
-        assert wiring.operator_endpoint(env, "qwen2-7b-chat").spec()["invocationEndpoint"] == path
+        assert model.operator_endpoint(env, "qwen2-7b-chat").spec()["invocationEndpoint"] == path
 
 
 def test_kvaware_heartbeats_match_the_router_worker_timeout_and_its_one_router_rolls_without_a_gap():
@@ -183,7 +183,7 @@ def test_partial_chunks_are_not_stored():
 
 
 def namespace(env: Environment, name: str) -> L2Namespace:
-    return wiring.l2_namespace(env, wiring.endpoint(env, name))
+    return model.l2_namespace(env, model.endpoint(env, name))
 
 
 def test_endpoints_with_the_same_fingerprint_share_one_directory_only_when_asked():
@@ -244,15 +244,15 @@ def test_lmcache_version_serde_and_seed_are_in_the_namespace():
 
 
 def test_l0_uses_the_usable_memory_of_an_l40s():
-    sized = env_with().sizing.endpoint("qwen2-7b")
+    sized = model.sizing(env_with()).endpoint("qwen2-7b")
     # Qwen2-7B bf16 at 0.9: (44.5 x 0.9 - 2) GiB - weights, 57,344 B per token
     expected = int(((44.5 * 0.9 - 2) * 1024**3 - sized.weight_bytes) // 57344)
     assert sized.l0_tokens == expected
 
 
 def test_vllm_host_memory_grows_with_tensor_parallelism():
-    one = env_with(l1_gib=20).sizing.endpoint("qwen2-7b")
-    two = env_with(l1_gib=20, tensor_parallel_size=2).sizing.endpoint("qwen2-7b")
+    one = model.sizing(env_with(l1_gib=20)).endpoint("qwen2-7b")
+    two = model.sizing(env_with(l1_gib=20, tensor_parallel_size=2)).endpoint("qwen2-7b")
     assert two.vllm_host_gib > one.vllm_host_gib
     assert two.pod_memory_gib - one.pod_memory_gib == 20 + (two.vllm_host_gib - one.vllm_host_gib)
 
@@ -262,7 +262,7 @@ def test_model_dir_is_size_limited_and_s3_sync_skips_original_checkpoints():
     pod = next(d for d in kinds(render(env, "qwen2-7b"), "Deployment") if d["metadata"]["name"].endswith("-engine"))
     spec = pod["spec"]["template"]["spec"]
     models = next(v for v in spec["volumes"] if v["name"] == "models")
-    sized = env.sizing.endpoint("qwen2-7b")
+    sized = model.sizing(env).endpoint("qwen2-7b")
     assert models["emptyDir"]["sizeLimit"] == f"{sized.model_disk_gib}Gi"
     assert sized.weight_bytes / 1024**3 < sized.model_disk_gib < 2 * sized.weight_bytes / 1024**3
     command = spec["initContainers"][0]["command"]

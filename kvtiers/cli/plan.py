@@ -1,6 +1,6 @@
 """``kvtiers plan``: per-endpoint cache capacity, and what lands on each HyperPod node against what it offers.
 
-The cache numbers come from :mod:`kvtiers.config.sizing` (the same facts the charts use). The node numbers come from
+The cache numbers come from :mod:`kvtiers.model.sizing(config)` (the same facts the charts use). The node numbers come from
 the HyperPod cluster's placement (:mod:`kvtiers.placement`): ``plan`` builds the environment's constructs in memory,
 without synthesizing, and reads the placement they registered, so it shows exactly what synth checks. A
 ``--hf-config`` override does not recompute anything here: it sets the endpoint's ``model_sizes`` from the local
@@ -16,15 +16,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from kvtiers.cli.output import human_bytes, table
-from kvtiers.config import ConfigError, Environment
+from kvtiers.config import ConfigError, Environment, model
 from kvtiers.config.cost import HYPERPOD_INSTANCE
 from kvtiers.config.loader import format_validation_error
+from kvtiers.config.model import l2_mount, l2_namespace
 from kvtiers.instance_types import G6E_INSTANCE_TYPES
 from kvtiers.models import ModelShape
 from kvtiers.parallelism import layout_advice
 from kvtiers.placement import NodePlacement
 from kvtiers.serving_defaults import GIB
-from kvtiers.stacks.wiring.serving import l2_mount, l2_namespace
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def group_data(placement: NodePlacement) -> list[dict[str, Any]]:
 def plan_data(env: Environment) -> dict:
     """Everything ``plan`` prints. Raises ``ValueError`` when a construct refuses the environment's props."""
     placement = placement_of(env)
-    sizing = env.sizing
+    sizing = model.sizing(env)
     endpoints = []
     for endpoint, sized in zip(env.serving.endpoints, sizing.endpoints):
         namespace = l2_namespace(env, endpoint)

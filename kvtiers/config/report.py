@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvtiers.config import model
 from kvtiers.config.schema import Environment
 
 
@@ -26,5 +27,5 @@ def l2_revision_report(env: Environment) -> tuple[str, ...]:
         f"{e.name}: L2 on but source.revision is not pinned; pin it so that new weights start a new L2 namespace "
         "(otherwise engines may read KV written by the previous weights)"
         for e in env.serving.endpoints
-        if env.sizing.endpoint(e.name).l2_enabled and not e.source.revision
+        if model.sizing(env).endpoint(e.name).l2_enabled and not e.source.revision
     )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
@@ -18,11 +17,6 @@ from kvtiers import checks, serving_defaults
 from kvtiers import curvine_defaults as curvine
 from kvtiers import platform_defaults as platform
 from kvtiers.aws_limits import GP3_MAX_GIB, GP3_MAX_IOPS, GP3_MAX_MIBPS, GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
-from kvtiers.config.sizing import (
-    GB,
-    EndpointSizing,
-    EnvironmentSizing,
-)
 from kvtiers.config.versions import (
     DEFAULT_ENGINE_IMAGE,
     DEFAULT_ROUTER_IMAGE,
@@ -35,16 +29,13 @@ from kvtiers.config.versions import (
 )
 from kvtiers.instance_types import (
     G6E_INSTANCE_TYPES,
-    GPU_MEMORY_GIB,
     InstanceType,
     check_instance_group,
 )
-from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH, L2Namespace, l2_namespace
+from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH
 from kvtiers.k8s_charts.names import longest_endpoint_name
-from kvtiers.k8s_charts.vllm import weights_location
 from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
 from kvtiers.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
-from kvtiers.serving_defaults import GIB, engine_pod_sizing, gpu_cache_tokens
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SAGEMAKER_NAME = platform.SAGEMAKER_NAME_PATTERN
@@ -760,6 +751,20 @@ class Endpoint(Strict):
         assert self.dtype in DTYPE_BYTES
         return self
 
+    def l2_decision(self, threshold_tokens: int) -> tuple[bool, str]:
+        """Whether the endpoint uses the L2, and why: ``l2``, or with ``auto`` its expected prompt against
+        ``serving.l2_threshold_tokens`` (both serving paths)."""
+        if self.l2 == "on":
+            return True, "l2: on"
+        if self.l2 == "off":
+            return False, "l2: off"
+        if self.expected_prompt_tokens >= threshold_tokens:
+            return True, f"auto: expected prompt {self.expected_prompt_tokens} >= threshold {threshold_tokens} tokens"
+        return False, (
+            f"auto: expected prompt {self.expected_prompt_tokens} < threshold {threshold_tokens} tokens "
+            "(the L2 round trip costs about as much as recompute)"
+        )
+
     @property
     def authenticated(self) -> bool:
         """Whether clients need the endpoint's API key (``api_key``, default on for self-managed endpoints)."""
@@ -777,19 +782,6 @@ class Endpoint(Strict):
             return None
         min_cached = self.kvaware_min_cached_tokens or max(self.expected_prompt_tokens // 2, 1)
         return max(self.expected_prompt_tokens - min_cached, 1)
-
-    @property
-    def weights_location(self) -> str:
-        """Where the weights come from (part of the L2 namespace)."""
-        source = self.source
-        if isinstance(source, S3ModelSource):
-            return weights_location(self.model, bucket=source.bucket, prefix=source.prefix)
-        return weights_location(self.model)
-
-    @property
-    def gpus(self) -> int:
-        """GPUs of one replica: tensor x pipeline parallel size."""
-        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @property
     def shape(self) -> ModelShape:
@@ -814,19 +806,6 @@ class Serving(Strict):
     """Nominal (Curvine does not enforce it); capacity comes from the workers."""
     images: ServingImages = ServingImages()
     endpoints: tuple[Endpoint, ...] = ()
-
-    def l2_namespace(self, e: Endpoint) -> L2Namespace:
-        """The one place an endpoint's L2 namespace is computed (both serving paths, ``plan``, ``verify``)."""
-        return l2_namespace(
-            model=e.model,
-            weights_location=e.weights_location,
-            revision=e.source.revision,
-            dtype=e.dtype,
-            tensor_parallel_size=e.tensor_parallel_size,
-            pipeline_parallel_size=e.pipeline_parallel_size,
-            lmcache_version=self.images.engine.lmcache,
-            hash_seed=self.hash_seed,
-        )
 
 
 # --------------------------------------------------------------------------------------------------- operator
@@ -945,9 +924,7 @@ class Environment(Strict):
                 f"serving.endpoints {[e.name for e in operator]}: serving 'operator' with inference_operator.l2_backend "
                 "'tieredstorage' needs hyperpod.tiered_storage.enabled: true"
             )
-        self._sizing = _size_environment(self)
-        with_l2 = [e.name for e, sized in self.sized_endpoints() if sized.l2_enabled]
-        operator_l2 = [e.name for e in operator if e.name in with_l2]
+        operator_l2 = [e.name for e in operator if e.l2_decision(self.serving.l2_threshold_tokens)[0]]
         if operator_l2 and self.inference_operator.l2_backend == "tieredstorage":
             raise ValueError(
                 f"inference_operator.l2_backend: 'tieredstorage' is refused for {operator_l2}: the operator configures "
@@ -957,16 +934,12 @@ class Environment(Strict):
             )
         return self
 
-    _sizing: EnvironmentSizing = PrivateAttr()
+    _derived: dict[str, object] = PrivateAttr(default_factory=dict)
 
     @property
-    def sizing(self) -> EnvironmentSizing:
-        """Derived memory, GPU and cache-capacity facts, computed once during validation."""
-        return self._sizing
-
-    def sized_endpoints(self) -> Iterator[tuple[Endpoint, EndpointSizing]]:
-        """Each endpoint with its sizing, paired by name (never by list position)."""
-        return ((e, self.sizing.endpoint(e.name)) for e in self.serving.endpoints)
+    def derived(self) -> dict[str, object]:
+        """What :mod:`kvtiers.config.model` derives from this environment, computed once (its sizing)."""
+        return self._derived
 
     @property
     def tiered_storage_unused(self) -> bool:
@@ -985,74 +958,3 @@ class Environment(Strict):
         if self.curvine.worker_group is None:
             return self.hyperpod.instance_groups
         return (self.hyperpod.group(self.curvine.worker_group),)
-
-
-# --------------------------------------------------------------------------------------------------- sizing
-# The numbers derived from a validated environment (:mod:`kvtiers.config.sizing` holds the constants and the result
-# types). Computed here, during validation: every construct and report reads the same numbers. Whether the pods fit
-# their nodes is the HyperPod cluster's placement check (kvtiers.placement), at synth.
-
-
-def _l2_decision(endpoint: Endpoint, threshold_tokens: int) -> tuple[bool, str]:
-    """The per-endpoint L2 policy, shared by the self-managed and the operator serving paths."""
-    if endpoint.l2 == "on":
-        return True, "l2: on"
-    if endpoint.l2 == "off":
-        return False, "l2: off"
-    if endpoint.expected_prompt_tokens >= threshold_tokens:
-        return True, f"auto: expected prompt {endpoint.expected_prompt_tokens} >= threshold {threshold_tokens} tokens"
-    return False, (
-        f"auto: expected prompt {endpoint.expected_prompt_tokens} < threshold {threshold_tokens} tokens "
-        "(the L2 round trip costs about as much as recompute)"
-    )
-
-
-def _size_endpoint(env: Environment, index: int, endpoint: Endpoint) -> EndpointSizing:
-    shape = endpoint.shape
-    kv = shape.kv_bytes_per_token(endpoint.dtype)
-    weights = shape.weight_bytes(endpoint.dtype)
-    gpus = endpoint.gpus
-    try:
-        l0_tokens = gpu_cache_tokens(
-            model=endpoint.model,
-            weight_bytes=weights,
-            kv_bytes_per_token=kv,
-            gpus=gpus,
-            gpu_memory_gib=GPU_MEMORY_GIB,
-            gpu_memory_utilization=endpoint.gpu_memory_utilization,
-        )
-    except ValueError as error:
-        raise ValueError(f"serving.endpoints.{index} ({endpoint.name}): {error}") from None
-    l1_bytes = endpoint.l1_gib * gpus * GIB
-    pod = engine_pod_sizing(
-        weight_bytes=weights,
-        gpu_workers=gpus,
-        l1_gib=endpoint.l1_gib,
-        shm_gib=endpoint.shm_gib,
-        vllm_overhead_gib=endpoint.vllm_overhead_gib,
-    )
-    l2_enabled, reason = _l2_decision(endpoint, env.serving.l2_threshold_tokens)
-    return EndpointSizing(
-        name=endpoint.name,
-        model=endpoint.model,
-        kv_bytes_per_token=kv,
-        weight_bytes=weights,
-        gpus_per_replica=gpus,
-        l0_tokens=l0_tokens,
-        l1_bytes=l1_bytes,
-        l1_tokens=l1_bytes // kv,
-        l2_enabled=l2_enabled,
-        l2_reason=reason,
-        pod_memory_gib=pod.memory_gib,
-        vllm_host_gib=pod.vllm_host_gib,
-        model_disk_gib=pod.model_disk_gib,
-    )
-
-
-def _size_environment(env: Environment) -> EnvironmentSizing:
-    """Compute every derived fact of the endpoints and the L2 (whether pods fit their nodes is the HyperPod cluster's
-    placement check, not the file's)."""
-    sized = tuple(_size_endpoint(env, i, e) for i, e in enumerate(env.serving.endpoints))
-    workers = sum(g.count for g in env.curvine_worker_groups)
-    capacity = int(workers * env.curvine.worker.capacity_gb * GB * env.curvine.eviction.high_watermark)
-    return EnvironmentSizing(endpoints=sized, l2_capacity_bytes=capacity, curvine_workers=workers)

@@ -5,6 +5,7 @@ one row for the shared Curvine L2 (used, capacity, and what the janitor freed)."
 
 from __future__ import annotations
 
+from kvtiers.config import model
 from kvtiers.config.schema import Environment
 from kvtiers.observability import rules as r
 from kvtiers.observability.scrape import ENDPOINT
@@ -64,7 +65,7 @@ def _row(panel_id: int, title: str, y: int) -> dict:
 def dashboard(env: Environment) -> dict:
     panels: list[dict] = []
     y, next_id = 0, 1
-    for endpoint, sized in env.sized_endpoints():
+    for endpoint, sized in model.sized_endpoints(env):
         sel = f'{{{ENDPOINT}="{endpoint.name}"}}'
         l2 = "L2 on" if sized.l2_enabled else "L2 off"
         panels.append(_row(next_id, f"{endpoint.name} ({endpoint.serving}, {l2})", y))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from kvtiers.config import model
 from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.observability import metrics as m
 from kvtiers.observability.scrape import (
@@ -96,7 +97,7 @@ def tier_rules(env: Environment) -> list[Rule]:
         Rule(rate(m.EXTERNAL_PREFIX_CACHE_HITS), record=LMCACHE_TOKENS),
         Rule(f"clamp_min({PROMPT_TOKENS} - {L0_TOKENS} - {LMCACHE_TOKENS}, 0)", record=RECOMPUTED_TOKENS),
     ]
-    for endpoint, sized in env.sized_endpoints():
+    for endpoint, sized in model.sized_endpoints(env):
         if not sized.l2_enabled:
             continue
         selector = f'{{{COMPONENT}="{ENGINE}",{ENDPOINT}="{endpoint.name}"}}'
@@ -227,24 +228,24 @@ def alert_rules(env: Environment) -> list[Rule]:
             },
         ),
         Rule(
-            _fewer_up(f'{{{COMPONENT}="{CURVINE_WORKER}"}}', env.sizing.curvine_workers),
+            _fewer_up(f'{{{COMPONENT}="{CURVINE_WORKER}"}}', model.sizing(env).curvine_workers),
             alert="KvtiersCurvineWorkerDown",
             for_="5m",
             labels=dict(page),
             annotations={
-                "summary": f"{{{{ $value }}}} of {env.sizing.curvine_workers} Curvine worker(s) answer /metrics",
+                "summary": f"{{{{ $value }}}} of {model.sizing(env).curvine_workers} Curvine worker(s) answer /metrics",
                 "description": "A missing worker's node L2 blocks are unreadable; its writes go remote. "
                 "docs/failure-modes.md, a Curvine worker lost.",
             },
         ),
         Rule(
             f'(max({m.CURVINE_WORKER_NUM.name}{{{COMPONENT}="{CURVINE_MASTER}",tag="live"}}) or vector(0)) '
-            f"< {env.sizing.curvine_workers}",
+            f"< {model.sizing(env).curvine_workers}",
             alert="KvtiersCurvineNoLeader",
             for_="5m",
             labels={"severity": "warning"},
             annotations={
-                "summary": f"No Curvine master counts {env.sizing.curvine_workers} live workers "
+                "summary": f"No Curvine master counts {model.sizing(env).curvine_workers} live workers "
                 "(the leader's count: {{ $value }})",
                 "description": "Either no master is the Raft leader (standbys report 0; the L2 is unavailable) or "
                 "the leader misses workers. docs/failure-modes.md, every master lost; README, Raft recovery.",
@@ -252,11 +253,11 @@ def alert_rules(env: Environment) -> list[Rule]:
         ),
         *janitor_alerts(env),
     ]
-    for endpoint in env.serving.endpoints:
-        rules += availability_alerts(endpoint)
-    if any(sized.l2_enabled for _, sized in env.sized_endpoints()):
+    for endpoint, sized in model.sized_endpoints(env):
+        rules += availability_alerts(endpoint, ranks=sized.gpus_per_replica)
+    if any(sized.l2_enabled for _, sized in model.sized_endpoints(env)):
         rules += l2_guard_alerts()
-    for endpoint, sized in env.sized_endpoints():
+    for endpoint, sized in model.sized_endpoints(env):
         name = endpoint.name
         rules.append(
             Rule(
@@ -418,7 +419,7 @@ def janitor_alerts(env: Environment) -> list[Rule]:
     ]
 
 
-def availability_alerts(endpoint: Endpoint) -> list[Rule]:
+def availability_alerts(endpoint: Endpoint, *, ranks: int) -> list[Rule]:
     """Per endpoint: its engines (and, self-managed, its router) answer scrapes as many times as the environment
     deploys them; a kvaware router's controller knows every rank of every engine that is up. Each is true of an
     endpoint that has no pods left at all, which no latency or hit-rate alert can see."""
@@ -471,7 +472,6 @@ def availability_alerts(endpoint: Endpoint) -> list[Rule]:
         )
     )
     if endpoint.routing == "kvaware":
-        ranks = endpoint.gpus
         registered = f"{m.KVAWARE_REGISTERED_WORKERS.name}{router}"
         rules.append(
             Rule(

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 import yaml
 
+from kvtiers.config.model import curvine_ports, operator_endpoint
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.curvine_l2.props import port_table
-from kvtiers.stacks.wiring.curvine import curvine_ports
-from kvtiers.stacks.wiring.serving import operator_endpoint
 
 ENDPOINT = "endpoint"
 COMPONENT = "component"

@@ -10,6 +10,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from kvtiers.change.record import EndpointRecord
+from kvtiers.config import model
 from kvtiers.config.schema import Environment
 from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess
 from kvtiers.constructs.model_access import ModelReadAccess
@@ -120,13 +121,13 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
     """Synthesize the cloud assembly, the per-object Kubernetes YAML and the endpoint record (what ``kvtiers diff``
     reads) beside it; returns the assembly folder."""
     from kvtiers.change.record import GroupRecord, write_endpoint_record, write_placement_record
+    from kvtiers.config.model import l2_mount, l2_namespace
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
-    from kvtiers.stacks.wiring.serving import l2_mount, l2_namespace
 
     outdir = Path(app.synth().directory)
     write_k8s_yaml([s for s in (graph.workloads,) if s is not None], outdir)
     env = graph.environment
-    l2 = {s.name: s.l2_enabled for s in env.sizing.endpoints}
+    l2 = {s.name: s.l2_enabled for s in model.sizing(env).endpoints}
     # The mount the wiring hands to the serving chart (``l2_mount``), so the record is what the pods mount.
     mounts = {e.name: l2_mount(env, e) for e in env.serving.endpoints}
     namespaces = {e.name: l2_namespace(env, e) for e in env.serving.endpoints}

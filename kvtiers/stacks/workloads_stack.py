@@ -16,6 +16,7 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from kvtiers.config import model
 from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.constructs.operator_serving import OperatorServingEndpoint
 from kvtiers.k8s_charts import names
@@ -82,10 +83,10 @@ class WorkloadsStack(cdk.Stack):
                 eks_cluster=platform.eks,
                 operator=operator,
                 name=endpoint.name,
-                engine=wiring.engine(env, endpoint),
+                engine=model.engine(env, endpoint),
                 routing=endpoint.routing,
                 api=endpoint.api,
-                l2=self.curvine if wiring.operator_l2(env, endpoint) else None,
+                l2=self.curvine if model.operator_l2(env, endpoint) else None,
                 hyperpod=self.hyperpod,
                 namespace=env.serving.namespace,
                 hash_seed=env.serving.hash_seed,
@@ -114,7 +115,7 @@ class WorkloadsStack(cdk.Stack):
             endpoint.name,
             eks=self.platform.eks,
             hyperpod=self.hyperpod,
-            l2=self.curvine if env.sizing.endpoint(endpoint.name).l2_enabled else None,
+            l2=self.curvine if model.sizing(env).endpoint(endpoint.name).l2_enabled else None,
             network=self.platform.network,
             secrets_store=self.platform.serving_secrets,
         )

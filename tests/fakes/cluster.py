@@ -14,12 +14,13 @@ import functools
 import tempfile
 from pathlib import Path
 
+from kvtiers.config import model
+from kvtiers.config.model import operator_endpoint
 from kvtiers.config.schema import Environment
 from kvtiers.k8s_charts.hyperpod_operator import policy
 from kvtiers.k8s_charts.kvtiers_api_auth import ROUTER_OPEN_ROUTES, KeyCheckMiddleware
 from kvtiers.k8s_charts.names import CURVINE_JANITOR
 from kvtiers.k8s_charts.secrets import API_KEY_FILE_ENV, ENGINE_KEY_CHECK
-from kvtiers.stacks.wiring.serving import operator_endpoint
 from tests.fakes import kyverno
 from tests.fakes.kube_server import FakeCurvineMaster, FakeEngine, FakeKube, json_reply, matches
 from tests.fakes.operator_pod import operator_pod
@@ -132,7 +133,7 @@ def _curvine(kube: FakeKube, env: Environment, by_kind: dict, handles: dict) -> 
             handles["overview"][pod] = {
                 "cluster_id": env.curvine.cluster_id,
                 "master_state": "Active" if i == 0 else "Standby",
-                "live_workers": env.sizing.curvine_workers,
+                "live_workers": model.sizing(env).curvine_workers,
                 "lost_workers": 0,
             }
             master = FakeCurvineMaster(handles["overview"][pod])

@@ -166,7 +166,7 @@ def check_operator_invocation(runtime, env, endpoint) -> CheckResult:
     operator's ALB and its intelligent router, then a model pod. Calling the pods directly would skip the router."""
     import json
 
-    from kvtiers.stacks.wiring.serving import operator_endpoint
+    from kvtiers.config.model import operator_endpoint
 
     area = f"endpoint:{endpoint.name}"
     name = operator_endpoint(env, endpoint.name).object_name

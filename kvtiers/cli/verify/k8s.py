@@ -6,9 +6,9 @@ from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 
 from kvtiers.cli.verify import proxy
 from kvtiers.cli.verify.result import CheckResult, failed, passed
+from kvtiers.config import model
 from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.k8s_charts import names as k8s_names
-from kvtiers.stacks.wiring import serving as wiring
 
 
 def pod_ready(pod) -> bool:
@@ -117,7 +117,7 @@ def check_curvine_masters(core: CoreV1Api, apps: AppsV1Api, api: ApiClient, env:
             )
         )
     if overview is not None:
-        live, workers = int(overview.get("live_workers", 0)), env.sizing.curvine_workers
+        live, workers = int(overview.get("live_workers", 0)), model.sizing(env).curvine_workers
         if live >= workers:
             results.append(
                 passed("curvine", "workers registered", f"{live} live, {overview.get('lost_workers', 0)} lost")
@@ -215,7 +215,7 @@ def check_l2_isolation(core: CoreV1Api, env: Environment) -> CheckResult:
     ns, claim = env.serving.namespace, env.serving.l2_claim_name
     allowed: dict[str, str] = {}
     for endpoint in env.serving.endpoints:
-        sub_path = wiring.l2_mount(env, endpoint).sub_path
+        sub_path = model.l2_mount(env, endpoint).sub_path
         allowed.update((p.metadata.name, sub_path) for p in engine_pods(core, env, endpoint))
     janitor = k8s_names.label_selector(
         {k8s_names.COMPONENT: k8s_names.CURVINE_JANITOR_COMPONENT, k8s_names.PART_OF_KEY: k8s_names.PART_OF}
@@ -241,7 +241,7 @@ def check_l2_isolation(core: CoreV1Api, env: Environment) -> CheckResult:
 def engine_selector(env: Environment, endpoint: Endpoint) -> str:
     """Our own labels on self-managed engines; the operator's endpoint label on operator-managed ones."""
     if endpoint.serving == "operator":
-        return wiring.operator_pod_selector(env, endpoint.name)
+        return model.operator_pod_selector(env, endpoint.name)
     return k8s_names.label_selector(k8s_names.engine_selector(endpoint.name))
 
 
@@ -331,7 +331,7 @@ def check_operator_endpoint(api: ApiClient, env: Environment, endpoint: Endpoint
 
     from kvtiers.k8s_charts.hyperpod_operator import API_VERSION
 
-    props = wiring.operator_endpoint(env, endpoint.name)
+    props = model.operator_endpoint(env, endpoint.name)
     group, version = API_VERSION.split("/")
     ns, area, name = env.serving.namespace, f"endpoint:{endpoint.name}", "operator endpoint deployed"
     obj = CustomObjectsApi(api).get_namespaced_custom_object(
@@ -355,7 +355,7 @@ def missing_l2(pod, env: Environment, endpoint: Endpoint) -> list[str]:
     conditions as the policy's CEL check: containers that mount the model are the model servers."""
     from kvtiers.k8s_charts.hyperpod_operator import L2_VOLUME, MODEL_MOUNT
 
-    l2 = wiring.l2_mount(env, endpoint)
+    l2 = model.l2_mount(env, endpoint)
     remote_url = l2.remote_url
     servers = [c for c in pod.spec.containers if any(m.mount_path == MODEL_MOUNT for m in (c.volume_mounts or []))]
     problems = [] if servers else [f"no container mounts the model at {MODEL_MOUNT}"]
@@ -395,7 +395,7 @@ def check_operator_l2(core: CoreV1Api, env: Environment, endpoint: Endpoint) -> 
             area,
             name,
             detail,
-            f"kubectl -n {env.serving.namespace} get policy {policy_name(wiring.operator_endpoint(env, endpoint.name))} "
+            f"kubectl -n {env.serving.namespace} get policy {policy_name(model.operator_endpoint(env, endpoint.name))} "
             "-o yaml (Ready?); "
             "pods created before the policy was ready escape it: delete them to re-admit",
         )
@@ -414,7 +414,7 @@ def check_operator_policy_ready(api: ApiClient, env: Environment, endpoint: Endp
     from kvtiers.k8s_charts.hyperpod_operator import policy_name
 
     area, ns = f"endpoint:{endpoint.name}", env.serving.namespace
-    name = policy_name(wiring.operator_endpoint(env, endpoint.name))
+    name = policy_name(model.operator_endpoint(env, endpoint.name))
     obj = CustomObjectsApi(api).get_namespaced_custom_object("kyverno.io", "v1", ns, "policies", name)
     conditions = (obj.get("status") or {}).get("conditions") or []
     ready = [c for c in conditions if c.get("type") == "Ready"]

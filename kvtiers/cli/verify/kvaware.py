@@ -9,6 +9,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 
 from kvtiers.cli.verify import k8s, metrics, proxy
 from kvtiers.cli.verify.result import CheckResult, failed, passed
+from kvtiers.config import model
 from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.k8s_charts import names
 from kvtiers.observability import metrics as m
@@ -19,7 +20,8 @@ NAME = "kvaware workers registered"
 def check_kvaware_registration(core: CoreV1Api, api: ApiClient, env: Environment, endpoint: Endpoint) -> CheckResult:
     ns, area, router = env.serving.namespace, f"endpoint:{endpoint.name}", names.router_name(endpoint.name)
     ready = [p for p in k8s.engine_pods(core, env, endpoint) if k8s.pod_ready(p)]
-    expected = len(ready) * endpoint.gpus
+    ranks = model.sizing(env).endpoint(endpoint.name).gpus_per_replica
+    expected = len(ready) * ranks
     hint = (
         f"kubectl -n {ns} logs deployment/{router} (LMCache controller); the engines' LMCache controller settings "
         "(enable_controller, the router's pull and reply ports) and their logs"
@@ -38,7 +40,7 @@ def check_kvaware_registration(core: CoreV1Api, api: ApiClient, env: Environment
         )
     detail = (
         f"{registered:.0f} LMCache worker(s) registered, {len(ready)} Ready engine pod(s) x "
-        f"{endpoint.gpus} rank(s) = {expected}"
+        f"{ranks} rank(s) = {expected}"
     )
     if registered < expected:
         return failed(area, NAME, detail, hint)

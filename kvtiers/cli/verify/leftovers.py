@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 from kvtiers.cli.verify.result import CheckResult, failed, passed
+from kvtiers.config import model
 from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.hyperpod_operator import API_VERSION
-from kvtiers.stacks.wiring import serving as wiring
 
 NAME = "no leftovers of earlier versions"
 KYVERNO_GROUP, KYVERNO_VERSION, KYVERNO_POLICIES = "kyverno.io", "v1", "policies"
@@ -48,7 +48,7 @@ def check_operator_leftovers(api: ApiClient, sagemaker, env: Environment, endpoi
     area, ns = f"endpoint:{endpoint.name}", env.serving.namespace
     if sagemaker is None:
         return failed(area, NAME, "no sagemaker client: cannot list the SageMaker endpoints", "AWS credentials")
-    current = wiring.operator_endpoint(env, endpoint.name).object_name
+    current = model.operator_endpoint(env, endpoint.name).object_name
     group, version = API_VERSION.split("/")
     custom = CustomObjectsApi(api)
 

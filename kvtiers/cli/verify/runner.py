@@ -10,6 +10,7 @@ from typing import Any
 from kvtiers.cli import output
 from kvtiers.cli.verify import api_key, aws, crosspod, k8s, kvaware, leftovers, placement, tiers
 from kvtiers.cli.verify.result import CheckResult, failed
+from kvtiers.config import model
 from kvtiers.config.schema import Endpoint, Environment
 
 
@@ -115,7 +116,7 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
             started[e.name] = time.time()
             return crosspod.check_cross_pod(core, api, env, e, metrics_timeout, poll, clients.secretsmanager)
 
-        for endpoint, sized in env.sized_endpoints():
+        for endpoint, sized in model.sized_endpoints(env):
             if sized.l2_enabled:
                 area = f"cross-pod:{endpoint.name}"
                 yield area, crosspod.NAME, lambda e=endpoint: cross(e)
@@ -132,7 +133,7 @@ def steps(env: Environment, clients: Clients, cross_pod: bool, metrics_timeout: 
 
 
 def _curvine_l2(env: Environment, endpoint: Endpoint) -> bool:
-    from kvtiers.stacks.wiring.serving import operator_endpoint
+    from kvtiers.config.model import operator_endpoint
 
     return operator_endpoint(env, endpoint.name).curvine_l2
 

@@ -9,6 +9,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 from kvtiers.cli.verify import k8s, metrics
 from kvtiers.cli.verify.crosspod import _Pod, engine_port
 from kvtiers.cli.verify.result import CheckResult, failed, passed
+from kvtiers.config import model
 from kvtiers.config.schema import Endpoint, Environment
 from kvtiers.observability import metrics as m
 
@@ -24,7 +25,7 @@ def check_tier_counters(core: CoreV1Api, api: ApiClient, env: Environment, endpo
     pods = [p.metadata.name for p in k8s.engine_pods(core, env, endpoint) if k8s.pod_ready(p)]
     if not pods:
         return failed(area, NAME, "no Ready engine pod", "kvtiers verify's engine checks above")
-    required = (*REQUIRED, *REQUIRED_WITH_L2) if env.sizing.endpoint(endpoint.name).l2_enabled else REQUIRED
+    required = (*REQUIRED, *REQUIRED_WITH_L2) if model.sizing(env).endpoint(endpoint.name).l2_enabled else REQUIRED
     totals: dict[str, float] = {}
     missing: list[str] = []
     for pod in pods:
