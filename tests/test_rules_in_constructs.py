@@ -231,6 +231,21 @@ def namespaces_collide_library() -> None:
     )
 
 
+def taints_with_health_checks_app(d: dict[str, Any]) -> None:
+    d["hyperpod"]["instance_groups"][0]["taints"] = [{"key": "team", "value": "a", "effect": "NoSchedule"}]
+
+
+def taints_with_health_checks_library() -> None:
+    from kvtiers.constructs import Taint
+
+    InstanceGroup(
+        name="g6e-serving",
+        instance_type="ml.g6e.12xlarge",
+        count=2,
+        taints=(Taint(key="team", value="a", effect="NoSchedule"),),
+    )
+
+
 CASES = {
     "lmcache-under-the-guard": (lmcache_under_the_guard_app, lmcache_under_the_guard_library),
     "controller-protocol": (controller_protocol_app, controller_protocol_library),
@@ -240,6 +255,7 @@ CASES = {
     "client-cidrs-voided": (voided_clients_app, voided_clients_library),
     "weights-too-large": (weights_too_large_app, weights_too_large_library),
     "curvine-and-serving-namespace": (namespaces_collide_app, namespaces_collide_library),
+    "taints-with-deep-health-checks": (taints_with_health_checks_app, taints_with_health_checks_library),
 }
 
 

@@ -298,18 +298,6 @@ class InstanceGroup(Strict):
     """Pods a node admits, when ``kubectl get node -o jsonpath='{.status.allocatable.pods}'`` shows another figure
     than the EKS-optimized AMI's, which the placement check assumes by default (HyperPod's is not public)."""
 
-    @model_validator(mode="after")
-    def _taints_without_deep_health_checks(self) -> InstanceGroup:
-        # "Getting started with Amazon EKS support in SageMaker HyperPod": custom taints cannot be added to nodes in
-        # instance groups that have deep health checks on (HyperPod taints those nodes itself while checking).
-        if self.taints and self.deep_health_checks:
-            raise ValueError(
-                f"instance group {self.name!r}: custom taints cannot be combined with deep health checks "
-                f"{list(self.deep_health_checks)} (AWS HyperPod EKS prerequisites); remove the taints or set "
-                "deep_health_checks: []"
-            )
-        return self
-
     @property
     def shape(self) -> InstanceType:
         return G6E_INSTANCE_TYPES[self.instance_type]

@@ -473,7 +473,8 @@ def _warn_about_open_groups(scope: Construct, hyperpod: HyperPodCluster) -> None
         f"HyperPod group(s) {', '.join(open_groups)} have no {DEDICATION_TAINT_KEY} taint (NoSchedule or NoExecute), "
         "so pods of other workloads can be scheduled on the Curvine nodes. Curvine v0.4.1 has no authentication: from there a pod "
         "can reach the masters' and workers' RPC and read or overwrite every endpoint's KV cache. Dedicate the "
-        "groups to kvtiers with a taint (and deep_health_checks: [], which AWS requires with taints), or acknowledge "
+        "groups to kvtiers with a taint (and no deep health checks, InstanceGroup(deep_health_checks=()), which AWS "
+        "requires with taints), or acknowledge "
         "this warning if nothing else can create pods in this cluster (docs/security.md, What Curvine cannot enforce)",
     )
 

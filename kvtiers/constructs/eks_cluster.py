@@ -150,7 +150,7 @@ def kubectl_layer(scope: Construct, version: str) -> Any:
     except ModuleNotFoundError:
         raise ValueError(
             f"Kubernetes {version} needs the kubectl layer package aws-cdk.lambda-layer-kubectl-v{minor}; "
-            "add it to the dependencies in pyproject.toml"
+            f"install it beside kvtiers (pip install aws-cdk.lambda-layer-kubectl-v{minor})"
         ) from None
     return getattr(module, f"KubectlV{minor}Layer")(scope, "KubectlLayer")
 

@@ -108,8 +108,6 @@ class ServingEndpoint(Construct):
         app that deploys the same policies itself should say so. @default True
     :param after: what the manifests wait for besides the L2 claim: the namespace's manifest when there is no
         ``l2``, the namespace's own NetworkPolicies (default deny). @default none
-    :param access_scope: where the access constructs and the NetworkPolicy manifest are created, for an app that
-        keeps the logical IDs it deployed with. @default this construct
     """
 
     def __init__(

@@ -151,7 +151,7 @@ for service in containerd kubelet; do
   fi
 done
 
-# Where the instance store is: the Curvine worker refuses to start unless curvine.worker.nvme_mount is on it.
+# Where the instance store is: the Curvine worker refuses to start unless its nvme_mount (CurvineSettings) is on it.
 echo "kvtiers: mounts of $NVME and $DISK:"
 findmnt --target "$ROOT$NVME" || echo "kvtiers: $NVME is not mounted"
 findmnt --target "$ROOT$DISK" || true

@@ -33,7 +33,7 @@ read -r fstype source_device _ <<<"$source_device"
 if [[ "$root" != "/" ]]; then
   fail "$HOST_PATH is not a mount point: it is the directory $root of the $fstype filesystem on $source_device," \
     "so the cache would fill that disk. Mount the instance store there (see the lifecycle script log" \
-    "/var/log/provision/kvtiers-on-create.log) or set curvine.worker.nvme_mount to where it is mounted."
+    "/var/log/provision/kvtiers-on-create.log) or set the Curvine worker's nvme_mount (CurvineSettings) to where it is mounted."
 fi
 
 # The disks behind the filesystem: itself, or the members of a device-mapper (LVM) volume; partitions map to their disk.

@@ -435,7 +435,7 @@ class CurvineCluster(CurvineSettings):
         """Said at every synth: nothing at synth time can see the deployed master count (see the contract)."""
         return (
             f"Curvine master count {self.masters} is fixed at install: Raft membership (journal_addrs) is not "
-            "changed in place, so a different curvine.master.replicas on a deployed environment breaks the journal "
+            "changed in place, so another master count on a deployed L2 breaks the journal "
             "group; deploy a new environment instead (docs/curvine-contract.md, master count)"
         )
 
