@@ -37,13 +37,13 @@ check-python:
 	@test -n "$(PYTHON)" || { echo "error: kvtiers needs Python $(SUPPORTED_PYTHONS), but none of python3.11, python3.12, python3.13, python3 on PATH runs as one of them; install one, or set PYTHON=/path/to/python3.x" >&2; exit 1; }
 	@test -n "$(call first_python,$(PYTHON),$(SUPPORTED_PYTHONS))" || { echo "error: PYTHON=$(PYTHON) does not run as Python $(SUPPORTED_PYTHONS)" >&2; exit 1; }
 
-# LMCache at exactly the versions the version matrix names (kvtiers/config/versions.py, read by path), one venv per
+# LMCache at exactly the versions the version matrix names (kvtiers/catalog/versions.py, read by path), one venv per
 # version, without dependencies: the contract tests run LMCache's config loader and controller message classes, which
 # need only these few packages (and a stand-in torch from tests/stubs). They must not disturb the project's pins.
 # LMCache publishes wheels for every Python kvtiers supports, so these venvs use $(PYTHON).
-LMCACHE_VERSIONS := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py))
+LMCACHE_VERSIONS := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/catalog/versions.py))
 LMCACHE_VENVS := $(foreach v,$(LMCACHE_VERSIONS),.venv-lmcache-$(v)/.installed)
-.venv-lmcache-%/.installed: kvtiers/config/versions.py pyproject.toml | check-python
+.venv-lmcache-%/.installed: kvtiers/catalog/versions.py pyproject.toml | check-python
 	$(PYTHON) -m venv .venv-lmcache-$*
 	.venv-lmcache-$*/bin/pip install --quiet --disable-pip-version-check --no-deps lmcache==$*
 	$(PINS) lmcache-contract | .venv-lmcache-$*/bin/pip install --quiet --disable-pip-version-check -r /dev/stdin
@@ -51,8 +51,8 @@ LMCACHE_VENVS := $(foreach v,$(LMCACHE_VERSIONS),.venv-lmcache-$(v)/.installed)
 
 # The engine image's LMCache with a CPU torch and the packages its cache engine imports, for the L2 fault drill
 # (tests/test_l2_faults.py runs LMCache's own store, lookup and retrieve over a fault-injecting file system layer).
-ENGINE_LMCACHE := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --engine-lmcache))
-.venv-engine/.installed: kvtiers/config/versions.py pyproject.toml | check-python
+ENGINE_LMCACHE := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/catalog/versions.py --engine-lmcache))
+.venv-engine/.installed: kvtiers/catalog/versions.py pyproject.toml | check-python
 	$(PYTHON) -m venv .venv-engine
 	$(PINS) lmcache-engine | .venv-engine/bin/pip install --quiet --disable-pip-version-check -r /dev/stdin
 	.venv-engine/bin/pip install --quiet --disable-pip-version-check --no-deps lmcache==$(ENGINE_LMCACHE)
@@ -61,8 +61,8 @@ ENGINE_LMCACHE := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --
 # The router image's Python and LMCache, for the kvaware rollout drill (tests/test_router_rollout.py, which runs the
 # router from its source and skips without a Python 3.12 venv or a mirror of the router's repository).
 ROUTER_PYTHON := $(if $(PYTHON),$(shell $(PYTHON) tools/python_versions.py which 3.12))
-ROUTER_LMCACHE := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --router-lmcache))
-.venv-router/.installed: kvtiers/config/versions.py pyproject.toml | check-python
+ROUTER_LMCACHE := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/catalog/versions.py --router-lmcache))
+.venv-router/.installed: kvtiers/catalog/versions.py pyproject.toml | check-python
 	@if [ -z "$(ROUTER_PYTHON)" ]; then echo "note: no python3.12: tests/test_router_rollout.py will skip"; exit 0; fi; \
 	$(ROUTER_PYTHON) -m venv .venv-router && \
 	$(PINS) router-drill | .venv-router/bin/pip install --quiet --disable-pip-version-check -r /dev/stdin && \
@@ -70,9 +70,9 @@ ROUTER_LMCACHE := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --
 	touch $@
 
 # The engine image's vLLM wheel, unpacked by no one: the contract tests read its source files (tests/upstream.py).
-ENGINE_VLLM := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/config/versions.py --engine-vllm))
+ENGINE_VLLM := $(if $(PYTHON),$(shell $(PYTHON) kvtiers/catalog/versions.py --engine-vllm))
 VLLM_WHEEL_DIR := .upstream/vllm-$(ENGINE_VLLM)
-$(VLLM_WHEEL_DIR)/.downloaded: kvtiers/config/versions.py | check-python
+$(VLLM_WHEEL_DIR)/.downloaded: kvtiers/catalog/versions.py | check-python
 	rm -rf $(VLLM_WHEEL_DIR)
 	$(PYTHON) -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: vllm==$(ENGINE_VLLM) -d $(VLLM_WHEEL_DIR)
 	touch $@

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kvtiers.instance_types import InstanceType
+from kvtiers.catalog.instance_types import InstanceType
 from kvtiers.placement import KubeletReserve, NodeResources, Workload, pod
 
 

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Literal
 
+from kvtiers.catalog.instance_types import InstanceType
 from kvtiers.gpu_packing import GpuPods, SearchTooLarge, order_safe, pack
-from kvtiers.instance_types import InstanceType
 
 MIB_PER_GIB = 1024
 Spread = Literal["every_node", "one_per_node", "gpu_bound", "any_node"]

@@ -1,11 +1,13 @@
 """The package's structure, read from the source of every module (every import counts, including those inside
 functions and under ``TYPE_CHECKING``):
 
-- no import cycles among kvtiers modules;
+- no import cycles among kvtiers modules, nor among its packages (each sub-package of ``kvtiers`` one node, each
+  top-level module its own) but those :data:`KNOWN_PACKAGE_CYCLES` lists, which may only shrink;
+- the catalog (``kvtiers.catalog``: versions, Kubernetes releases, instance types, models, limits, defaults)
+  imports only the standard library and itself, so that every side reads it without loading CDK, cdk8s or pydantic
+  (and the Makefile runs ``kvtiers/catalog/versions.py`` by path);
 - the construct library (``kvtiers.constructs``, ``kvtiers.k8s_charts``) imports nothing from the app
-  (``kvtiers.config``, ``kvtiers.stacks``, ``kvtiers.cli``) but the version matrix (``kvtiers.config.versions``):
-  standard-library data that the constructs' image defaults come from, kept at that path because the Makefile
-  loads it by path and the engine-side modules the charts ship name it;
+  (``kvtiers.config``, ``kvtiers.stacks``, ``kvtiers.cli``); its facts and defaults come from the catalog;
 - the environment config is read only by the config itself (``kvtiers/config/model.py`` maps it to props), the
   stacks (``kvtiers/stacks/wiring/`` builds constructs from them), the CLI and the observability rules, and only the
   model and the wiring build the construct side's value objects
@@ -39,8 +41,11 @@ APP = ("config", "stacks", "cli")
 CONFIG_READERS = ("config", "stacks", "cli", "observability")
 WIRING = ("stacks.wiring", "config.model")
 """Where the app maps its file onto construct props: the model (props) and the wiring (constructs)."""
-LIBRARY_DATA = "config.versions"
-"""The one app module the library may read (see the module docstring)."""
+CATALOG = "catalog"
+"""Facts and defaults every side reads: the standard library only (see the module docstring)."""
+KNOWN_PACKAGE_CYCLES: list[list[str]] = []
+"""Package import cycles not removed yet: ``test_no_import_cycles_among_packages`` fails on any other, and on one of
+these once it is gone (remove it here then), so the list only shrinks."""
 GLOBAL_ONLY = ("warn_redundant_casts", "warn_unused_configs")
 
 
@@ -114,6 +119,45 @@ def import_cycles(root: Path, package: str) -> list[list[str]]:
         target = resolve(imp.target, known)
         if target is not None:
             graph[imp.importer].add(target)
+    return strongly_connected(graph)
+
+
+def package_node(module: str) -> str:
+    """A module's node in the package graph: its sub-package of the top package, or itself for a top-level module
+    (``kvtiers.stacks.wiring.platform`` -> ``kvtiers.stacks``, ``kvtiers.placement`` -> itself)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_imports(root: Path, package: str) -> dict[tuple[str, str], list[str]]:
+    """Each pair of package nodes one imports the other, with the imports that make it (``path:line imports x``)."""
+    known, found = all_imports(root, package)
+    edges: dict[tuple[str, str], list[str]] = {}
+    for imp in found:
+        target = resolve(imp.target, known)
+        if target is None or package_node(imp.importer) == package_node(target):
+            continue
+        where = f"{known[imp.importer].path.relative_to(root)}:{imp.line} imports {imp.target}"
+        edges.setdefault((package_node(imp.importer), package_node(target)), []).append(where)
+    return edges
+
+
+def package_cycles(root: Path, package: str) -> list[list[str]]:
+    """Strongly connected components of more than one package node."""
+    graph: dict[str, set[str]] = {}
+    for importer, target in package_imports(root, package):
+        graph.setdefault(importer, set()).add(target)
+        graph.setdefault(target, set())
+    return strongly_connected(graph)
+
+
+def package_cycle_imports(root: Path, package: str, cycle: list[str]) -> list[str]:
+    """The imports between the nodes of one package cycle."""
+    edges = package_imports(root, package)
+    return sorted(where for (a, b), found in edges.items() if a in cycle and b in cycle for where in found)
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one node (or a node with an edge to itself), sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -151,14 +195,23 @@ def _inside(name: str, package: str, subpackages: tuple[str, ...]) -> bool:
     return any(name == f"{package}.{sub}" or name.startswith(f"{package}.{sub}.") for sub in subpackages)
 
 
+def catalog_imports_beyond_the_standard_library(root: Path, package: str) -> list[str]:
+    _, found = all_imports(root, package)
+    return sorted(
+        f"{imp.importer}:{imp.line} imports {imp.target}"
+        for imp in found
+        if _inside(imp.importer, package, (CATALOG,))
+        and not _inside(imp.target, package, (CATALOG,))
+        and imp.target.partition(".")[0] not in {*sys.stdlib_module_names, "__future__"}
+    )
+
+
 def library_imports_of_the_app(root: Path, package: str) -> list[str]:
     _, found = all_imports(root, package)
     return sorted(
         f"{imp.importer}:{imp.line} imports {imp.target}"
         for imp in found
-        if _inside(imp.importer, package, LIBRARY)
-        and _inside(imp.target, package, APP)
-        and not _inside(imp.target, package, (LIBRARY_DATA,))
+        if _inside(imp.importer, package, LIBRARY) and _inside(imp.target, package, APP)
     )
 
 
@@ -307,6 +360,22 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def test_no_import_cycles_among_packages():
+    """Each sub-package of kvtiers (and each top-level module) one node: a package that imports another which
+    imports it back cannot be understood, tested or moved alone."""
+    cycles = package_cycles(ROOT, "kvtiers")
+    described = "\n".join(
+        " <-> ".join(cycle) + "".join(f"\n    {where}" for where in package_cycle_imports(ROOT, "kvtiers", cycle))
+        for cycle in cycles
+    )
+    assert cycles == KNOWN_PACKAGE_CYCLES, f"package import cycles (known: {KNOWN_PACKAGE_CYCLES}):\n{described}"
+
+
+def test_the_catalog_imports_only_the_standard_library():
+    found = catalog_imports_beyond_the_standard_library(ROOT, "kvtiers")
+    assert not found, "\n".join(found)
+
+
 def test_the_construct_library_imports_nothing_from_the_app():
     found = library_imports_of_the_app(ROOT, "kvtiers")
     assert not found, "\n".join(found)
@@ -344,7 +413,12 @@ def test_the_library_and_the_config_get_every_flag_of_mypy_strict():
     strict = strict_flags(subprocess.check_output([sys.executable, "-m", "mypy", "--help"], text=True, timeout=60))
     assert len(strict) >= 12 and strict["implicit_reexport"] is False, strict
     (override,) = [o for o in mypy["overrides"] if "kvtiers.config.*" in o["module"]]
-    assert sorted(override["module"]) == ["kvtiers.config.*", "kvtiers.constructs.*", "kvtiers.k8s_charts.*"]
+    assert sorted(override["module"]) == [
+        "kvtiers.catalog.*",
+        "kvtiers.config.*",
+        "kvtiers.constructs.*",
+        "kvtiers.k8s_charts.*",
+    ]
     # Global-only options are set once for every module.
     per_module = {key: value for key, value in strict.items() if key not in GLOBAL_ONLY}
     assert {key: value for key, value in override.items() if key != "module"} == per_module
@@ -364,7 +438,10 @@ def _write(root: Path, files: dict[str, str]) -> None:
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     package = "fakekv"
-    packages = [package, *(f"{package}/{p}" for p in ("config", "constructs", "cli", "stacks", "stacks/wiring"))]
+    packages = [
+        package,
+        *(f"{package}/{p}" for p in ("catalog", "config", "constructs", "cli", "stacks", "stacks/wiring")),
+    ]
     _write(tmp_path, {f"{p}/__init__.py": "" for p in [*packages, f"{package}/observability"]})
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path, package
@@ -385,6 +462,51 @@ def test_a_cycle_through_a_function_level_and_a_type_checking_import_is_found(fa
     assert import_cycles(root, package) == [["fakekv.config.a", "fakekv.config.b"]]
 
 
+def test_a_package_cycle_is_found_where_no_module_cycle_is(fake):
+    root, package = fake
+    _write(
+        root,
+        {
+            f"{package}/config/schema.py": "from fakekv.constructs.chart import Chart\n",
+            f"{package}/config/defaults.py": "IMAGE = 'a:1'\n",
+            f"{package}/constructs/chart.py": "class Chart: ...\n",
+            f"{package}/constructs/images.py": "def image():\n    from ..config import defaults\n",
+            f"{package}/helpers.py": "from fakekv.stacks import app\n",
+            f"{package}/stacks/app.py": "APP = 'a'\n",
+            f"{package}/stacks/other.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fakekv import helpers\n"
+            ),
+            f"{package}/catalog/versions.py": "IMAGE = 'a:1'\n",
+            f"{package}/cli/plan.py": "from fakekv.catalog.versions import IMAGE\nfrom fakekv.config import schema\n",
+        },
+    )
+    assert import_cycles(root, package) == []
+    assert package_cycles(root, package) == [
+        ["fakekv.config", "fakekv.constructs"],
+        ["fakekv.helpers", "fakekv.stacks"],
+    ]
+    assert package_cycle_imports(root, package, ["fakekv.config", "fakekv.constructs"]) == [
+        "fakekv/config/schema.py:1 imports fakekv.constructs.chart.Chart",
+        "fakekv/constructs/images.py:2 imports fakekv.config.defaults",
+    ]
+
+
+def test_a_catalog_import_beyond_the_standard_library_is_found(fake):
+    root, package = fake
+    _write(
+        root,
+        {
+            f"{package}/catalog/versions.py": "from __future__ import annotations\nimport json\nfrom . import models\n",
+            f"{package}/catalog/models.py": "import yaml\nfrom fakekv.config import schema\n",
+            f"{package}/config/schema.py": "class Environment: ...\n",
+        },
+    )
+    assert catalog_imports_beyond_the_standard_library(root, package) == [
+        "fakekv.catalog.models:1 imports yaml",
+        "fakekv.catalog.models:2 imports fakekv.config.schema",
+    ]
+
+
 def test_a_library_import_of_the_config_is_found_even_under_type_checking(fake):
     root, package = fake
     _write(
@@ -395,12 +517,15 @@ def test_a_library_import_of_the_config_is_found_even_under_type_checking(fake):
                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..config.schema import Environment\n"
             ),
             f"{package}/constructs/ok.py": "from fakekv.constructs import chart\n",
-            f"{package}/config/versions.py": "IMAGE = 'a:1'\n",
-            f"{package}/constructs/images.py": "from ..config.versions import IMAGE\n",
+            f"{package}/catalog/versions.py": "IMAGE = 'a:1'\n",
+            f"{package}/constructs/images.py": "from ..catalog.versions import IMAGE\n",
+            f"{package}/config/defaults.py": "IMAGE = 'a:1'\n",
+            f"{package}/constructs/defaults.py": "from fakekv.config.defaults import IMAGE\n",
         },
     )
     assert library_imports_of_the_app(root, package) == [
-        "fakekv.constructs.chart:3 imports fakekv.config.schema.Environment"
+        "fakekv.constructs.chart:3 imports fakekv.config.schema.Environment",
+        "fakekv.constructs.defaults:1 imports fakekv.config.defaults.IMAGE",
     ]
 
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from kvtiers.aws_limits import gp3_problem
+from kvtiers.catalog.aws_limits import gp3_problem
 from tests.synth import refused_by_app
 from tests.test_config import rejected, write_variant
 

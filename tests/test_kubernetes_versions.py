@@ -1,4 +1,4 @@
-"""The Kubernetes version table (kvtiers/kubernetes_versions.py): the default, the synth's support check on a fixed
+"""The Kubernetes version table (kvtiers/catalog/kubernetes.py): the default, the synth's support check on a fixed
 date, and the kubectl layer that matches the default."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import date
 import aws_cdk as cdk
 import pytest
 
-from kvtiers.kubernetes_versions import (
+from kvtiers.catalog.kubernetes import (
     DEFAULT_KUBERNETES_VERSION,
     RELEASES,
     Support,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtiers.config.versions import L2_GUARD_LMCACHE
+from kvtiers.catalog.versions import L2_GUARD_LMCACHE
 from kvtiers.k8s_charts import kvtiers_l2_guard
 from kvtiers.k8s_charts.vllm import l2_guard_source
 from tests.upstream import ENGINE, ENGINE_VENV, lmcache_source, vllm_source

@@ -24,8 +24,8 @@ import cdk8s
 import pytest
 import yaml
 
+from kvtiers.catalog.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, engine_release, router_release
 from kvtiers.config.schema import Environment
-from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, engine_release, router_release
 from kvtiers.stacks.wiring import serving as wiring
 from tests.conftest import CONFIG_DIR, ROOT
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from kvtiers.instance_types import G6E_INSTANCE_TYPES
+from kvtiers.catalog.instance_types import G6E_INSTANCE_TYPES
 from kvtiers.node_agents import OPERATOR_CONTROLLERS, GroupFacts, kubelet_reserve
 from kvtiers.placement import NodePlacement, Workload, node_offer, pod
 

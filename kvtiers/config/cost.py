@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
+from kvtiers.catalog.kubernetes import Support, support
 from kvtiers.config.schema import Environment, NewVpc
-from kvtiers.kubernetes_versions import Support, support
 
 HOURS_PER_MONTH = 730
 """AWS's convention for turning a monthly price into an hourly one."""

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from kvtiers.catalog.serving_defaults import GIB
 from kvtiers.config.schema import Endpoint, Environment, S3ModelSource
 from kvtiers.config.sizing import GB, EndpointSizing, EnvironmentSizing
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import L2Mount, L2Namespace, L2Volume, l2_owner
 from kvtiers.k8s_charts.secrets import EndpointSecrets
 from kvtiers.k8s_charts.vllm import HuggingFaceWeights, S3Weights, Weights
-from kvtiers.serving_defaults import GIB
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -90,8 +90,8 @@ def allowed_clients(env: Environment, e: Endpoint) -> tuple[str, ...]:
 
 def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) -> Engine:
     """The endpoint's engine; its pod memory and model disk come out the same as the environment's sizing (both
-    from :func:`kvtiers.serving_defaults.engine_pod_sizing`). The group's taints are not here: the construct that
-    places the engine on its HyperPod group adds their tolerations. An operator endpoint's engine has only the
+    from :func:`kvtiers.catalog.serving_defaults.engine_pod_sizing`). The group's taints are not here: the construct
+    that places the engine on its HyperPod group adds their tolerations. An operator endpoint's engine has only the
     fields the operator carries (``OperatorEndpoint.from_engine``)."""
     from kvtiers.k8s_charts.serving import Engine
 

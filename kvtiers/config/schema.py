@@ -13,11 +13,26 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from kvtiers import checks, serving_defaults
-from kvtiers import curvine_defaults as curvine
-from kvtiers import platform_defaults as platform
-from kvtiers.aws_limits import GP3_MAX_GIB, GP3_MAX_IOPS, GP3_MAX_MIBPS, GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
-from kvtiers.config.versions import (
+from kvtiers import checks
+from kvtiers.catalog import curvine_defaults as curvine
+from kvtiers.catalog import platform_defaults as platform
+from kvtiers.catalog import serving_defaults
+from kvtiers.catalog.aws_limits import (
+    GP3_MAX_GIB,
+    GP3_MAX_IOPS,
+    GP3_MAX_MIBPS,
+    GP3_MIN_IOPS,
+    GP3_MIN_MIBPS,
+    gp3_problem,
+)
+from kvtiers.catalog.instance_types import (
+    G6E_INSTANCE_TYPES,
+    InstanceType,
+    check_instance_group,
+)
+from kvtiers.catalog.kubernetes import DEFAULT_KUBERNETES_VERSION, release
+from kvtiers.catalog.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
+from kvtiers.catalog.versions import (
     DEFAULT_ENGINE_IMAGE,
     DEFAULT_ROUTER_IMAGE,
     ENGINE_IMAGES,
@@ -27,15 +42,8 @@ from kvtiers.config.versions import (
     engine_release,
     router_release,
 )
-from kvtiers.instance_types import (
-    G6E_INSTANCE_TYPES,
-    InstanceType,
-    check_instance_group,
-)
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH
 from kvtiers.k8s_charts.names import longest_endpoint_name
-from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, release
-from kvtiers.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SAGEMAKER_NAME = platform.SAGEMAKER_NAME_PATTERN
@@ -209,7 +217,7 @@ class Eks(Strict):
     cluster_name: str = Field(pattern=EKS_CLUSTER_NAME)
     """EKS cluster name."""
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
-    """A version HyperPod documents (the table in ``kvtiers/kubernetes_versions.py``, with EKS's support dates); the
+    """A version HyperPod documents (the table in ``kvtiers/catalog/kubernetes.py``, with EKS's support dates); the
     kubectl layer package must match (``aws-cdk.lambda-layer-kubectl-vNN``). Synth warns while the version is in EKS
     extended support and refuses it after. Default: 1.34, the newest HyperPod documents."""
     endpoint_access: platform.EndpointAccess = platform.ENDPOINT_ACCESS
@@ -535,7 +543,7 @@ ModelSource = Annotated[S3ModelSource | HuggingFaceModelSource, Field(discrimina
 
 
 class ServingImages(ImageField):
-    """Engine and router images. Each must be a row of the version matrix (:mod:`kvtiers.config.versions`), by
+    """Engine and router images. Each must be a row of the version matrix (:mod:`kvtiers.catalog.versions`), by
     ``repo:tag`` or ``repo:tag@sha256:<digest>`` (the digest pins the bytes, the tag names the row: the
     ``lmcache/vllm-openai`` release stage installs vLLM and LMCache unpinned, so a tag can be rebuilt)."""
 
@@ -555,7 +563,7 @@ class ServingImages(ImageField):
         known = ENGINE_IMAGES if engine else ROUTER_IMAGES
         if release is None:
             raise ValueError(
-                f"{info.field_name} {value!r} is not in the version matrix (kvtiers/config/versions.py); known: "
+                f"{info.field_name} {value!r} is not in the version matrix (kvtiers/catalog/versions.py); known: "
                 f"{', '.join(known)} (optionally with @sha256:<digest>)"
             )
         return value

@@ -21,10 +21,18 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IValidation
 
-from kvtiers import checks, serving_defaults
-from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS
+from kvtiers import checks
+from kvtiers.catalog import serving_defaults
+from kvtiers.catalog.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS
+from kvtiers.catalog.platform_defaults import (
+    EBS_CSI_DRIVER_VERSION,
+    MIN_EBS_CSI_DRIVER_VERSION,
+    REPELLING_TAINT_EFFECTS,
+    SNAPSHOT_ON_DELETE,
+    MasterCount,
+)
+from kvtiers.catalog.versions import DEFAULT_ENGINE_IMAGE
 from kvtiers.change.manifests import MANIFEST_RESOURCE_TYPE, ObjectRef, manifest_resources
-from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE
 from kvtiers.constructs.cluster_network import cluster_network
 from kvtiers.constructs.eks_cluster import (
     ChartManifests,
@@ -64,13 +72,6 @@ from kvtiers.k8s_charts.network_policies import (
 )
 from kvtiers.k8s_charts.tolerations import tolerating
 from kvtiers.node_agents import EBS_CSI_CONTROLLER, EBS_CSI_NODE
-from kvtiers.platform_defaults import (
-    EBS_CSI_DRIVER_VERSION,
-    MIN_EBS_CSI_DRIVER_VERSION,
-    REPELLING_TAINT_EFFECTS,
-    SNAPSHOT_ON_DELETE,
-    MasterCount,
-)
 
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 CURVINE_NODES_OPEN = "kvtiers:curvine-nodes-open"

@@ -21,10 +21,8 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 import kvtiers.checks as check
-from kvtiers.constructs.node_traffic import IpProtocol, NodeTraffic, PortRule
-from kvtiers.k8s_charts.names import pascal_case
-from kvtiers.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, Support, release, support, support_note
-from kvtiers.platform_defaults import (
+from kvtiers.catalog.kubernetes import DEFAULT_KUBERNETES_VERSION, Support, release, support, support_note
+from kvtiers.catalog.platform_defaults import (
     ADDON_VERSION_PATTERN,
     CONTROL_PLANE_LOGGING,
     COREDNS_VERSION,
@@ -40,6 +38,8 @@ from kvtiers.platform_defaults import (
     ControlPlaneLogType,
     EndpointAccess,
 )
+from kvtiers.constructs.node_traffic import IpProtocol, NodeTraffic, PortRule
+from kvtiers.k8s_charts.names import pascal_case
 
 ClusterLike = eks.ICluster | eks.Cluster
 """An EKS cluster. ``aws_eks_v2.Cluster`` implements ``ICluster``, but its Python class lacks
@@ -101,8 +101,8 @@ class CoreAddonVersions:
     """Exact versions of the EKS-managed core add-ons (``aws eks describe-addon-versions``), never resolved at
     synth, so that ``cdk diff`` shows every upgrade.
 
-    The defaults are the versions for the default Kubernetes version (``kvtiers.platform_defaults``); change them
-    together with ``EksCluster(kubernetes_version=...)``.
+    The defaults are the versions for the default Kubernetes version (``kvtiers.catalog.platform_defaults``); change
+    them together with ``EksCluster(kubernetes_version=...)``.
 
     :param vpc_cni: ``vpc-cni``; HyperPod needs 1.18.3 or later. @default ``platform_defaults.VPC_CNI_VERSION``
     :param coredns: ``coredns``. @default ``platform_defaults.COREDNS_VERSION``
@@ -180,7 +180,7 @@ class EksCluster(Construct):
     :param security_group: the control plane's additional security group (the one the HyperPod nodes carry).
     :param addons: exact versions of the managed core add-ons. @default ``CoreAddonVersions()``
     :param cluster_name: the EKS cluster name. @default a CloudFormation-generated name
-    :param kubernetes_version: a version HyperPod documents (``kvtiers.kubernetes_versions``); the kubectl layer
+    :param kubernetes_version: a version HyperPod documents (``kvtiers.catalog.kubernetes``); the kubectl layer
         package must match (``aws-cdk.lambda-layer-kubectl-vNN``). @default ``"1.34"``, the newest HyperPod documents
     :param support_date: the day the cluster is deployed, to check EKS's support for ``kubernetes_version`` on it: a
         version past EKS extended support is refused, one in extended support (paid) gives a synth warning. The

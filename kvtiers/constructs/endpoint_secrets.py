@@ -19,13 +19,13 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 import kvtiers.checks as check
-from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, pod_identity_association, pod_identity_role
-from kvtiers.k8s_charts.secrets import SECRET_NAME
-from kvtiers.platform_defaults import (
+from kvtiers.catalog.platform_defaults import (
     ADDON_VERSION_PATTERN,
     SECRETS_ROTATION_POLL_INTERVAL,
     SECRETS_STORE_CSI_PROVIDER_VERSION,
 )
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, pod_identity_association, pod_identity_role
+from kvtiers.k8s_charts.secrets import SECRET_NAME
 
 SECRETS_STORE_ADDON = "aws-secrets-store-csi-driver-provider"
 API_KEY_LENGTH = 64

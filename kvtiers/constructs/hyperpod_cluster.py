@@ -20,13 +20,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct, IValidation
 
 import kvtiers.checks as check
-from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster
-from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
-from kvtiers.instance_types import G6E_INSTANCE_TYPES
-from kvtiers.k8s_charts.tolerations import Toleration
-from kvtiers.node_agents import NODE_AGENTS, GroupFacts, NodeAgent, kubelet_reserve
-from kvtiers.placement import NodeOffer, NodePlacement, node_offer
-from kvtiers.platform_defaults import (
+from kvtiers.catalog.instance_types import G6E_INSTANCE_TYPES
+from kvtiers.catalog.platform_defaults import (
     DEEP_HEALTH_CHECKS,
     EBS_VOLUME_GB,
     MAX_EBS_VOLUME_GB,
@@ -43,6 +38,11 @@ from kvtiers.platform_defaults import (
     TaintEffect,
     ThreadsPerCore,
 )
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster
+from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
+from kvtiers.k8s_charts.tolerations import Toleration
+from kvtiers.node_agents import NODE_AGENTS, GroupFacts, NodeAgent, kubelet_reserve
+from kvtiers.placement import NodeOffer, NodePlacement, node_offer
 
 LIFECYCLE_DIR = Path(__file__).parent / "lifecycle"
 ON_CREATE = "on_create.sh"
@@ -92,7 +92,7 @@ class InstanceGroup:
         checks. @default none
     :param max_pods: the pods a node of the group admits, when a node's ``status.allocatable`` shows another figure
         than the placement check assumes. @default the EKS-optimized AMI's for the instance type
-        (``kvtiers.instance_types``; HyperPod's own setting is not public)
+        (``kvtiers.catalog.instance_types``; HyperPod's own setting is not public)
     """
 
     name: str
@@ -232,8 +232,8 @@ class HyperPodCluster(Construct):
             cdk.Annotations.of(self).add_warning_v2(
                 "kvtiers:placement-unchecked",
                 f"HyperPodCluster: instance group(s) {', '.join(f'{g.name} ({g.instance_type})' for g in unchecked)} "
-                "are of instance types kvtiers has no figures for (kvtiers.instance_types): nothing checks that "
-                "the pods placed there fit their nodes",
+                "are of instance types kvtiers has no figures for (kvtiers.catalog.instance_types): nothing checks "
+                "that the pods placed there fit their nodes",
             )
         self.node.add_validation(_PlacementFits(self.placement))
         cdk.Aspects.of(self).add(_PlacementWarnings(self))

@@ -20,13 +20,13 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 import kvtiers.checks as check
-from kvtiers import platform_defaults
+from kvtiers.catalog import platform_defaults
+from kvtiers.catalog.platform_defaults import ADDON_VERSION_PATTERN
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pinned_addon
 from kvtiers.constructs.load_balancer_controller import load_balancer_controller_statements
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
 from kvtiers.k8s_charts.hyperpod_operator.contract import kyverno_values
 from kvtiers.k8s_charts.names import OPERATOR_PORT
-from kvtiers.platform_defaults import ADDON_VERSION_PATTERN
 
 OPERATOR_ADDON = "amazon-sagemaker-hyperpod-inference"
 OPERATOR_NAMESPACE = "hyperpod-inference-system"

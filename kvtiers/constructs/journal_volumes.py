@@ -17,8 +17,8 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 import kvtiers.checks as check
-from kvtiers.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
-from kvtiers.platform_defaults import JOURNAL_VOLUME_GIB, META_VOLUME_GIB, SNAPSHOT_ON_DELETE, MasterCount
+from kvtiers.catalog.aws_limits import GP3_MIN_IOPS, GP3_MIN_MIBPS, gp3_problem
+from kvtiers.catalog.platform_defaults import JOURNAL_VOLUME_GIB, META_VOLUME_GIB, SNAPSHOT_ON_DELETE, MasterCount
 
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 EBS_CSI_MANAGED_POLICY = "service-role/AmazonEBSCSIDriverPolicy"

@@ -14,7 +14,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 import kvtiers.checks as check
-from kvtiers.platform_defaults import (
+from kvtiers.catalog.platform_defaults import (
     AZ_ID_PATTERN,
     EKS_AVAILABILITY_ZONES,
     HYPERPOD_SUBNET_CIDR,

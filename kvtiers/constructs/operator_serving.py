@@ -21,6 +21,7 @@ import cdk8s
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from kvtiers.catalog.serving_defaults import API
 from kvtiers.constructs.cluster_network import cluster_network
 from kvtiers.constructs.eks_cluster import ChartManifests, ClusterLike, EksCluster, as_cluster_interface
 from kvtiers.constructs.endpoint_registry import register_endpoint
@@ -44,7 +45,6 @@ from kvtiers.k8s_charts.operator_addons import check_group_schedulable
 from kvtiers.k8s_charts.serving import Engine
 from kvtiers.k8s_charts.vllm import Routing, S3Weights
 from kvtiers.node_agents import OPERATOR_AGENTS, OPERATOR_CONTROLLERS
-from kvtiers.serving_defaults import API
 
 POLICY_READY_TIMEOUT = cdk.Duration.minutes(10)
 """How long the endpoint waits for Kyverno to report its policy Ready (the handler's wait; Kyverno takes seconds)."""

@@ -16,6 +16,9 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from kvtiers.catalog.instance_types import G6E_INSTANCE_TYPES, check_instance_group
+from kvtiers.catalog.platform_defaults import TaintEffect
+from kvtiers.catalog.serving_defaults import HASH_SEED, NAMESPACE
 from kvtiers.constructs.cluster_network import cluster_network
 from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pod_identity_association
 from kvtiers.constructs.endpoint_registry import register_endpoint
@@ -25,7 +28,6 @@ from kvtiers.constructs.interfaces import ICurvineL2, IHyperPodCluster
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.constructs.network import HyperPodNetwork
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
-from kvtiers.instance_types import G6E_INSTANCE_TYPES, check_instance_group
 from kvtiers.k8s_charts.names import (
     ENGINE_PORT,
     LMCACHE_CONTROLLER_PULL_PORT,
@@ -44,8 +46,6 @@ from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import S3Weights
 from kvtiers.node_agents import SECRETS_STORE_AGENTS
 from kvtiers.parallelism import layout_advice
-from kvtiers.platform_defaults import TaintEffect
-from kvtiers.serving_defaults import HASH_SEED, NAMESPACE
 
 
 class ServingEndpoint(Construct):

@@ -105,7 +105,7 @@ def install() -> None:
     if found != REVIEWED_ROUTE_REQUEST_SHA256:
         raise RuntimeError(
             f"{LOG_PREFIX}: KvawareRouter.route_request is not the {SUPPORTED_ROUTER} code this module was reviewed "
-            f"and tested against (source SHA-256 {found}); update kvtiers (kvtiers/config/versions.py) rather than "
+            f"and tested against (source SHA-256 {found}); update kvtiers (kvtiers/catalog/versions.py) rather than "
             "run the router unpatched"
         )
 

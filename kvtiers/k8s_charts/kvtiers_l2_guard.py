@@ -617,7 +617,7 @@ def install() -> None:
     if version != SUPPORTED_LMCACHE:
         raise RuntimeError(
             f"{LOG_PREFIX}: tested with LMCache {SUPPORTED_LMCACHE} only, this engine has {version}: update "
-            "kvtiers (kvtiers/config/versions.py) rather than run unguarded"
+            "kvtiers (kvtiers/catalog/versions.py) rather than run unguarded"
         )
     from lmcache.v1.cache_engine import LMCacheEngineBuilder
 

@@ -9,8 +9,8 @@ from typing import Literal
 
 from cdk8s_plus_33 import k8s
 
+from kvtiers.catalog.platform_defaults import TAINT_EFFECT, TaintEffect
 from kvtiers.checks import invalid, one_of
-from kvtiers.platform_defaults import TAINT_EFFECT, TaintEffect
 
 
 @dataclass(frozen=True, kw_only=True)

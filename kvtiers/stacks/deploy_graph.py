@@ -9,12 +9,12 @@ from pathlib import Path
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
+from kvtiers.catalog.kubernetes import Support, support, support_note
 from kvtiers.change.record import EndpointRecord
 from kvtiers.config import model
 from kvtiers.config.schema import Environment
 from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess
 from kvtiers.constructs.model_access import ModelReadAccess
-from kvtiers.kubernetes_versions import Support, support, support_note
 from kvtiers.placement import NodePlacement
 from kvtiers.stacks import nag as findings
 from kvtiers.stacks.hyperpod_chart import DeployGraphError, plan_hyperpod_chart

@@ -16,7 +16,7 @@ import cdk8s
 from cdk8s_plus_33 import k8s
 from constructs import Construct
 
-from kvtiers import curvine_defaults as defaults
+from kvtiers.catalog import curvine_defaults as defaults
 from kvtiers.checks import dns_label, in_range, invalid, pinned_image
 from kvtiers.k8s_charts.curvine_l2.props import (
     CONF_PATH,

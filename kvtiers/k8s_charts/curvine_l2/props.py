@@ -16,14 +16,14 @@ from typing import Any, Literal
 import tomli_w
 from cdk8s_plus_33 import k8s
 
-from kvtiers import curvine_defaults as defaults
+from kvtiers.catalog import curvine_defaults as defaults
+from kvtiers.catalog.curvine_defaults import EvictionPolicy
+from kvtiers.catalog.platform_defaults import JOURNAL_VOLUME_GIB, META_VOLUME_GIB
 from kvtiers.checks import absolute_path, dns_label, in_range, invalid, one_of, pinned_image
-from kvtiers.curvine_defaults import EvictionPolicy
 from kvtiers.k8s_charts.names import curvine_master_host, curvine_master_pod
 from kvtiers.k8s_charts.security import quantity
 from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.placement import millicores
-from kvtiers.platform_defaults import JOURNAL_VOLUME_GIB, META_VOLUME_GIB
 
 GB = 1000**3
 """Curvine's capacity unit (``[SSD:<n>GB]``, ``dir_reserved``): decimal gigabytes."""

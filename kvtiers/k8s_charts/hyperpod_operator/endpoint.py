@@ -12,7 +12,7 @@ import cdk8s
 from constructs import Construct
 
 from kvtiers import checks
-from kvtiers.config.versions import OPERATOR_ADDON_MODEL_SOURCES
+from kvtiers.catalog.versions import OPERATOR_ADDON_MODEL_SOURCES
 from kvtiers.k8s_charts import names, operator_addons
 from kvtiers.k8s_charts.hyperpod_operator import contract
 from kvtiers.k8s_charts.l2 import L2Mount, L2Volume, l2_owner

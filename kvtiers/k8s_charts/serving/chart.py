@@ -9,6 +9,7 @@ import cdk8s
 from constructs import Construct
 
 from kvtiers import checks
+from kvtiers.catalog.serving_defaults import HASH_SEED
 from kvtiers.k8s_charts import names
 from kvtiers.k8s_charts.l2 import L2Volume, l2_owner
 from kvtiers.k8s_charts.secrets import EndpointSecrets, secret_provider_class
@@ -17,7 +18,6 @@ from kvtiers.k8s_charts.serving.props import Engine, Router
 from kvtiers.k8s_charts.serving.releases import check_kvaware_router, check_l2_guard
 from kvtiers.k8s_charts.serving.router import HubTokenizerCopy, RouterDeployment, TokenizerCopy
 from kvtiers.k8s_charts.vllm import LMCache, LMCacheController, S3Weights
-from kvtiers.serving_defaults import HASH_SEED
 
 MAX_NAME_LENGTH, _ = names.longest_endpoint_name("self_managed")
 """Service names are DNS labels of at most 63 characters; the longest the endpoint's name prefixes is the router's

@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kvtiers import serving_defaults
+from kvtiers.catalog import serving_defaults
+from kvtiers.catalog.instance_types import GPU_MEMORY_GIB
+from kvtiers.catalog.models import KNOWN_MODELS, ModelShape
+from kvtiers.catalog.serving_defaults import EnginePodSizing, engine_pod_sizing, gpu_cache_tokens
+from kvtiers.catalog.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
 from kvtiers.checks import in_range, ipv4_network, one_of
-from kvtiers.config.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
-from kvtiers.instance_types import GPU_MEMORY_GIB
 from kvtiers.k8s_charts.l2 import L2Namespace, l2_namespace
 from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import DTYPES, ROUTINGS, Dtype, Routing, S3Weights, Weights, weights_location
-from kvtiers.models import KNOWN_MODELS, ModelShape
-from kvtiers.serving_defaults import EnginePodSizing, engine_pod_sizing, gpu_cache_tokens
 
 MODELS_DIR = "/models"
 
@@ -25,8 +25,8 @@ class Engine:
     """One endpoint's vLLM + LMCache pods. One pod template, so every replica shares model name, TP and dtype.
 
     The pod's memory (the LMCache L1 of every GPU worker, vLLM itself and /dev/shm) and its model disk are computed
-    from these fields by :func:`kvtiers.serving_defaults.engine_pod_sizing` (:attr:`sizing`), the same function the
-    app's environment sizing uses; the LMCache version (part of the L2 namespace) comes from the version matrix row
+    from these fields by :func:`kvtiers.catalog.serving_defaults.engine_pod_sizing` (:attr:`sizing`), the same function
+    the app's environment sizing uses; the LMCache version (part of the L2 namespace) comes from the version matrix row
     of ``image``.
     """
 
@@ -37,7 +37,7 @@ class Engine:
     """The HyperPod instance group the pods run on."""
     image: str = DEFAULT_ENGINE_IMAGE
     """vLLM with LMCache in one image (they must be ABI-matched), a row of the version matrix
-    (``kvtiers.config.versions``) unless ``lmcache_version`` is given. @default the newest engine image whose LMCache
+    (``kvtiers.catalog.versions``) unless ``lmcache_version`` is given. @default the newest engine image whose LMCache
     matches the default router's"""
     replicas: int = serving_defaults.REPLICAS
     """@default 2, so that a rollout or a node's loss leaves one serving"""
@@ -65,7 +65,7 @@ class Engine:
     """Startup-probe budget: weight download plus load plus CUDA-graph capture. @default 1800"""
     model_shape: ModelShape | None = None
     """The model's layers, KV heads, head dim and parameters (its weight size sizes the model disk). @default the
-    entry of ``kvtiers.models.KNOWN_MODELS`` for ``model``; required for other models"""
+    entry of ``kvtiers.catalog.models.KNOWN_MODELS`` for ``model``; required for other models"""
     lmcache_version: str | None = None
     """The LMCache in ``image`` (part of the L2 namespace). @default the version matrix's for ``image``"""
     model_sync_image: str = serving_defaults.MODEL_SYNC_IMAGE

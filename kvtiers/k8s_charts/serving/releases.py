@@ -4,7 +4,7 @@ onto these props)."""
 
 from __future__ import annotations
 
-from kvtiers.config.versions import (
+from kvtiers.catalog.versions import (
     KVAWARE_FALLBACK_ROUTER,
     L2_GUARD_LMCACHE,
     ROUTER_IMAGES,
@@ -19,7 +19,7 @@ def check_l2_guard(where: str, *, image: str, lmcache_version: str) -> None:
         raise ValueError(
             f"{where}: engine image {image} carries LMCache {lmcache_version}, but the L2 guard (which turns L2 read "
             f"failures into recomputes) is tested with LMCache {L2_GUARD_LMCACHE} only; use an engine image with "
-            f"LMCache {L2_GUARD_LMCACHE} (version matrix: kvtiers.config.versions) or serve without the L2"
+            f"LMCache {L2_GUARD_LMCACHE} (version matrix: kvtiers.catalog.versions) or serve without the L2"
         )
 
 
@@ -40,5 +40,5 @@ def check_kvaware_router(where: str, *, router_image: str, engine_lmcache: str) 
         raise ValueError(
             f"{where}: kvaware routing needs engines and router on one LMCache release (the controller protocol has "
             f"no version negotiation), but the engine image carries LMCache {engine_lmcache} and router image "
-            f"{router_image} pins LMCache {release.lmcache} (version matrix: kvtiers.config.versions)"
+            f"{router_image} pins LMCache {release.lmcache} (version matrix: kvtiers.catalog.versions)"
         )

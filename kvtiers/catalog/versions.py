@@ -110,7 +110,7 @@ def router_release(image: str) -> RouterRelease | None:
 
 def lmcache_versions_to_install() -> list[str]:
     """Every LMCache version a contract test runs: the default pair and every known engine (for the mismatch
-    tests). ``make`` prints these with ``python kvtiers/config/versions.py``."""
+    tests). ``make`` prints these with ``python kvtiers/catalog/versions.py``."""
     versions = {r.lmcache for r in ENGINE_IMAGES.values()} | {r.lmcache for r in ROUTER_IMAGES.values()}
     return sorted(versions)
 
