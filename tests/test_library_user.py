@@ -313,8 +313,7 @@ def test_the_endpoint_waits_for_the_l2_claim_in_a_namespace_that_exists(library,
     labels = namespace["metadata"]["labels"]
     for prune in [k for k in labels if k.startswith("aws.cdk.eks/prune-")]:  # the manifest's own, added by CDK
         del labels[prune]
-    # The L2's own manifest says it is retained (so that the policy arrives with a real update); the app's is the L2's.
-    assert namespace["metadata"]["annotations"] == {"kvtiers.io/retained": "true"}
+    # The app's namespace is the L2's.
     assert [namespace] == app_result.graph.workloads.chart_objects["ServingNamespace"]
 
 

@@ -131,8 +131,7 @@ class CurvineL2(Construct):
         never runs its ``kubectl delete``, which would delete the namespace and every endpoint, claim and janitor in
         it); so moving to a manifest of your own later keeps the namespace. No other manifest may declare the same
         namespace on the same cluster (synth fails): deleting either would delete it. A manifest given here is retained
-        too and must have ``overwrite=True``. Move to one of your own only in a deploy after one of this version (a
-        stack deployed before retention existed deletes the old manifest under its old policy)
+        too and must have ``overwrite=True``
     :param operator_endpoints: endpoints of the HyperPod Inference Operator will run in the serving namespace this
         construct creates, so it enforces Pod Security ``privileged`` there (the operator writes its pods' security
         context, which kvtiers does not know; warn and audit still report). @default False: ``baseline``, which the
@@ -171,14 +170,8 @@ class CurvineL2(Construct):
     ) -> None:
         super().__init__(scope, id)
         settings = settings if settings is not None else CurvineSettings()
+        workers = _checked_worker_groups(hyperpod, worker_groups)
         _check_ebs_csi_version(ebs_csi_driver_version)
-        groups = {g.name: g for g in hyperpod.instance_groups}
-        workers = tuple(groups) if worker_groups is None else tuple(worker_groups)
-        unknown = sorted(set(workers) - set(groups))
-        if unknown:
-            raise ValueError(
-                f"CurvineL2: worker_groups {unknown} are not groups of the HyperPod cluster {list(groups)}"
-            )
         checks.hash_seed("CurvineL2", hash_seed)
         if settings.namespace == serving_namespace:
             raise ValueError(
@@ -193,6 +186,58 @@ class CurvineL2(Construct):
             serving_enforce_level(operator_endpoints) if serving_namespace_manifest is None else None
         )
         self.hyperpod = hyperpod
+        self._attach_journal(
+            eks_cluster,
+            hyperpod,
+            network,
+            masters=masters,
+            settings=settings,
+            iops=volume_iops,
+            throughput_mibps=volume_throughput_mibps,
+            snapshot_on_delete=snapshot_on_delete,
+            ebs_csi_driver_version=ebs_csi_driver_version,
+        )
+        _warn_about_open_groups(self, hyperpod)
+        self._place(eks_cluster, hyperpod, settings, workers, explicit_workers=worker_groups is not None)
+        k8s_app = cdk8s.App()
+        deployed = ChartManifests(
+            manifests_scope if manifests_scope is not None else self, as_cluster_interface(eks_cluster.cluster)
+        )
+        self.charts, self.objects, self.manifests = deployed.charts, deployed.objects, deployed.manifests
+        csi = self._deploy_curvine(deployed, k8s_app, policy_network, network)
+        before_storage = [
+            csi,
+            *self._serving_namespace(
+                deployed, k8s_app, policy_network, serving_namespace_manifest, operator_endpoints=operator_endpoints
+            ),
+        ]
+        storage = CurvineStorageChart(
+            k8s_app,
+            "curvine-storage",
+            cluster=self.cluster,
+            serving_namespace=serving_namespace,
+            janitor_image=janitor_image,
+            claim_name=claim_name,
+            claim_size_gib=claim_size_gib,
+            janitor_interval_seconds=janitor_interval_seconds,
+        )
+        self.ready = deployed.deploy("CurvineStorage", storage, before_storage)
+
+    def _attach_journal(
+        self,
+        eks_cluster: EksCluster,
+        hyperpod: HyperPodCluster,
+        network: HyperPodNetwork,
+        *,
+        masters: MasterCount,
+        settings: CurvineSettings,
+        iops: int,
+        throughput_mibps: int,
+        snapshot_on_delete: bool,
+        ebs_csi_driver_version: str,
+    ) -> None:
+        """The masters' journal volumes in the HyperPod subnet's zone, and the EBS CSI driver (its role may attach
+        only them, through the HyperPod cluster) that mounts them on HyperPod nodes."""
         self.journal = CurvineJournalVolumes(
             self,
             "Journal",
@@ -200,8 +245,8 @@ class CurvineL2(Construct):
             masters=masters,
             meta_size_gib=settings.meta_volume_gib,
             journal_size_gib=settings.journal_volume_gib,
-            iops=volume_iops,
-            throughput_mibps=volume_throughput_mibps,
+            iops=iops,
+            throughput_mibps=throughput_mibps,
             snapshot_on_delete=snapshot_on_delete,
         )
         self.ebs_csi_role = pod_identity_role(
@@ -218,10 +263,21 @@ class CurvineL2(Construct):
         )
         # The driver's node pods run on HyperPod nodes, and it attaches through the HyperPod cluster's API.
         self.ebs_csi.node.add_dependency(hyperpod.cluster)
-        # Its pods switch to the role only once every policy of it exists (the role is new on a deploy over 0.1.x).
+        # Its pods take the role's credentials at start: every policy of the role must exist by then.
         self.ebs_csi.node.add_dependency(self.ebs_csi_role)
 
-        _warn_about_open_groups(self, hyperpod)
+    def _place(
+        self,
+        eks_cluster: EksCluster,
+        hyperpod: HyperPodCluster,
+        settings: CurvineSettings,
+        workers: tuple[str, ...],
+        *,
+        explicit_workers: bool,
+    ) -> None:
+        """The :class:`CurvineCluster` every chart reads (worker nodes from the groups' counts, their taints
+        tolerated), its pods registered in the HyperPod placement, and the CSI controller's port to the masters."""
+        groups = {g.name: g for g in hyperpod.instance_groups}
         self.cluster = CurvineCluster(
             **settings.settings(),
             master_volumes=tuple(
@@ -231,14 +287,14 @@ class CurvineL2(Construct):
             availability_zone=self.journal.availability_zone,
             hyperpod_groups=tuple(groups),
             worker_nodes=sum(groups[name].count for name in workers),
-            worker_groups=None if worker_groups is None else workers,
+            worker_groups=workers if explicit_workers else None,
             tolerations=tolerating((t.key, t.value, t.effect) for g in hyperpod.instance_groups for t in g.taints),
             controller_off_hyperpod=eks_cluster.system_nodegroup is not None,
         )
         register_agents(hyperpod.placement, (EBS_CSI_NODE, EBS_CSI_CONTROLLER), hyperpod.instance_groups)
         for workload in (
             *curvine_workloads(self.cluster),
-            janitor_workload(self.cluster, serving_namespace=serving_namespace),
+            janitor_workload(self.cluster, serving_namespace=self.serving_namespace),
         ):
             hyperpod.placement.add(workload)
         if eks_cluster.node_traffic is not None:
@@ -250,73 +306,71 @@ class CurvineL2(Construct):
                 )
             )
 
-        cluster = as_cluster_interface(eks_cluster.cluster)
-        k8s_app = cdk8s.App()
-        deployed = ChartManifests(manifests_scope if manifests_scope is not None else self, cluster)
-        self.charts, self.objects, self.manifests = deployed.charts, deployed.objects, deployed.manifests
-        deploy = deployed.deploy
-
+    def _deploy_curvine(
+        self,
+        deployed: ChartManifests,
+        k8s_app: cdk8s.App,
+        policy_network: ClusterNetwork | None,
+        network: HyperPodNetwork,
+    ) -> eks.KubernetesManifest:
+        """Masters (with the Curvine namespace), its NetworkPolicies, workers, CSI, in that order; the CSI's
+        manifest."""
         # The static PersistentVolumes need the EBS CSI driver (and the HyperPod nodes it attaches through).
-        masters_manifest = deploy(
+        masters = deployed.deploy(
             "CurvineMasters", CurvineMasterChart(k8s_app, "curvine-masters", cluster=self.cluster), [self.ebs_csi]
         )
-        cdk.Annotations.of(masters_manifest).add_info(self.cluster.master_count_note)
-        before_workers: list[Construct] = [masters_manifest]
+        cdk.Annotations.of(masters).add_info(self.cluster.master_count_note)
+        before_workers: list[Construct] = [masters]
         if policy_network is not None:
             # The namespace comes with the masters; its policies follow it, before any other Curvine pod.
-            policies = self._curvine_policies(k8s_app, policy_network, network, serving_namespace)
-            before_workers.append(deploy("CurvineNetworkPolicies", policies, [masters_manifest]))
-        workers_manifest = deploy(
+            policies = self._curvine_policies(k8s_app, policy_network, network, self.serving_namespace)
+            before_workers.append(deployed.deploy("CurvineNetworkPolicies", policies, [masters]))
+        workers = deployed.deploy(
             "CurvineWorkers", CurvineWorkerChart(k8s_app, "curvine-workers", cluster=self.cluster), before_workers
         )
-        csi = deploy("CurvineCsi", CurvineCsiChart(k8s_app, "curvine-csi", cluster=self.cluster), [workers_manifest])
-        storage = CurvineStorageChart(
+        return deployed.deploy("CurvineCsi", CurvineCsiChart(k8s_app, "curvine-csi", cluster=self.cluster), [workers])
+
+    def _serving_namespace(
+        self,
+        deployed: ChartManifests,
+        k8s_app: cdk8s.App,
+        policy_network: ClusterNetwork | None,
+        manifest: Construct | None,
+        *,
+        operator_endpoints: bool,
+    ) -> list[Construct]:
+        """The serving namespace's manifest (the caller's, or one of this construct's with the namespace's own
+        NetworkPolicies), retained when it leaves the stack; what the claim comes after."""
+        if manifest is not None:
+            if isinstance(manifest, eks.KubernetesManifest):
+                _retain_namespace_manifest(manifest)
+            return [manifest]
+        namespace = NamespaceChart(
             k8s_app,
-            "curvine-storage",
-            cluster=self.cluster,
-            serving_namespace=serving_namespace,
-            janitor_image=janitor_image,
-            claim_name=claim_name,
-            claim_size_gib=claim_size_gib,
-            janitor_interval_seconds=janitor_interval_seconds,
+            "serving-namespace",
+            names=(self.serving_namespace,),
+            enforce={self.serving_namespace: serving_enforce_level(operator_endpoints)},
         )
-        before_storage: list[Construct] = [csi]
-        if serving_namespace_manifest is None:
-            namespace = NamespaceChart(
-                k8s_app,
-                "serving-namespace",
-                names=(serving_namespace,),
-                enforce={serving_namespace: serving_enforce_level(operator_endpoints)},
-            )
-            for obj in namespace.node.find_all():
-                if isinstance(obj, cdk8s.ApiObject):
-                    # A change of the object itself, so that the retention below reaches a stack deployed before it
-                    # existed with a real update (a change of the DeletionPolicy alone may not be one).
-                    obj.metadata.add_annotation(RETAINED_ANNOTATION, "true")
-            serving_namespace_manifest = deploy("ServingNamespace", namespace, [])
-            self.node.add_validation(_OneNamespaceManifest(serving_namespace_manifest, serving_namespace))
-            before_storage.append(serving_namespace_manifest)
-            if policy_network is not None:
-                # Default deny from the namespace's first pod (the janitor) on.
-                serving_policies = ServingNetworkPolicyChart(
-                    k8s_app,
-                    "serving-network-policies",
-                    namespace=serving_namespace,
-                    network=policy_network,
-                    endpoints=(),
-                    janitor=JanitorTraffic(
-                        curvine_namespace=self.cluster.namespace,
-                        master_web_port=self.cluster.ports.master_web,
-                        metrics_port=CURVINE_JANITOR_METRICS_PORT,
-                    ),
-                    operator_managed=operator_endpoints,
-                )
-                before_storage.append(deploy("ServingNetworkPolicies", serving_policies, [serving_namespace_manifest]))
-        else:
-            before_storage.append(serving_namespace_manifest)
-        if isinstance(serving_namespace_manifest, eks.KubernetesManifest):
-            _retain_namespace_manifest(serving_namespace_manifest)
-        self.ready = deploy("CurvineStorage", storage, before_storage)
+        created = deployed.deploy("ServingNamespace", namespace, [])
+        self.node.add_validation(_OneNamespaceManifest(created, self.serving_namespace))
+        _retain_namespace_manifest(created)
+        if policy_network is None:
+            return [created]
+        # Default deny from the namespace's first pod (the janitor) on.
+        policies = ServingNetworkPolicyChart(
+            k8s_app,
+            "serving-network-policies",
+            namespace=self.serving_namespace,
+            network=policy_network,
+            endpoints=(),
+            janitor=JanitorTraffic(
+                curvine_namespace=self.cluster.namespace,
+                master_web_port=self.cluster.ports.master_web,
+                metrics_port=CURVINE_JANITOR_METRICS_PORT,
+            ),
+            operator_managed=operator_endpoints,
+        )
+        return [created, deployed.deploy("ServingNetworkPolicies", policies, [created])]
 
     @staticmethod
     def from_curvine_l2_attributes(
@@ -401,9 +455,6 @@ class ImportedCurvineL2(Construct):
         self.ready: Construct | None = None
 
 
-RETAINED_ANNOTATION = "kvtiers.io/retained"
-
-
 def _retain_namespace_manifest(manifest: eks.KubernetesManifest) -> None:
     """The manifest that creates the serving namespace is never deleted with the stack's resources (the kubectl
     handler's Delete is ``kubectl delete``, which takes the claim, the janitor and every endpoint with it: on a removal,
@@ -478,6 +529,16 @@ def _warn_about_open_groups(scope: Construct, hyperpod: HyperPodCluster) -> None
         "requires with taints), or acknowledge "
         "this warning if nothing else can create pods in this cluster (docs/security.md, What Curvine cannot enforce)",
     )
+
+
+def _checked_worker_groups(hyperpod: HyperPodCluster, worker_groups: Sequence[str] | None) -> tuple[str, ...]:
+    """The groups that run a worker (every group by default), each one of the HyperPod cluster's."""
+    groups = [g.name for g in hyperpod.instance_groups]
+    workers = tuple(groups) if worker_groups is None else tuple(worker_groups)
+    unknown = sorted(set(workers) - set(groups))
+    if unknown:
+        raise ValueError(f"CurvineL2: worker_groups {unknown} are not groups of the HyperPod cluster {groups}")
+    return workers
 
 
 def _check_ebs_csi_version(version: str) -> None:

@@ -222,29 +222,54 @@ class HyperPodCluster(Construct):
         self.instance_groups = tuple(instance_groups)
         self.tiered_storage_enabled = tiered_storage_enabled
         self.tiered_storage_memory_percentage = tiered_storage_memory_percentage
-        self.placement = node_placement(
+        self.placement = checked_placement(
+            self,
             self.instance_groups,
             tiered_storage_percentage=tiered_storage_memory_percentage if tiered_storage_enabled else 0,
             system_reserved_gib=system_reserved_gib,
         )
-        unchecked = [g for g in self.instance_groups if g.instance_type not in G6E_INSTANCE_TYPES]
-        if unchecked:
-            cdk.Annotations.of(self).add_warning_v2(
-                "kvtiers:placement-unchecked",
-                f"HyperPodCluster: instance group(s) {', '.join(f'{g.name} ({g.instance_type})' for g in unchecked)} "
-                "are of instance types kvtiers has no figures for (kvtiers.catalog.instance_types): nothing checks "
-                "that the pods placed there fit their nodes",
-            )
-        self.node.add_validation(_PlacementFits(self.placement))
-        cdk.Aspects.of(self).add(_PlacementWarnings(self))
+        self._lifecycle_scripts(lifecycle_dir, lifecycle_bucket_name)
+        self._execution_role(cluster, subnet, security_group)
 
+        if tiered_storage_enabled:
+            cdk.Annotations.of(self).add_info(
+                f"kvtiers:tiered-storage: HyperPod reserves {tiered_storage_memory_percentage} % of every node's memory "
+                "for tiered storage, which only the Inference Operator's tieredstorage KV backend reads; kvtiers' "
+                "serving paths (the Curvine L2) do not, and the endpoints' fit checks subtract it. "
+                "tiered_storage_enabled=False gives that memory to the engines"
+            )
+        tiered = sagemaker.CfnCluster.TieredStorageConfigProperty(
+            mode="Enable" if tiered_storage_enabled else "Disable",
+            instance_memory_allocation_percentage=tiered_storage_memory_percentage if tiered_storage_enabled else None,
+        )
+        self.cluster = sagemaker.CfnCluster(
+            self,
+            "Cluster",
+            cluster_name=cluster_name,
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=cluster.cluster_arn)
+            ),
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=[security_group.security_group_id], subnets=[subnet.subnet_id]
+            ),
+            node_recovery=node_recovery,
+            node_provisioning_mode="Continuous",
+            tiered_storage_config=tiered,
+            instance_groups=[self._group(g) for g in instance_groups],
+        )
+        self._order(dependencies, external_dependency_chart=external_dependency_chart)
+        cdk.Aspects.of(cdk.Stack.of(self)).add(_AfterRolePolicies(self.cluster, self.execution_role))
+
+    def _lifecycle_scripts(self, lifecycle_dir: Path, bucket_name: str) -> None:
+        """The lifecycle scripts in a bucket HyperPod nodes may read (``sagemaker-*``), encrypted with the key that
+        also encrypts the node volumes."""
         self.key = kms.Key(
             self, "Key", enable_key_rotation=True, description="HyperPod node volumes and lifecycle scripts"
         )
         self.lifecycle_bucket = s3.Bucket(
             self,
             "LifecycleBucket",
-            bucket_name=lifecycle_bucket_name,
+            bucket_name=bucket_name,
             encryption=s3.BucketEncryption.KMS,
             encryption_key=self.key,
             enforce_ssl=True,
@@ -260,6 +285,10 @@ class HyperPodCluster(Construct):
             destination_key_prefix="lifecycle",
             prune=True,
         )
+
+    def _execution_role(self, cluster: ClusterLike, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -> None:
+        """The nodes' role: image pulls, the nodes' network interfaces in the VPC (HyperPod's and the VPC CNI's),
+        Pod Identity, and reading the lifecycle scripts."""
         self.execution_role = iam.Role(
             self,
             "ExecutionRole",
@@ -294,32 +323,9 @@ class HyperPodCluster(Construct):
         self.lifecycle_bucket.grant_read(self.execution_role)
         self.key.grant(self.execution_role, "kms:CreateGrant", "kms:DescribeKey")
 
-        if tiered_storage_enabled:
-            cdk.Annotations.of(self).add_info(
-                f"kvtiers:tiered-storage: HyperPod reserves {tiered_storage_memory_percentage} % of every node's memory "
-                "for tiered storage, which only the Inference Operator's tieredstorage KV backend reads; kvtiers' "
-                "serving paths (the Curvine L2) do not, and the endpoints' fit checks subtract it. "
-                "tiered_storage_enabled=False gives that memory to the engines"
-            )
-        tiered = sagemaker.CfnCluster.TieredStorageConfigProperty(
-            mode="Enable" if tiered_storage_enabled else "Disable",
-            instance_memory_allocation_percentage=tiered_storage_memory_percentage if tiered_storage_enabled else None,
-        )
-        self.cluster = sagemaker.CfnCluster(
-            self,
-            "Cluster",
-            cluster_name=cluster_name,
-            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
-                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=cluster.cluster_arn)
-            ),
-            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
-                security_group_ids=[security_group.security_group_id], subnets=[subnet.subnet_id]
-            ),
-            node_recovery=node_recovery,
-            node_provisioning_mode="Continuous",
-            tiered_storage_config=tiered,
-            instance_groups=[self._group(g) for g in instance_groups],
-        )
+    def _order(self, dependencies: HyperPodDependencies | None, *, external_dependency_chart: bool) -> None:
+        """The cluster after its lifecycle scripts, the networking add-ons and the dependency chart: HyperPod joins
+        its nodes to EKS as it creates them."""
         self.cluster.node.add_dependency(self.lifecycle_deployment)
         if self.eks is not None:
             for name in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent"):
@@ -335,7 +341,6 @@ class HyperPodCluster(Construct):
                 "offers nvidia.com/gpu; give it, or set external_dependency_chart=True when it is installed outside "
                 "this app",
             )
-        cdk.Aspects.of(cdk.Stack.of(self)).add(_AfterRolePolicies(self.cluster, self.execution_role))
 
     @staticmethod
     def from_hyperpod_cluster_attributes(
@@ -442,18 +447,42 @@ class ImportedHyperPodCluster(Construct):
         check.in_range("HyperPodCluster", "tiered_storage_memory_percentage", tiered_storage_memory_percentage, 0, 100)
         self.cluster_arn = cluster_arn
         self.instance_groups = tuple(instance_groups)
-        self.placement = node_placement(
+        self.placement = checked_placement(
+            self,
             self.instance_groups,
             tiered_storage_percentage=tiered_storage_memory_percentage,
             system_reserved_gib=system_reserved_gib,
         )
-        self.node.add_validation(_PlacementFits(self.placement))
-        cdk.Aspects.of(self).add(_PlacementWarnings(self))
         cdk.Annotations.of(self).add_info(
             "kvtiers:imported-hyperpod: the placement check counts the node agents and this app's pods on "
             f"{', '.join(g.name for g in self.instance_groups)}; pods the cluster's owner or other apps run there "
             "are not counted"
         )
+
+
+def checked_placement(
+    cluster: HyperPodCluster | ImportedHyperPodCluster,
+    groups: Sequence[InstanceGroup],
+    *,
+    tiered_storage_percentage: int,
+    system_reserved_gib: int,
+) -> NodePlacement:
+    """``cluster``'s placement: synth fails unless every pod registered there fits its node, warns where that
+    depends on the scheduler's order and where a group's instance type has no figures."""
+    placement = node_placement(
+        groups, tiered_storage_percentage=tiered_storage_percentage, system_reserved_gib=system_reserved_gib
+    )
+    unchecked = [g for g in groups if g.instance_type not in G6E_INSTANCE_TYPES]
+    if unchecked:
+        cdk.Annotations.of(cluster).add_warning_v2(
+            "kvtiers:placement-unchecked",
+            f"HyperPodCluster: instance group(s) {', '.join(f'{g.name} ({g.instance_type})' for g in unchecked)} "
+            "are of instance types kvtiers has no figures for (kvtiers.catalog.instance_types): nothing checks "
+            "that the pods placed there fit their nodes",
+        )
+    cluster.node.add_validation(_PlacementFits(placement))
+    cdk.Aspects.of(cluster).add(_PlacementWarnings(cluster))
+    return placement
 
 
 def node_placement(
