@@ -89,8 +89,9 @@ class CurvineL2(Construct):
     ``cluster`` (the :class:`CurvineCluster` every chart reads), ``charts``, ``objects`` (each chart's, rendered once)
     and ``manifests`` (by name, in deploy order), ``claim`` (the :class:`L2Volume` serving pods mount),
     ``serving_namespace`` (where the claim is), ``serving_namespace_enforce`` (the Pod Security level of the namespace
-    it creates; None when given ``serving_namespace_manifest``), ``hyperpod`` (the :class:`HyperPodCluster` it runs on) and ``ready``
-    (the claim's manifest: serving pods that mount the claim come after it).
+    it creates; None when given ``serving_namespace_manifest``), ``hyperpod`` (the :class:`HyperPodCluster` it runs on),
+    ``ready`` (the claim's manifest: serving pods that mount the claim come after it) and ``serving_namespace_ready``
+    (the namespace's manifest and its NetworkPolicies: what an endpoint in the namespace without the L2 comes after).
 
     :param scope: the parent construct; the journal volumes and the EBS CSI role live here.
     :param id: the construct id.
@@ -205,12 +206,12 @@ class CurvineL2(Construct):
         )
         self.charts, self.objects, self.manifests = deployed.charts, deployed.objects, deployed.manifests
         csi = self._deploy_curvine(deployed, k8s_app, policy_network, network)
-        before_storage = [
-            csi,
-            *self._serving_namespace(
+        self.serving_namespace_ready: tuple[Construct, ...] = tuple(
+            self._serving_namespace(
                 deployed, k8s_app, policy_network, serving_namespace_manifest, operator_endpoints=operator_endpoints
-            ),
-        ]
+            )
+        )
+        before_storage = [csi, *self.serving_namespace_ready]
         storage = CurvineStorageChart(
             k8s_app,
             "curvine-storage",

@@ -93,6 +93,8 @@ class WorkloadsStack(cdk.Stack):
                 l2_share_group=endpoint.l2_share_group,
                 weights_region=env.region,
                 network=platform.network,
+                # Without the L2 the namespace (and its default deny) is still the L2's to create.
+                after=self.curvine.serving_namespace_ready,
             )
             for name, manifest in served.manifests.items():
                 self.register(name, manifest, served.charts[name], served.objects[name])
@@ -118,6 +120,7 @@ class WorkloadsStack(cdk.Stack):
             l2=self.curvine if model.sizing(env).endpoint(endpoint.name).l2_enabled else None,
             network=self.platform.network,
             secrets_store=self.platform.serving_secrets,
+            after=self.curvine.serving_namespace_ready,
         )
         if served.policies is not None and served.policies_chart is not None:
             self.register(f"NetworkPolicies{pascal}", served.policies, served.policies_chart, served.policies_objects)

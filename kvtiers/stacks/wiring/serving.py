@@ -9,6 +9,8 @@ from kvtiers.config import model
 from kvtiers.config.schema import Environment
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from constructs import Construct
 
     from kvtiers.constructs.curvine import CurvineL2
@@ -55,6 +57,7 @@ def serving_endpoint(
     l2: CurvineL2 | None,
     network: HyperPodNetwork,
     secrets_store: SecretsStoreCsi | None,
+    after: Sequence[Construct],
 ) -> ServingEndpoint:
     """The self-managed endpoint ``name`` as a construct: its manifest, ordered after ``l2``'s claim, its S3 and
     secrets access, its NetworkPolicies, its node traffic and its engines checked against and tolerating their
@@ -77,6 +80,7 @@ def serving_endpoint(
         secrets=model.endpoint_secrets(env, e),
         secrets_store=secrets_store,
         network=network,
+        after=after,
     )
 
 
