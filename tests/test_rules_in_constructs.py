@@ -293,3 +293,16 @@ def test_a_second_cluster_may_reuse_an_endpoint_name():
         hyperpod=second["hyperpod"],
         network=other,
     )
+
+
+def test_two_environments_in_one_app_are_two_clusters(tmp_path):
+    """Each environment's stacks refer to their own cluster by the same logical ID: the rules that join endpoints and
+    namespaces per cluster must not take the two for one (same endpoint name, same serving namespace)."""
+    app = cdk.App(context=cdk_context(), outdir=str(tmp_path / "cdk.out"))
+    for name in ("kvtiers-dev", "kvtiers-dev2"):
+        document = copy.deepcopy(DEV)
+        document["name"] = document["eks"]["cluster_name"] = document["hyperpod"]["cluster_name"] = name
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(document))
+        build_deploy_graph(app, load_environment(path), review=True, nag=False)
+    app.synth()

@@ -12,7 +12,11 @@ from kvtiers.k8s_charts.network_policies import ClusterNetwork
 
 
 def cluster_network(
-    where: str, network: HyperPodNetwork | ClusterNetwork | None, eks_cluster: EksCluster | ClusterLike
+    where: str,
+    network: HyperPodNetwork | ClusterNetwork | None,
+    eks_cluster: EksCluster | ClusterLike,
+    *,
+    otherwise: str = "or give a ClusterNetwork",
 ) -> ClusterNetwork:
     """``network`` as the policies' peers: a :class:`ClusterNetwork` as given, or the :class:`HyperPodNetwork`'s VPC
     and EKS subnets with the ``kubernetes`` Service address of ``EksCluster(service_ipv4_cidr=)``."""
@@ -27,11 +31,10 @@ def cluster_network(
     if service_cidr is None:
         raise ValueError(
             f"{where}: network=HyperPodNetwork needs the EksCluster construct built with service_ipv4_cidr= (the "
-            "'kubernetes' Service address the policies admit; EKS's own pick is not known at synth), or give a "
-            "ClusterNetwork"
+            f"'kubernetes' Service address the policies admit; EKS's own pick is not known at synth), {otherwise}"
         )
     if unresolved(network.cidr):
-        raise ValueError(f"{where}: the network's cidr is a deploy-time value; give a ClusterNetwork")
+        raise ValueError(f"{where}: the network's cidr is a deploy-time value; {otherwise}")
     return ClusterNetwork(
         node_cidr=network.cidr,
         api_service_ip=str(ipaddress.IPv4Network(service_cidr).network_address + 1),

@@ -10,7 +10,6 @@ masters, CSI after the workers, the claim after the CSI).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -39,6 +38,7 @@ from kvtiers.constructs.eks_cluster import (
     EksCluster,
     addon_version,
     as_cluster_interface,
+    cluster_key,
     pod_identity_role,
 )
 from kvtiers.constructs.hyperpod_cluster import HyperPodCluster, register_agents
@@ -179,7 +179,16 @@ class CurvineL2(Construct):
                 f"CurvineL2: settings.namespace and serving_namespace are both {serving_namespace!r}; they must differ "
                 "(the Curvine namespace's default-deny policies would cut off the serving pods)"
             )
-        policy_network = cluster_network("CurvineL2", network, eks_cluster) if network_policies else None
+        policy_network = (
+            cluster_network(
+                "CurvineL2",
+                network,
+                eks_cluster,
+                otherwise="or network_policies=False if you deploy equivalent policies yourself",
+            )
+            if network_policies
+            else None
+        )
         self.claim = L2Volume(claim_name=claim_name, mount_path=mount_path)
         self.hash_seed = hash_seed
         self.serving_namespace = serving_namespace
@@ -501,7 +510,8 @@ def _properties(manifest: eks.KubernetesManifest) -> dict[str, Any]:
 
 
 def _cluster_name(manifest: eks.KubernetesManifest) -> str:
-    return json.dumps(_properties(manifest).get("ClusterName"), sort_keys=True)
+    resource = cast(cdk.CfnResource, manifest.node.default_child)
+    return cluster_key(cdk.Stack.of(manifest), resource._cfn_properties.get("ClusterName"))
 
 
 def _declared(manifest: eks.KubernetesManifest) -> set[ObjectRef]:

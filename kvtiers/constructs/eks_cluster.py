@@ -6,6 +6,7 @@ Kubernetes version.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -89,6 +90,18 @@ class ChartManifests:
         self.objects[id] = objects
         self.manifests[id] = manifest
         return manifest
+
+
+def cluster_key(stack: cdk.Stack, cluster_name: Any) -> str:
+    """Which cluster a name refers to, across the stacks of one app: a literal name in its stack's account and
+    region; a reference to a cluster resource of the stack itself by that stack (two environments' stacks refer to
+    their own clusters by the same logical ID); any other reference (another stack's output) as it is."""
+    name = stack.resolve(cluster_name)
+    if isinstance(name, str):
+        return json.dumps([stack.resolve(stack.account), stack.resolve(stack.region), name], sort_keys=True)
+    if isinstance(name, dict) and set(name) == {"Ref"}:
+        return json.dumps([stack.node.path, name], sort_keys=True)
+    return json.dumps(name, sort_keys=True)
 
 
 def addon_version(version: str) -> tuple[int, ...]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import weakref
 from dataclasses import dataclass
 
@@ -12,6 +11,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct, IConstruct
 
+from kvtiers.constructs.eks_cluster import cluster_key
 from kvtiers.k8s_charts.l2 import L2Namespace
 
 
@@ -42,9 +42,9 @@ def register_endpoint(
     group's first member has another L2 namespace or serving path (``serving``: LMCache names chunks by the model
     path, which differs between the two paths)."""
     registry = _REGISTRIES.setdefault(scope.node.root, {})
-    cluster_key = json.dumps(cdk.Stack.of(scope).resolve(cluster.cluster_name), sort_keys=True)
+    which = cluster_key(cdk.Stack.of(cluster), cluster.cluster_name)
     member = _Member(path=scope.node.path, name=name, l2_namespace=l2_namespace, serving=serving)
-    other = registry.setdefault((cluster_key, namespace, f"endpoint/{name}"), member)
+    other = registry.setdefault((which, namespace, f"endpoint/{name}"), member)
     if other is not member:
         raise ValueError(
             f"{where}: another endpoint of this app is named {name!r} in namespace {namespace!r} of the same cluster; "
@@ -53,7 +53,7 @@ def register_endpoint(
         )
     if l2_share_group is None:
         return
-    first = registry.setdefault((cluster_key, namespace, f"share-group/{l2_share_group}"), member)
+    first = registry.setdefault((which, namespace, f"share-group/{l2_share_group}"), member)
     differ = [
         f.name
         for f in dataclasses.fields(L2Namespace)
