@@ -2,8 +2,8 @@
 # also Debian's archive, for promtool).
 SHELL := /bin/bash
 .SHELLFLAGS := -e -o pipefail -c
-# The Python versions kvtiers supports: pyproject.toml's requires-python and classifiers say the same
-# (tests/test_python_versions.py).
+# The Python versions kvtiers supports and tests: pyproject.toml's classifiers name the same, its requires-python
+# the oldest and no cap (tests/test_python_versions.py).
 SUPPORTED_PYTHONS := 3.11 3.12 3.13
 # The first of the interpreters $(1) that runs and is one of the versions $(2). Each is run, not only looked up: a
 # pyenv shim exists for every installed version but runs only those pyenv selects.
