@@ -84,11 +84,11 @@ PROMTOOL := $(if $(PYTHON),$(shell $(PYTHON) tools/promtool.py --path))
 $(PROMTOOL): tools/promtool.py | check-python
 	$(PYTHON) tools/promtool.py install
 
-# The app with its cli and plot extras, editable, at the app's exact pins (the `app` group, as constraints: the
-# library itself declares ranges), and the test and lint tools.
+# kvtiers with its app, cli and plot extras, editable, at the app's exact pins (the `app` group, as constraints:
+# the library itself declares ranges), and the test and lint tools.
 $(VENV)/.installed: pyproject.toml | check-python
 	$(PYTHON) -m venv $(VENV)
-	$(PINS) test lint | $(PY) -m pip install --quiet --disable-pip-version-check -e '.[cli,plot]' -r /dev/stdin -c <($(PINS) app)
+	$(PINS) test lint | $(PY) -m pip install --quiet --disable-pip-version-check -e '.[app,cli,plot]' -r /dev/stdin -c <($(PINS) app)
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

@@ -131,10 +131,12 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
 def library_requirements() -> list[Requirement]:
+    """The library's and its extras' requirements (an extra's ``kvtiers[...]`` brings nothing of its own)."""
     project = PYPROJECT["project"]
     return [
         Requirement(r)
         for r in (*project["dependencies"], *(r for e in project["optional-dependencies"].values() for r in e))
+        if canonicalize_name(Requirement(r).name) != canonicalize_name(project["name"])
     ]
 
 
