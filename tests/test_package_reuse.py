@@ -1,4 +1,4 @@
-"""The construct library as other teams use it: built into a wheel (with its type marker and scripts) and
+"""The construct library as other teams use it: built into a wheel (with its type marker, scripts and license) and
 installed into fresh virtual environments, from which the example apps synthesize (from the installed copy, not
 from this source tree):
 
@@ -68,7 +68,7 @@ def wheel(tmp_path_factory) -> Path:
     """The kvtiers wheel, built offline (no build isolation) from a copy of the sources, so that nothing left in
     this tree (build/, egg-info) can slip into it."""
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "kvtiers", source / "kvtiers", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
@@ -93,12 +93,24 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
-def test_the_wheel_ships_the_type_marker_and_the_scripts(wheel):
+def test_the_wheel_ships_the_type_marker_the_scripts_and_the_license(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     scripts = {str(path.relative_to(ROOT)) for path in (ROOT / "kvtiers").rglob("*.sh")}
     assert len(scripts) >= 2, scripts
     assert "kvtiers/py.typed" in names
     assert scripts <= names, scripts - names
+    dist_info = f"kvtiers-{PROJECT['version']}.dist-info"
+    assert f"{dist_info}/licenses/LICENSE" in names
+    license_text = zipfile.ZipFile(wheel).read(f"{dist_info}/licenses/LICENSE").decode()
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+
+
+def test_the_changelog_opens_with_this_version():
+    """Library users read what changed by version: the newest entry is headed with pyproject.toml's version."""
+    headings = [line for line in (ROOT / "CHANGELOG.md").read_text().splitlines() if line.startswith("## ")]
+    assert headings[0].split()[1] == PROJECT["version"], headings[0]
 
 
 @pytest.fixture(scope="module")
