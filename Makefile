@@ -2,8 +2,8 @@
 # also Debian's archive, for promtool).
 SHELL := /bin/bash
 .SHELLFLAGS := -e -o pipefail -c
-# The Python versions kvtiers supports: pyproject.toml's requires-python and classifiers say the same
-# (tests/test_python_versions.py).
+# The Python versions kvtiers supports and tests: pyproject.toml's classifiers name the same, its requires-python
+# the oldest and no cap (tests/test_python_versions.py).
 SUPPORTED_PYTHONS := 3.11 3.12 3.13
 # The first of the interpreters $(1) that runs and is one of the versions $(2). Each is run, not only looked up: a
 # pyenv shim exists for every installed version but runs only those pyenv selects.
@@ -84,11 +84,11 @@ PROMTOOL := $(if $(PYTHON),$(shell $(PYTHON) tools/promtool.py --path))
 $(PROMTOOL): tools/promtool.py | check-python
 	$(PYTHON) tools/promtool.py install
 
-# The app with its cli and plot extras, editable, at the app's exact pins (the `app` group, as constraints: the
-# library itself declares ranges), and the test and lint tools.
+# kvtiers with its app, cli and plot extras, editable, at the app's exact pins (the `app` group, as constraints:
+# the library itself declares ranges), and the test and lint tools.
 $(VENV)/.installed: pyproject.toml | check-python
 	$(PYTHON) -m venv $(VENV)
-	$(PINS) test lint | $(PY) -m pip install --quiet --disable-pip-version-check -e '.[cli,plot]' -r /dev/stdin -c <($(PINS) app)
+	$(PINS) test lint | $(PY) -m pip install --quiet --disable-pip-version-check -e '.[app,cli,plot]' -r /dev/stdin -c <($(PINS) app)
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

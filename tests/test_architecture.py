@@ -12,7 +12,11 @@ functions and under ``TYPE_CHECKING``):
   stacks (``kvtiers/stacks/wiring/`` builds constructs from them), the CLI and the observability rules, and only the
   model and the wiring build the construct side's value objects
   (its frozen dataclasses) from outside the construct side; no ``from_environment`` remains;
-- every third-party module kvtiers and app.py import is a declared dependency of the package.
+- every third-party module kvtiers and app.py import is a declared dependency of the package; the library's side
+  (the construct library, the top-level modules, what they import outside ``TYPE_CHECKING`` with the packages
+  whose ``__init__`` that runs, and the example apps) imports only [project].dependencies, and each of its modules
+  imports with the extras' modules (pydantic, cdk_nag, the tool's) made unimportable: a library user installs
+  none of the extras.
 
 Each rule is also run against a small fake package to show it can fail.
 """
@@ -23,6 +27,8 @@ import ast
 import dataclasses
 import importlib
 import importlib.metadata
+import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -308,15 +314,77 @@ def top_level_imports(tree: ast.Module) -> set[str]:
     return tops
 
 
-def undeclared_third_party_imports(root: Path, package: str, extra: tuple[Path, ...], declared: set[str]) -> list[str]:
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def runtime_imports_of(module: Module) -> Iterator[Import]:
+    """The imports that run (at import or in a function): those under ``if TYPE_CHECKING:`` never do."""
+    stack: list[ast.AST] = [module.tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            yield from (Import(module.name, alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _from_base(module, node)
+            yield from (Import(module.name, f"{base}.{alias.name}", node.lineno) for alias in node.names)
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def library_side(known: dict[str, Module], package: str) -> set[str]:
+    """The construct library (``LIBRARY``), every top-level module, and every module they import at run time (with
+    its parent packages, whose ``__init__`` runs first): what a library user's import of kvtiers may load."""
+    todo = [
+        name
+        for name, module in known.items()
+        if _inside(name, package, LIBRARY) or (name.count(".") == 1 and not _is_package(module))
+    ]
+    side: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in side:
+            continue
+        side.add(name)
+        parts = name.split(".")
+        todo.extend(".".join(parts[:end]) for end in range(1, len(parts)))
+        for imp in runtime_imports_of(known[name]):
+            target = resolve(imp.target, known)
+            if target is not None:
+                todo.append(target)
+    return side
+
+
+def imports_outside_their_dependencies(
+    root: Path,
+    package: str,
+    *,
+    library: set[str],
+    extras: set[str],
+    library_files: tuple[Path, ...] = (),
+    app_files: tuple[Path, ...] = (),
+) -> list[str]:
+    """Each third-party import that no allowed distribution provides: on the library's side (and in
+    ``library_files``) only ``library``; elsewhere (and in ``app_files``) ``library`` and ``extras``."""
     known = modules(root, package)
+    on_library_side = library_side(known, package)
     distributions = importlib.metadata.packages_distributions()
-    trees = [
-        *(m.tree for name, m in known.items() if name not in ENGINE_SIDE | ROUTER_SIDE),
-        *(ast.parse(p.read_text()) for p in extra),
+    sources = [
+        *(
+            (name, m.tree, name in on_library_side)
+            for name, m in known.items()
+            if name not in ENGINE_SIDE | ROUTER_SIDE
+        ),
+        *((str(p.relative_to(root)), ast.parse(p.read_text()), True) for p in library_files),
+        *((str(p.relative_to(root)), ast.parse(p.read_text()), False) for p in app_files),
     ]
     missing = set()
-    for tree in trees:
+    for where, tree, library_only in sources:
+        allowed = library if library_only else library | extras
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 tops = [alias.name.partition(".")[0] for alias in node.names]
@@ -328,18 +396,68 @@ def undeclared_third_party_imports(root: Path, package: str, extra: tuple[Path, 
                 if top == package or top in sys.stdlib_module_names:
                     continue
                 providers = {canonicalize_name(d) for d in distributions.get(top, [])}
-                if not providers & declared:
-                    missing.add(f"{top} (from {', '.join(sorted(providers)) or 'no installed distribution'})")
+                if not providers & allowed:
+                    side = "library" if library_only else "app"
+                    found = ", ".join(sorted(providers)) or "no installed distribution"
+                    missing.add(f"{where} ({side}) imports {top} (from {found})")
     return sorted(missing)
 
 
-def declared_distributions() -> set[str]:
+def declared_distributions() -> tuple[set[str], set[str]]:
+    """[project].dependencies, and the distributions the extras add (a self-reference such as ``kvtiers[app]``
+    adds nothing of its own)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = [
-        *project["dependencies"],
-        *(r for extra in project["optional-dependencies"].values() for r in extra),
-    ]
-    return {canonicalize_name(Requirement(r).name) for r in requirements}
+    name = canonicalize_name(project["name"])
+    library = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    extras = {
+        canonicalize_name(Requirement(r).name) for extra in project["optional-dependencies"].values() for r in extra
+    }
+    return library, extras - {name}
+
+
+IMPORT_WITHOUT = """
+import importlib, json, sys
+root, blocked, names = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+sys.path.insert(0, root)
+for name in blocked:
+    sys.modules[name] = None  # import fails as if the distribution were not installed
+failures = {}
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        failures[name] = f"{type(error).__name__}: {error}"
+print(json.dumps(failures))
+"""
+
+
+def import_failures_without(root: Path, names: list[str], blocked: list[str]) -> dict[str, str]:
+    """Each of ``names`` that fails to import, in a fresh interpreter (``root`` first on its path) where the modules
+    ``blocked`` cannot be imported (the ``None`` entry in ``sys.modules`` that makes an import raise
+    ``ModuleNotFoundError``)."""
+    run = subprocess.run(
+        [sys.executable, "-c", IMPORT_WITHOUT, str(root), json.dumps(blocked), json.dumps(names)],
+        cwd=root,
+        env={key: value for key, value in os.environ.items() if key != "PYTHONPATH"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    failures: dict[str, str] = json.loads(run.stdout.splitlines()[-1])
+    return failures
+
+
+def extras_only_modules(library: set[str], extras: set[str]) -> list[str]:
+    """The top-level modules that only the extras' distributions provide (pydantic, cdk_nag, typer...)."""
+    provided = importlib.metadata.packages_distributions()
+    return sorted(
+        top
+        for top, distributions in provided.items()
+        if {canonicalize_name(d) for d in distributions} & extras
+        and not {canonicalize_name(d) for d in distributions} & library
+        and not top.startswith("_")
+    )
 
 
 # --------------------------------------------------------------------------------------------------- kvtiers
@@ -392,8 +510,36 @@ def test_only_the_wiring_builds_construct_props():
 
 
 def test_every_third_party_import_is_a_declared_dependency():
-    found = undeclared_third_party_imports(ROOT, "kvtiers", (ROOT / "app.py",), declared_distributions())
-    assert not found, "imported but not in pyproject.toml's dependencies: " + ", ".join(found)
+    """The library's side imports only [project].dependencies; the app, the CLI and app.py the extras too."""
+    library, extras = declared_distributions()
+    found = imports_outside_their_dependencies(
+        ROOT,
+        "kvtiers",
+        library=library,
+        extras=extras,
+        library_files=tuple(sorted((ROOT / "examples").glob("*/*.py"))),
+        app_files=(ROOT / "app.py",),
+    )
+    assert not found, "imported but not a dependency of its side in pyproject.toml:\n" + "\n".join(found)
+
+
+def test_the_library_side_imports_without_the_extras():
+    """Every module a library user's import may load imports with pydantic, cdk-nag and the tool's packages absent
+    (tests/test_package_reuse.py also synthesizes the examples in a venv that never had them)."""
+    library, extras = declared_distributions()
+    blocked = extras_only_modules(library, extras)
+    assert {"pydantic", "cdk_nag", "typer", "cfnlint"} <= set(blocked), blocked
+    names = sorted(library_side(modules(ROOT, "kvtiers"), "kvtiers") - ENGINE_SIDE - ROUTER_SIDE)
+    assert len(names) > 50, names
+    failures = import_failures_without(ROOT, names, blocked)
+    assert not failures, "\n".join(f"{name}: {error}" for name, error in failures.items())
+
+
+def test_the_library_side_is_the_construct_library_and_what_it_imports():
+    side = library_side(modules(ROOT, "kvtiers"), "kvtiers")
+    assert {"kvtiers", "kvtiers.placement", "kvtiers.constructs.serving", "kvtiers.config.versions"} <= side
+    # kvtiers.config's package imports its pydantic modules under TYPE_CHECKING only.
+    assert not side & {"kvtiers.config.schema", "kvtiers.config.loader", "kvtiers.stacks", "kvtiers.cli"}
 
 
 def strict_flags(mypy_help: str) -> dict[str, bool]:
@@ -572,5 +718,51 @@ def test_props_built_outside_the_wiring_and_from_environment_are_found(fake):
 def test_an_undeclared_third_party_import_is_found(fake):
     root, package = fake
     _write(root, {f"{package}/stacks/nag.py": "import json\nimport yaml\nfrom fakekv import config\n"})
-    assert undeclared_third_party_imports(root, package, (), {"pyyaml"}) == []
-    assert undeclared_third_party_imports(root, package, (), set()) == ["yaml (from pyyaml)"]
+    assert imports_outside_their_dependencies(root, package, library={"pyyaml"}, extras=set()) == []
+    assert imports_outside_their_dependencies(root, package, library=set(), extras={"pyyaml"}) == []
+    assert imports_outside_their_dependencies(root, package, library=set(), extras=set()) == [
+        "fakekv.stacks.nag (app) imports yaml (from pyyaml)"
+    ]
+
+
+def test_an_extra_imported_on_the_library_side_is_found(fake):
+    """Directly, through a top-level module or a package's ``__init__`` it imports at run time (even inside a
+    function), and in an example; a ``TYPE_CHECKING`` import of an app module does not bring it to the library."""
+    root, package = fake
+    _write(
+        root,
+        {
+            f"{package}/constructs/chart.py": "from fakekv import helpers\n",
+            f"{package}/helpers.py": "def f():\n    import fakekv.cli.tool\n",
+            f"{package}/cli/__init__.py": "import pydantic\n",
+            f"{package}/cli/tool.py": "",
+            f"{package}/constructs/typed.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fakekv.stacks import nag\n"
+            ),
+            f"{package}/stacks/nag.py": "import pydantic\nimport yaml\n",
+            "examples/team/app.py": "import pydantic\nimport yaml\n",
+        },
+    )
+    assert library_side(modules(root, package), package) == {
+        "fakekv",
+        "fakekv.constructs",
+        "fakekv.constructs.chart",
+        "fakekv.constructs.typed",
+        "fakekv.helpers",
+        "fakekv.cli",
+        "fakekv.cli.tool",
+    }
+    found = imports_outside_their_dependencies(
+        root, package, library={"pyyaml"}, extras={"pydantic"}, library_files=(root / "examples/team/app.py",)
+    )
+    assert found == [
+        "examples/team/app.py (library) imports pydantic (from pydantic)",
+        "fakekv.cli (library) imports pydantic (from pydantic)",
+    ]
+    # At import time only the package that imports pydantic fails (helpers imports it in a function).
+    names = sorted(library_side(modules(root, package), package))
+    assert import_failures_without(root, names, ["pydantic"]) == {
+        name: "ModuleNotFoundError: import of pydantic halted; None in sys.modules"
+        for name in ("fakekv.cli", "fakekv.cli.tool")
+    }
+    assert import_failures_without(root, names, []) == {}
