@@ -88,7 +88,7 @@ def test_gp3_iops_above_500_per_gib_is_rejected(tmp_path):
     message = rejected(
         tmp_path, lambda raw: raw["curvine"].update(master={"replicas": 1, "meta_volume_gib": 10, "volume_iops": 6000})
     )
-    assert "curvine.master: " in message and "500 IOPS per GiB" in message and "meta_volume_gib" in message
+    assert "CurvineJournalVolumes: meta_size_gib: 6000 IOPS on a 10 GiB gp3 volume exceeds 500 IOPS per GiB" in message
 
 
 def test_journal_volume_construct_checks_gp3_limits():
@@ -102,14 +102,14 @@ def test_journal_volume_construct_checks_gp3_limits():
 
 def test_public_endpoint_needs_explicit_cidrs(tmp_path):
     message = rejected(tmp_path, lambda raw: raw["eks"].update(endpoint_access="public_and_private"))
-    assert "eks: endpoint_access 'public_and_private' needs public_access_cidrs" in message
+    assert "EksCluster: endpoint_access 'public_and_private' needs public_access_cidrs" in message
 
 
 def test_public_access_cidrs_must_be_cidrs(tmp_path):
     message = rejected(
         tmp_path, lambda raw: raw["eks"].update(endpoint_access="public_and_private", public_access_cidrs=["office"])
     )
-    assert "eks.public_access_cidrs: 'office' is not an IPv4 CIDR" in message
+    assert "EksCluster: public_access_cidrs 'office' is not an IPv4 CIDR" in message
 
 
 def test_endpoint_is_private_by_default(dev_synth):
@@ -359,19 +359,24 @@ def test_the_operators_tieredstorage_l2_is_refused_while_it_cannot_be_guarded(tm
 
 @pytest.mark.parametrize("percentage, in_range", [(0, True), (100, True), (101, False), (-1, False)])
 def test_tiered_storage_percentage_bounds_are_the_api_range(tmp_path, percentage, in_range):
-    from kvtiers.config import ConfigError, load_environment
-    from tests.test_config import write_variant
+    import aws_cdk as cdk
+
+    from kvtiers.config import load_environment
+    from kvtiers.stacks.deploy_graph import build_deploy_graph
+    from tests.synth import cdk_context
 
     def change(raw):
         raw["hyperpod"]["tiered_storage"]["memory_percentage"] = percentage
 
+    # The rule is HyperPodCluster's; 100 % is a valid API value (the placement check then refuses the pods on its
+    # own terms).
+    path = write_variant(tmp_path, change)
     try:
-        load_environment(write_variant(tmp_path, change))
+        build_deploy_graph(cdk.App(context=cdk_context()), load_environment(path), review=True, nag=False)
         message = ""
-    except ConfigError as error:
+    except ValueError as error:
         message = str(error)
-    # 100 % is a valid API value; the node budget then rejects it on its own terms.
-    assert ("hyperpod.tiered_storage.memory_percentage" in message) is not in_range
+    assert ("tiered_storage_memory_percentage must be 0 to 100" in message) is not in_range
 
 
 # --------------------------------------------------------------------------------------------------- EBS CSI on HyperPod
@@ -389,7 +394,7 @@ def test_ebs_csi_role_attaches_through_the_hyperpod_cluster(dev_synth):
 
 def test_ebs_csi_driver_older_than_hyperpod_support_is_rejected(tmp_path):
     message = rejected(tmp_path, lambda raw: raw["eks"].update(addons={"aws_ebs_csi_driver": "v1.46.0-eksbuild.1"}))
-    assert "eks.addons: " in message and "older than v1.47.0" in message
+    assert "CurvineL2: ebs_csi_driver_version v1.46.0-eksbuild.1 is older than v1.47.0" in message
 
 
 def test_a_group_without_a_secondary_volume_has_no_instance_storage_config(tmp_path):

@@ -105,10 +105,16 @@ def test_missing_config_file():
 
 def test_invalid_config_names_the_field(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text((CONFIG_DIR / "dev.yaml").read_text().replace("count: 2", "count: 0"))
+    bad.write_text((CONFIG_DIR / "dev.yaml").read_text().replace("count: 2", "count: two"))
     result = invoke("plan", "-c", str(bad))
     assert result.exit_code == 2
     assert "hyperpod.instance_groups.0.count" in result.output
+    assert "Traceback" not in result.output
+    # A value of the right type that the constructs refuse: their message, as a library user gets it.
+    bad.write_text((CONFIG_DIR / "dev.yaml").read_text().replace("count: 2", "count: 0"))
+    result = invoke("plan", "-c", str(bad))
+    assert result.exit_code == 2
+    assert "CurvineCluster: worker_nodes must be at least 1, got 0" in result.output
     assert "Traceback" not in result.output
 
 

@@ -186,9 +186,9 @@ def test_a_threshold_on_another_strategy_is_refused():
     from kvtiers.k8s_charts.serving.props import Router
 
     with pytest.raises(ValueError, match="kv_aware_threshold applies to routing 'kvaware' only, not 'session'"):
-        Router(image="r:1", routing="session", replicas=1, session_key="x", kv_aware_threshold=4000)
+        Router(image="example/router:1", routing="session", replicas=1, session_key="x", kv_aware_threshold=4000)
     with pytest.raises(ValueError, match="kv_aware_threshold"):
-        Router(image="r:1", routing="kvaware", replicas=1, kv_aware_threshold=0)
+        Router(image="example/router:1", routing="kvaware", replicas=1, kv_aware_threshold=0)
 
 
 def shares(router_source, threshold: int, mix: str) -> dict[str, dict[str, int]]:

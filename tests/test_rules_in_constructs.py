@@ -259,6 +259,62 @@ CASES = {
 }
 
 
+ENGINE_BOUNDS = [
+    ("replicas", 65),
+    ("tensor_parallel_size", 9),
+    ("pipeline_parallel_size", 9),
+    ("gpu_memory_utilization", 0.96),
+    ("gpu_memory_utilization", 0.1),
+    ("max_model_len", 255),
+    ("vllm_overhead_gib", 3),
+    ("startup_timeout_seconds", 59),
+    ("cpu", 0),
+    ("l1_gib", 0),
+]
+"""The bounds of an endpoint's engine settings: the file's field and the Engine prop share a name."""
+
+
+@pytest.mark.parametrize(("field", "value"), ENGINE_BOUNDS, ids=[f"{f}={v}" for f, v in ENGINE_BOUNDS])
+def test_an_engine_setting_out_of_bounds_is_refused_alike(field, value, tmp_path):
+    with pytest.raises(ValueError) as refused:
+        engine(**{field: value})
+    assert str(refused.value) in app_error(tmp_path, lambda d: first_endpoint(d).update({field: value}))
+
+
+def test_a_router_setting_out_of_bounds_is_refused_alike(tmp_path):
+    with pytest.raises(ValueError) as refused:
+        Router(routing="prefixaware", replicas=11)
+    assert str(refused.value) in app_error(tmp_path, lambda d: first_endpoint(d).update(router_replicas=11))
+
+
+def test_a_moving_image_tag_is_refused_alike(tmp_path):
+    image = "public.ecr.aws/aws-cli/aws-cli:latest"
+    with pytest.raises(ValueError) as refused:
+        engine(model_sync_image=image)
+    assert str(refused.value) in app_error(tmp_path, lambda d: d["serving"].update(images={"model_sync_image": image}))
+
+
+def test_kvaware_on_a_gated_hub_model_without_a_token_is_refused_alike(tmp_path):
+    llama = {"model": "meta-llama/Llama-3.1-8B-Instruct", "weights": HuggingFaceWeights()}
+    with pytest.raises(ValueError) as refused:
+        ServingChart(
+            cdk8s.App(),
+            "ep",
+            name="qwen2-7b",
+            namespace="serving",
+            engine=engine(**llama),
+            router=Router(routing="kvaware"),
+        )
+    message = str(refused.value).split(": ", 1)[1]
+
+    def kvaware_llama(d: dict[str, Any]) -> None:
+        first_endpoint(d).update(
+            routing="kvaware", api="completions", model=llama["model"], source={"type": "huggingface"}, l2="off"
+        )
+
+    assert message in app_error(tmp_path, kvaware_llama)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_the_app_and_a_library_user_get_the_same_refusal(case, tmp_path):
     app_change, library = CASES[case]

@@ -385,12 +385,12 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
     [
         # The issue's cases: each rendered a broken endpoint before.
         (
-            lambda: Router(image="r:1", routing="session"),
+            lambda: Router(image="example/router:1", routing="session"),
             "Router: session_key is required when routing is 'session'",
         ),
         # The schema's endpoint rules, now the constructs' own.
         (
-            lambda: Router(image="r:1", routing="kvaware", replicas=2),
+            lambda: Router(image="example/router:1", routing="kvaware", replicas=2),
             "Router: replicas must be 1 when routing is 'kvaware'",
         ),
         (
@@ -458,10 +458,13 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
         (lambda: serving(namespace="serving_ns"), "ServingChart: namespace 'serving_ns' is not a DNS-1123 label"),
         (lambda: serving(hash_seed="random"), "ServingChart: hash_seed 'random' is not a PYTHONHASHSEED"),
         (
-            lambda: Router(image="r:1", routing="loadaware", replicas=1),
+            lambda: Router(image="example/router:1", routing="loadaware", replicas=1),
             "Router: routing must be one of .*, got 'loadaware'",
         ),
-        (lambda: Router(image="r:1", routing="prefixaware", replicas=0), "Router: replicas must be at least 1"),
+        (
+            lambda: Router(image="example/router:1", routing="prefixaware", replicas=0),
+            "Router: replicas must be at least 1",
+        ),
         (lambda: dataclasses.replace(ENGINE, model_sync_image=""), "Engine: model_sync_image is empty"),
         (
             lambda: dataclasses.replace(ENGINE, gpu_memory_utilization=1.5),

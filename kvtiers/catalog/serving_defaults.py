@@ -100,3 +100,20 @@ def gpu_cache_tokens(
             "pipeline_parallel_size"
         )
     return int((usable - weight_bytes) // kv_bytes_per_token)
+
+
+# The bounds of an engine's and a router's settings, checked where they are built (Engine, Router).
+MAX_REPLICAS = 64
+"""Engine replicas per endpoint: more is a fleet of its own, not one endpoint."""
+MAX_PARALLEL_SIZE = 8
+"""Tensor and pipeline parallel size each: a G6e node has at most 8 GPUs."""
+GPU_MEMORY_UTILIZATION_RANGE = (0.1, 0.95)
+"""Above 0.1 (below, no room for the weights) and at most 0.95 (the CUDA context and vLLM's own buffers need the
+rest)."""
+MIN_MAX_MODEL_LEN = 256
+"""At least one LMCache chunk (256 tokens)."""
+MIN_VLLM_OVERHEAD_GIB = 4
+"""Below 4 GiB vLLM's own process (Python, CUDA context, weight staging) does not start."""
+MIN_STARTUP_TIMEOUT_SECONDS = 60
+"""Weight download, load and CUDA-graph capture never take less."""
+MAX_ROUTER_REPLICAS = 10

@@ -52,6 +52,11 @@ def apply_hf_overrides(env: Environment, overrides: list[HfOverride], source: st
             names = ", ".join(e.name for e in env.serving.endpoints) or "none"
             raise ConfigError(f"--hf-config {override.target}: no endpoint or model of that name (endpoints: {names})")
         for i, endpoint in matched:
+            if endpoint.shape is None:
+                raise ConfigError(
+                    f"--hf-config {override.target}: {endpoint.model!r} has no sizes to take the parameter count "
+                    "from; give model_sizes in the environment file"
+                )
             try:
                 shape = ModelShape.from_hf_config(override.path, parameters=endpoint.shape.parameters)
             except FileNotFoundError:

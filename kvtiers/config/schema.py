@@ -8,22 +8,16 @@ exists, and then flows through the app unchanged. Cross-field rules that involve
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from kvtiers import checks
 from kvtiers.catalog import curvine_defaults as curvine
 from kvtiers.catalog import platform_defaults as platform
 from kvtiers.catalog import serving_defaults
 from kvtiers.catalog.aws_limits import (
-    GP3_MAX_GIB,
-    GP3_MAX_IOPS,
-    GP3_MAX_MIBPS,
     GP3_MIN_IOPS,
     GP3_MIN_MIBPS,
-    gp3_problem,
 )
 from kvtiers.catalog.instance_types import (
     G6E_INSTANCE_TYPES,
@@ -43,7 +37,6 @@ from kvtiers.catalog.versions import (
     router_release,
 )
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH
-from kvtiers.k8s_charts.names import longest_endpoint_name
 
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SAGEMAKER_NAME = platform.SAGEMAKER_NAME_PATTERN
@@ -76,27 +69,8 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-MOVING_TAG = "latest"
-
-
-def _check_image(value: str) -> str:
-    tag = value.split("@")[0].rsplit("/", 1)[-1].partition(":")[2]
-    if tag == MOVING_TAG:
-        raise ValueError(f"image {value!r} uses the moving tag 'latest'; pin a version tag or digest")
-    if not re.match(PINNED_IMAGE, value):
-        raise ValueError(f"image {value!r} has no tag; give 'repository:tag' or 'repository@sha256:<digest>'")
-    return value
-
-
 class ImageField(Strict):
-    """Mixin: every field whose name ends in ``image`` must be a pinned image reference."""
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _pinned(cls, value: object, info: ValidationInfo) -> object:
-        if info.field_name is not None and info.field_name.endswith("image") and isinstance(value, str):
-            return _check_image(value)
-        return value
+    """Mixin: fields whose names end in ``image`` (pinned references: the constructs they map onto check that)."""
 
 
 # --------------------------------------------------------------------------------------------------- network
@@ -116,24 +90,8 @@ class NewVpc(Strict):
     because names are shuffled per account."""
     hyperpod_subnet_cidr: str = platform.HYPERPOD_SUBNET_CIDR
     """Large because every HyperPod pod takes a VPC IP through the VPC CNI."""
-    nat_gateways: int = Field(default=platform.NAT_GATEWAYS, ge=1, le=2)
+    nat_gateways: int = platform.NAT_GATEWAYS
     """One NAT gateway by default (cost); two for AZ-independent egress."""
-
-    @field_validator("cidr", "hyperpod_subnet_cidr")
-    @classmethod
-    def _cidr(cls, value: str) -> str:
-        # A VPC's primary CIDR is IPv4 (an IPv6 value used to escape validation as a TypeError).
-        try:
-            ipaddress.IPv4Network(value)
-        except ValueError:
-            raise ValueError(f"{value!r} is not an IPv4 CIDR such as '10.192.0.0/16'") from None
-        return value
-
-    @model_validator(mode="after")
-    def _subnet_inside_vpc(self) -> NewVpc:
-        if not ipaddress.IPv4Network(self.hyperpod_subnet_cidr).subnet_of(ipaddress.IPv4Network(self.cidr)):
-            raise ValueError(f"hyperpod_subnet_cidr {self.hyperpod_subnet_cidr} is not inside cidr {self.cidr}")
-        return self
 
 
 class ExistingVpc(Strict):
@@ -144,13 +102,13 @@ class ExistingVpc(Strict):
     vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
     cidr: str
     """The VPC's primary CIDR."""
-    private_subnet_ids: tuple[str, ...] = Field(min_length=2)
+    private_subnet_ids: tuple[str, ...]
     """Private subnets (with NAT egress) for the EKS control plane, in at least two AZs."""
     private_subnet_cidrs: tuple[str, ...] | None = None
     """CIDRs of ``private_subnet_ids``, in the same order: where the API server's proxy connects from, which routers
     and engines admit for ``kvtiers verify``. Required when an endpoint sets ``allowed_clients``. Default: none, so
     that rule admits the whole VPC (``cidr``)."""
-    availability_zones: tuple[str, ...] = Field(min_length=2)
+    availability_zones: tuple[str, ...]
     """AZ names of ``private_subnet_ids``, in the same order."""
     hyperpod_subnet_id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$")
     hyperpod_subnet_cidr: str | None = None
@@ -185,24 +143,6 @@ class EksAddonVersions(Strict):
     aws_secrets_store_csi_driver_provider: str = platform.SECRETS_STORE_CSI_PROVIDER_VERSION
     """ASCP: delivers the endpoints' API keys and Hugging Face tokens from Secrets Manager as files."""
 
-    @model_validator(mode="after")
-    def _pinned(self) -> EksAddonVersions:
-        for name, version in self.model_dump().items():
-            if not re.match(platform.ADDON_VERSION_PATTERN, version):
-                raise ValueError(f"{name}: {version!r} is not an EKS add-on version like 'v1.20.4-eksbuild.1'")
-        if _version(self.vpc_cni) < platform.MIN_VPC_CNI_VERSION:
-            raise ValueError(f"vpc_cni {self.vpc_cni} is older than v1.18.3, the minimum HyperPod supports")
-        if _version(self.aws_ebs_csi_driver) < platform.MIN_EBS_CSI_DRIVER_VERSION:
-            raise ValueError(
-                f"aws_ebs_csi_driver {self.aws_ebs_csi_driver} is older than v1.47.0, the first that attaches volumes to "
-                "HyperPod nodes (AttachClusterNodeVolume)"
-            )
-        return self
-
-
-def _version(addon_version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in addon_version[1:].split("-")[0].split("."))
-
 
 class SystemNodegroup(Strict):
     """A small managed node group for controllers (CoreDNS, Curvine masters, CSI controller, routers)."""
@@ -210,7 +150,7 @@ class SystemNodegroup(Strict):
     enabled: bool = True
     """On by default: CoreDNS and the controllers need somewhere to run before the GPU nodes join."""
     instance_type: str = platform.SYSTEM_NODE_INSTANCE_TYPE
-    desired_size: int = Field(default=platform.SYSTEM_NODE_COUNT, ge=1, le=10)
+    desired_size: int = platform.SYSTEM_NODE_COUNT
 
 
 class Eks(Strict):
@@ -243,39 +183,10 @@ class Eks(Strict):
         release(value)
         return value
 
-    @field_validator("service_ipv4_cidr")
-    @classmethod
-    def _service_cidr(cls, value: str) -> str:
-        network = ipaddress.IPv4Network(value)
-        if not network.is_private or not 12 <= network.prefixlen <= 24:
-            raise ValueError(f"service_ipv4_cidr {value!r} must be a private IPv4 range between /12 and /24 (EKS)")
-        return value
-
     @property
     def api_service_ip(self) -> str:
         """The ``kubernetes`` Service's ClusterIP: the first host of the service CIDR."""
         return str(ipaddress.IPv4Network(self.service_ipv4_cidr).network_address + 1)
-
-    @field_validator("public_access_cidrs")
-    @classmethod
-    def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for cidr in value:
-            try:
-                ipaddress.IPv4Network(cidr)
-            except ValueError:
-                raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as '203.0.113.0/24'") from None
-        return value
-
-    @model_validator(mode="after")
-    def _public_endpoint_is_explicit(self) -> Eks:
-        if self.endpoint_access == "public_and_private" and not self.public_access_cidrs:
-            raise ValueError(
-                "endpoint_access 'public_and_private' needs public_access_cidrs (the networks allowed to reach the "
-                "public Kubernetes API); use endpoint_access 'private' to keep the API inside the VPC"
-            )
-        if self.endpoint_access == "private" and self.public_access_cidrs:
-            raise ValueError("public_access_cidrs is set but endpoint_access is 'private' (no public endpoint)")
-        return self
 
 
 # --------------------------------------------------------------------------------------------------- HyperPod
@@ -290,10 +201,10 @@ class Taint(Strict):
 class InstanceGroup(Strict):
     name: str = Field(pattern=SAGEMAKER_NAME)
     instance_type: G6eInstanceType
-    count: int = Field(ge=1, le=100)
+    count: int
     threads_per_core: platform.ThreadsPerCore = platform.THREADS_PER_CORE
     """2 (SMT on, every vCPU of the instance) by default, as G6e ships; 1 halves the CPUs each node offers."""
-    ebs_volume_gb: int = Field(default=platform.EBS_VOLUME_GB, ge=0, le=platform.MAX_EBS_VOLUME_GB)
+    ebs_volume_gb: int = platform.EBS_VOLUME_GB
     """Secondary EBS per node, mounted at /opt/sagemaker (container images, kubelet volumes, logs), encrypted with
     the stack key. 0: none, so /opt/sagemaker holds only what the AMI puts there (per AWS's EBS-CSI-on-HyperPod page,
     an LVM volume of the instance stores), which the Curvine worker's check then accepts."""
@@ -302,7 +213,7 @@ class InstanceGroup(Strict):
     taints: tuple[Taint, ...] = ()
     """Custom node taints. AWS does not allow them on a group with deep health checks, so a group with taints
     needs ``deep_health_checks: []``."""
-    max_pods: int | None = Field(default=None, ge=1)
+    max_pods: int | None = None
     """Pods a node admits, when ``kubectl get node -o jsonpath='{.status.allocatable.pods}'`` shows another figure
     than the EKS-optimized AMI's, which the placement check assumes by default (HyperPod's is not public)."""
 
@@ -316,7 +227,7 @@ class TieredStorage(Strict):
     """On by default, as in the source design. HyperPod reserves the memory on every node whether or not an endpoint
     uses it; only ``serving: operator`` endpoints with ``inference_operator.l2_backend: tieredstorage`` do, and synth
     says so when none does."""
-    memory_percentage: int = Field(default=platform.TIERED_STORAGE_MEMORY_PERCENTAGE, ge=0, le=100)
+    memory_percentage: int = platform.TIERED_STORAGE_MEMORY_PERCENTAGE
     """Share of each node's memory HyperPod reserves for tiered storage (the source design used 20 %). 0 to 100,
     the range of ``InstanceMemoryAllocationPercentage`` in the SageMaker API reference."""
 
@@ -341,7 +252,7 @@ class HyperPod(Strict):
     tiered_storage: TieredStorage = TieredStorage()
     instance_groups: tuple[InstanceGroup, ...] = Field(min_length=1)
     dependency_chart: DependencyChart = DependencyChart()
-    system_reserved_gib: int = Field(default=platform.SYSTEM_RESERVED_GIB, ge=0)
+    system_reserved_gib: int = platform.SYSTEM_RESERVED_GIB
     """Memory of every node kept for HyperPod's own processes outside Kubernetes, beyond the kernel's share and the
     kubelet's reserve (an estimate until a real node's allocatable is read)."""
 
@@ -379,71 +290,34 @@ class CurvinePorts(Strict):
     worker_web: int = curvine.WORKER_WEB_PORT
     fuse_web: int = curvine.FUSE_WEB_PORT
 
-    @model_validator(mode="after")
-    def _distinct(self) -> CurvinePorts:
-        ports = list(self.model_dump().values())
-        if len(ports) != len(set(ports)):
-            raise ValueError(f"Curvine ports must be distinct, got {self.model_dump()}")
-        return self
-
 
 class CurvineMaster(Strict):
-    replicas: platform.MasterCount = 1
+    replicas: int = 1
     """Raft group size, fixed at install (Curvine cannot resize the journal group in place)."""
-    meta_volume_gib: int = Field(default=platform.META_VOLUME_GIB, ge=1, le=GP3_MAX_GIB)
-    journal_volume_gib: int = Field(default=platform.JOURNAL_VOLUME_GIB, ge=1, le=GP3_MAX_GIB)
-    volume_iops: int = Field(default=GP3_MIN_IOPS, ge=GP3_MIN_IOPS, le=GP3_MAX_IOPS)
-    volume_throughput_mibps: int = Field(default=GP3_MIN_MIBPS, ge=GP3_MIN_MIBPS, le=GP3_MAX_MIBPS)
+    meta_volume_gib: int = platform.META_VOLUME_GIB
+    journal_volume_gib: int = platform.JOURNAL_VOLUME_GIB
+    volume_iops: int = GP3_MIN_IOPS
+    volume_throughput_mibps: int = GP3_MIN_MIBPS
     snapshot_on_delete: bool = platform.SNAPSHOT_ON_DELETE
     """Removal policy: snapshot the journal volumes when the stack deletes them (default), else destroy."""
     audit_log: bool = curvine.AUDIT_LOG
     """Master audit log (Curvine's default is on): one log line per file operation, i.e. per LMCache chunk stored or
     looked up. Off by default: the RPC is unauthenticated, so the log names only the client host it trusts anyway."""
 
-    @model_validator(mode="after")
-    def _gp3_limits(self) -> CurvineMaster:
-        for name in ("meta_volume_gib", "journal_volume_gib"):
-            problem = gp3_problem(
-                size_gib=getattr(self, name), iops=self.volume_iops, throughput_mibps=self.volume_throughput_mibps
-            )
-            if problem:
-                raise ValueError(f"volume_iops/{name}: {problem}")
-        return self
-
-    @field_validator("replicas", mode="before")
-    @classmethod
-    def _odd(cls, value: object) -> object:
-        if isinstance(value, int) and value not in (1, 3, 5):
-            raise ValueError(f"master replicas must be 1, 3 or 5 (an odd Raft quorum), got {value}")
-        return value
-
 
 class CurvineWorker(Strict):
-    nvme_mount: AbsolutePath = curvine.NVME_MOUNT
+    nvme_mount: str = curvine.NVME_MOUNT
     """Where the node's NVMe instance store is mounted. The worker refuses to start unless this is a mount point of
     a filesystem on the instance store, so the cache never lands on the root disk. Default: the DLAMI path the
     source design used; AWS's EBS-CSI-on-HyperPod page also describes an LVM volume at ``/opt/sagemaker`` (which
     the check accepts when it includes the instance store): check with ``findmnt`` on a node."""
     data_dir: str = curvine.DATA_DIR
     """Cache directory, below ``nvme_mount`` (created on first start)."""
-    capacity_gb: int = Field(default=curvine.CAPACITY_GB, ge=1)
+    capacity_gb: int = curvine.CAPACITY_GB
     """Cache capacity per worker; with ``reserved_gb`` it must fit the instance type's NVMe (the HyperPod cluster's
     placement check, at synth)."""
-    reserved_gb: int = Field(default=curvine.RESERVED_GB, ge=0)
+    reserved_gb: int = curvine.RESERVED_GB
     """Space Curvine leaves free on the disk (``dir_reserved``)."""
-
-    @field_validator("data_dir")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value or not value.startswith("/") or value.rstrip("/") == "":
-            raise ValueError(f"data_dir must be an absolute path below the NVMe mount, got {value!r}")
-        return value.rstrip("/")
-
-    @model_validator(mode="after")
-    def _below_the_mount(self) -> CurvineWorker:
-        if not self.data_dir.startswith(self.nvme_mount.rstrip("/") + "/"):
-            raise ValueError(f"data_dir {self.data_dir!r} must be below nvme_mount {self.nvme_mount!r}")
-        return self
 
 
 class CurvineEviction(Strict):
@@ -457,21 +331,13 @@ class CurvineEviction(Strict):
     Curvine worker left unreadable.
     """
 
-    high_watermark: float = Field(default=curvine.HIGH_WATERMARK, gt=0, lt=1)
-    low_watermark: float = Field(default=curvine.LOW_WATERMARK, gt=0, lt=1)
+    high_watermark: float = curvine.HIGH_WATERMARK
+    low_watermark: float = curvine.LOW_WATERMARK
     policy: curvine.EvictionPolicy = curvine.EVICTION_POLICY
     """Curvine's own quota-eviction policy (kept configured; at v0.4.1 it only ever removes expired files)."""
-    janitor_interval_seconds: int = Field(
-        default=curvine.JANITOR_INTERVAL_SECONDS, ge=curvine.MIN_JANITOR_INTERVAL_SECONDS, le=86400
-    )
+    janitor_interval_seconds: int = curvine.JANITOR_INTERVAL_SECONDS
     """Seconds from the start of one janitor run to the next. Default: 10 minutes, so the L2 overshoots the high
     watermark by at most ten minutes of writes."""
-
-    @model_validator(mode="after")
-    def _order(self) -> CurvineEviction:
-        if self.low_watermark >= self.high_watermark:
-            raise ValueError(f"low_watermark {self.low_watermark} must be below high_watermark {self.high_watermark}")
-        return self
 
 
 class PodSize(Strict):
@@ -601,23 +467,23 @@ class Endpoint(Strict):
     source: ModelSource
     serving: Literal["self_managed", "operator"] = "self_managed"
     instance_group: str
-    replicas: int = Field(default=serving_defaults.REPLICAS, ge=1, le=64)
-    tensor_parallel_size: int = Field(default=serving_defaults.TENSOR_PARALLEL_SIZE, ge=1, le=8)
+    replicas: int = serving_defaults.REPLICAS
+    tensor_parallel_size: int = serving_defaults.TENSOR_PARALLEL_SIZE
     """GPUs of each pipeline stage. Above 2 on G6e (no NVLink) synth and ``kvtiers plan`` advise pipeline stages."""
-    pipeline_parallel_size: int = Field(default=serving_defaults.PIPELINE_PARALLEL_SIZE, ge=1, le=8)
+    pipeline_parallel_size: int = serving_defaults.PIPELINE_PARALLEL_SIZE
     """Pipeline stages, each on ``tensor_parallel_size`` GPUs: a replica takes their product of its node's GPUs.
     vLLM's guidance for GPUs without NVLink (G6e's L40S) is stages over a large tensor-parallel size, for throughput
     under load (``kvtiers.parallelism``)."""
     dtype: Literal["bfloat16", "float16"] = serving_defaults.DTYPE
-    gpu_memory_utilization: float = Field(default=serving_defaults.GPU_MEMORY_UTILIZATION, gt=0.1, le=0.95)
-    max_model_len: int = Field(default=serving_defaults.MAX_MODEL_LEN, ge=256)
-    l1_gib: int = Field(default=serving_defaults.L1_GIB, ge=1)
+    gpu_memory_utilization: float = serving_defaults.GPU_MEMORY_UTILIZATION
+    max_model_len: int = serving_defaults.MAX_MODEL_LEN
+    l1_gib: int = serving_defaults.L1_GIB
     """LMCache L1 (``max_local_cpu_size``) per GPU worker, pinned host DRAM."""
-    shm_gib: int = Field(default=serving_defaults.SHM_GIB, ge=1)
+    shm_gib: int = serving_defaults.SHM_GIB
     """Memory-backed /dev/shm (NCCL needs more than the 64 MiB default once TP > 1)."""
-    vllm_overhead_gib: int = Field(default=serving_defaults.VLLM_OVERHEAD_GIB, ge=4)
+    vllm_overhead_gib: int = serving_defaults.VLLM_OVERHEAD_GIB
     """Host memory vLLM itself needs (Python, CUDA context, weight staging)."""
-    cpu: int = Field(default=serving_defaults.CPU, ge=1)
+    cpu: int = serving_defaults.CPU
     l2: Literal["auto", "on", "off"] = "auto"
     expected_prompt_tokens: int = Field(default=2000, ge=1)
     """Typical prompt length; with ``l2: auto`` the L2 is used only at or above ``serving.l2_threshold_tokens``. With
@@ -636,7 +502,7 @@ class Endpoint(Strict):
     (``/v1/completions``). kvaware needs ``completions``: the router tokenizes only a completion's ``prompt``."""
     session_key: str | None = None
     """Header or JSON field with the session id. Required for ``routing: session``."""
-    router_replicas: int = Field(default=serving_defaults.ROUTER_REPLICAS, ge=1, le=10)
+    router_replicas: int = serving_defaults.ROUTER_REPLICAS
     """Default: 2, so that a router's rollout or its node's loss leaves one serving; 1 for ``kvaware``, whose LMCache
     controller lives in the router process (one router only)."""
     l2_share_group: DnsLabel | None = None
@@ -656,7 +522,7 @@ class Endpoint(Strict):
     delivers it to the engines and the router as a file. ``false`` serves without a key (anyone the NetworkPolicy
     admits may call it). Self-managed endpoints only: an operator endpoint's clients authenticate with IAM
     (SageMaker ``InvokeEndpoint``), so ``true`` is refused there. Default: on for self-managed endpoints."""
-    startup_timeout_seconds: int = Field(default=serving_defaults.STARTUP_TIMEOUT_SECONDS, ge=60)
+    startup_timeout_seconds: int = serving_defaults.STARTUP_TIMEOUT_SECONDS
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
     """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
@@ -679,47 +545,15 @@ class Endpoint(Strict):
         return data
 
     @model_validator(mode="after")
-    def _derived_names_fit(self) -> Endpoint:
-        limit, longest = longest_endpoint_name(self.serving)
-        if len(self.name) > limit:
-            raise ValueError(
-                f"name {self.name!r} has {len(self.name)} characters; a {self.serving} endpoint's name may have at most "
-                f"{limit}, so that {longest} stays within 63"
-            )
-        return self
-
-    @model_validator(mode="after")
     def _checks(self) -> Endpoint:
-        if self.model not in KNOWN_MODELS and self.model_sizes is None:
-            raise ValueError(
-                f"model {self.model!r} is not in the sizing table ({', '.join(KNOWN_MODELS)}); "
-                "give model_sizes {layers, kv_heads, head_dim, parameters}"
-            )
+        # What the file's own fields mean together; every deploy rule is the constructs' (kvtiers.config.model maps
+        # the endpoint onto an Engine and a Router, and they refuse what does not work).
         if self.routing == "kvaware" and self.api != "completions":
             raise ValueError(
                 f"routing 'kvaware' needs api: completions, got api: {self.api!r}: the production-stack router "
                 "tokenizes only a completion's 'prompt' (chat requests always fall back to session/QPS routing), and "
                 "AWS's Inference Operator needs invocationEndpoint /v1/completions for kvaware; use prefixaware or "
                 "session for chat clients"
-            )
-        shape = KNOWN_MODELS.get(self.model)
-        hub = isinstance(self.source, HuggingFaceModelSource)
-        if self.routing == "kvaware" and hub and shape is not None and shape.gated and self.hf_token_secret is None:
-            raise ValueError(
-                f"routing 'kvaware' with the gated model {self.model!r} needs source.token_secret: the router loads the "
-                "tokenizer from the Hugging Face Hub and, without a token, retries on every request and falls back to a "
-                "blocking /tokenize call to an engine (with S3 weights it copies the tokenizer from S3 instead)"
-            )
-        if self.routing == "kvaware" and (problem := checks.hub_repo_id_problem(self.model)) is not None:
-            raise ValueError(
-                f"routing 'kvaware' serves model {self.model!r}, which {problem}: production-stack's router loads its "
-                "tokenizer by the served model name (AutoTokenizer.from_pretrained), and huggingface_hub refuses that "
-                "name; serve the model under an 'org/name' of letters, digits, '-', '_' and '.', or use prefixaware"
-            )
-        if self.routing == "kvaware" and self.router_replicas > 1:
-            raise ValueError(
-                "routing 'kvaware' needs router_replicas: 1 (each engine reports its cache to one router's controller; "
-                "a second router would see no engine and route blind)"
             )
         if self.kvaware_min_cached_tokens is not None:
             if self.routing != "kvaware":
@@ -731,8 +565,6 @@ class Endpoint(Strict):
                     f"kvaware_min_cached_tokens must be below expected_prompt_tokens ({self.expected_prompt_tokens}), "
                     f"got {self.kvaware_min_cached_tokens} (the router's threshold is their difference, at least 1)"
                 )
-        if self.routing == "session" and not self.session_key:
-            raise ValueError("routing 'session' needs session_key (the header or body field with the session id)")
         if self.serving == "operator" and self.api_key:
             raise ValueError(
                 "api_key: true applies to serving 'self_managed' only: the Inference Operator's InferenceEndpointConfig "
@@ -780,12 +612,13 @@ class Endpoint(Strict):
         return max(self.expected_prompt_tokens - min_cached, 1)
 
     @property
-    def shape(self) -> ModelShape:
-        """The model's sizes: ``model_sizes`` when given, else the built-in table's entry."""
+    def shape(self) -> ModelShape | None:
+        """The model's sizes: ``model_sizes`` when given, else the built-in table's entry (None for another model:
+        the engine refuses it without sizes)."""
         if self.model_sizes is not None:
             sizes = self.model_sizes
             return ModelShape(sizes.layers, sizes.kv_heads, sizes.head_dim, sizes.parameters)
-        return KNOWN_MODELS[self.model]
+        return KNOWN_MODELS.get(self.model)
 
 
 class Serving(Strict):

@@ -75,6 +75,7 @@ class ServingChart(cdk8s.Chart):
             check_l2_guard(where, image=engine.image, lmcache_version=engine.lmcache)
         if router.routing == "kvaware":
             check_kvaware_router(where, router_image=router.image, engine_lmcache=engine.lmcache)
+            _check_kvaware_tokenizer(where, engine, secrets)
         self.l2_namespace = engine.l2_namespace(hash_seed)
         owner = l2_owner(endpoint=name, share_group=l2_share_group)
         self.l2_mount = l2.mount(self.l2_namespace, owner=owner) if l2 is not None else None
@@ -130,3 +131,15 @@ def _tokenizer_copy(engine: Engine, router: Router) -> TokenizerCopy | HubTokeni
     if engine.revision is not None:
         return HubTokenizerCopy(model=engine.model, revision=engine.revision, image=router.image)
     return None
+
+
+def _check_kvaware_tokenizer(where: str, engine: Engine, secrets: EndpointSecrets | None) -> None:
+    """kvaware tokenizes in the router, which loads a Hub model's tokenizer by the served name: a gated model needs
+    the Hugging Face token (without it the router retries on every request and falls back to a blocking /tokenize
+    call to an engine). With S3 weights it copies the tokenizer from S3 instead."""
+    gated = not isinstance(engine.weights, S3Weights) and engine.shape.gated
+    if gated and (secrets is None or secrets.hf_token_secret is None):
+        raise ValueError(
+            f"{where}: kvaware routing with the gated model {engine.model!r} from the Hugging Face Hub needs "
+            "secrets=EndpointSecrets(hf_token_secret=...): the router loads the tokenizer from the Hub"
+        )

@@ -12,7 +12,7 @@ from kvtiers.catalog.instance_types import GPU_MEMORY_GIB
 from kvtiers.catalog.models import KNOWN_MODELS, ModelShape
 from kvtiers.catalog.serving_defaults import EnginePodSizing, engine_pod_sizing, gpu_cache_tokens
 from kvtiers.catalog.versions import DEFAULT_ENGINE_IMAGE, DEFAULT_ROUTER_IMAGE, ENGINE_IMAGES, engine_release
-from kvtiers.checks import in_range, ipv4_network, one_of
+from kvtiers.checks import in_range, ipv4_network, one_of, pinned_image
 from kvtiers.k8s_charts.l2 import L2Namespace, l2_namespace
 from kvtiers.k8s_charts.tolerations import Toleration
 from kvtiers.k8s_charts.vllm import DTYPES, ROUTINGS, Dtype, Routing, S3Weights, Weights, weights_location
@@ -87,20 +87,27 @@ class Engine:
             if not getattr(self, name):
                 raise ValueError(f"Engine: {name} is empty")
         one_of("Engine", "dtype", self.dtype, DTYPES)
-        for name, minimum in (
-            ("replicas", 1),
-            ("tensor_parallel_size", 1),
-            ("pipeline_parallel_size", 1),
-            ("max_model_len", 1),
-            ("cpu", 1),
-            ("l1_gib", 1),
-            ("shm_gib", 1),
-            ("vllm_overhead_gib", 1),
-            ("startup_timeout_seconds", 1),
-        ):
-            in_range("Engine", name, getattr(self, name), minimum)
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(f"Engine: gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        pinned_image("Engine", "image", self.image)
+        pinned_image("Engine", "model_sync_image", self.model_sync_image)
+        bounds: tuple[tuple[str, int, int | None], ...] = (
+            ("replicas", 1, serving_defaults.MAX_REPLICAS),
+            ("tensor_parallel_size", 1, serving_defaults.MAX_PARALLEL_SIZE),
+            ("pipeline_parallel_size", 1, serving_defaults.MAX_PARALLEL_SIZE),
+            ("max_model_len", serving_defaults.MIN_MAX_MODEL_LEN, None),
+            ("cpu", 1, None),
+            ("l1_gib", 1, None),
+            ("shm_gib", 1, None),
+            ("vllm_overhead_gib", serving_defaults.MIN_VLLM_OVERHEAD_GIB, None),
+            ("startup_timeout_seconds", serving_defaults.MIN_STARTUP_TIMEOUT_SECONDS, None),
+        )
+        for name, minimum, maximum in bounds:
+            in_range("Engine", name, getattr(self, name), minimum, maximum)
+        above, at_most = serving_defaults.GPU_MEMORY_UTILIZATION_RANGE
+        if not above < self.gpu_memory_utilization <= at_most:
+            raise ValueError(
+                f"Engine: gpu_memory_utilization must be above {above:g} and at most {at_most:g}, got "
+                f"{self.gpu_memory_utilization:g}"
+            )
         if self.model_shape is None and self.model not in KNOWN_MODELS:
             raise ValueError(
                 f"Engine: model_shape is required for {self.model!r}, which is not one of the known models "
@@ -246,7 +253,8 @@ class Router:
         one_of("Router", "routing", self.routing, ROUTINGS)
         if self.replicas is None:
             object.__setattr__(self, "replicas", 1 if self.routing == "kvaware" else serving_defaults.ROUTER_REPLICAS)
-        in_range("Router", "replicas", self.replica_count, 1)
+        pinned_image("Router", "image", self.image)
+        in_range("Router", "replicas", self.replica_count, 1, serving_defaults.MAX_ROUTER_REPLICAS)
         if self.routing == "session" and not self.session_key:
             raise ValueError("Router: session_key is required when routing is 'session'")
         for cidr in self.client_cidrs:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from constructs import Construct
 
+from kvtiers.catalog.platform_defaults import MasterCount
 from kvtiers.config import model
 from kvtiers.config.schema import Environment
 from kvtiers.constructs.curvine import CurvineL2
@@ -31,7 +34,8 @@ def curvine_l2(
         eks_cluster=eks,
         hyperpod=hyperpod,
         network=network,
-        masters=master.replicas,
+        # The file's int as given: the construct refuses a count that is not an odd Raft quorum.
+        masters=cast(MasterCount, master.replicas),
         worker_groups=None if c.worker_group is None else (c.worker_group,),
         settings=model.curvine_settings(env),
         volume_iops=master.volume_iops,
