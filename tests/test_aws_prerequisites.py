@@ -416,7 +416,11 @@ def test_the_service_cidr_is_explicit_so_policies_can_name_the_api_service(dev_s
         if r["Type"] == "AWS::EKS::Cluster"
     )
     assert cluster["Properties"]["KubernetesNetworkConfig"]["ServiceIpv4Cidr"] == dev_env.eks.service_ipv4_cidr
-    assert dev_env.eks.api_service_ip == "172.20.0.1"
+    # The policies the constructs build name the `kubernetes` Service's address, the first host of that range.
+    policies = [
+        o for objs in dev_synth.graph.workloads.chart_objects.values() for o in objs if o["kind"] == "NetworkPolicy"
+    ]
+    assert '"cidr": "172.20.0.1/32"' in json.dumps(policies)
 
 
 def test_the_ebs_csi_add_on_waits_for_every_policy_of_its_role(dev_synth):

@@ -7,7 +7,6 @@ exists, and then flows through the app unchanged. Cross-field rules that involve
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
@@ -24,7 +23,7 @@ from kvtiers.catalog.instance_types import (
     InstanceType,
     check_instance_group,
 )
-from kvtiers.catalog.kubernetes import DEFAULT_KUBERNETES_VERSION, release
+from kvtiers.catalog.kubernetes import DEFAULT_KUBERNETES_VERSION
 from kvtiers.catalog.models import DTYPE_BYTES, KNOWN_MODELS, ModelShape
 from kvtiers.catalog.versions import (
     DEFAULT_ENGINE_IMAGE,
@@ -177,17 +176,6 @@ class Eks(Strict):
     Service's address (its first host). Default: what EKS picks for a VPC in 10.0.0.0/8; it must not overlap the
     VPC."""
 
-    @field_validator("kubernetes_version")
-    @classmethod
-    def _kubernetes_version(cls, value: str) -> str:
-        release(value)
-        return value
-
-    @property
-    def api_service_ip(self) -> str:
-        """The ``kubernetes`` Service's ClusterIP: the first host of the service CIDR."""
-        return str(ipaddress.IPv4Network(self.service_ipv4_cidr).network_address + 1)
-
 
 # --------------------------------------------------------------------------------------------------- HyperPod
 
@@ -255,13 +243,6 @@ class HyperPod(Strict):
     system_reserved_gib: int = platform.SYSTEM_RESERVED_GIB
     """Memory of every node kept for HyperPod's own processes outside Kubernetes, beyond the kernel's share and the
     kubelet's reserve (an estimate until a real node's allocatable is read)."""
-
-    @model_validator(mode="after")
-    def _unique_groups(self) -> HyperPod:
-        names = [g.name for g in self.instance_groups]
-        if len(names) != len(set(names)):
-            raise ValueError(f"instance group names must be unique, got {names}")
-        return self
 
     def group(self, name: str) -> InstanceGroup:
         groups = {g.name: g for g in self.instance_groups}
@@ -526,16 +507,6 @@ class Endpoint(Strict):
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
     """With ``observability.enabled``: alert when the endpoint's time-to-first-token p95 stays above this."""
-
-    @field_validator("allowed_clients")
-    @classmethod
-    def _client_cidrs(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        for cidr in value or ():
-            try:
-                ipaddress.IPv4Network(cidr)
-            except ValueError:
-                raise ValueError(f"{cidr!r} is not an IPv4 CIDR such as '10.192.0.0/16' (no host bits)") from None
-        return value
 
     @model_validator(mode="before")
     @classmethod

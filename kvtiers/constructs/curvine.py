@@ -404,8 +404,9 @@ class CurvineL2(Construct):
         :param mount_path: where serving pods mount it. @default ``/mnt/curvine/l2cache``
         :param hyperpod: the HyperPod cluster the L2 runs on (``HyperPodCluster.from_hyperpod_cluster_attributes``),
             the endpoints' default. @default None
-        :param serving_namespace_enforce: the Pod Security level the namespace enforces, when known: an operator
-            endpoint is refused on one that is not ``privileged``. @default None (unknown)
+        :param serving_namespace_enforce: the Pod Security level the namespace enforces: an operator endpoint is
+            refused on one that is not ``privileged``, and on an unknown one. @default None (unknown: fine for
+            self-managed endpoints, which meet ``baseline``)
         """
         return ImportedCurvineL2(
             scope,

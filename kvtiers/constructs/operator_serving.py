@@ -23,6 +23,7 @@ from constructs import Construct
 
 from kvtiers.catalog.serving_defaults import API
 from kvtiers.constructs.cluster_network import cluster_network
+from kvtiers.constructs.curvine import ImportedCurvineL2
 from kvtiers.constructs.eks_cluster import ChartManifests, ClusterLike, EksCluster, as_cluster_interface
 from kvtiers.constructs.endpoint_registry import register_endpoint
 from kvtiers.constructs.hyperpod_cluster import register_agents
@@ -134,6 +135,12 @@ class OperatorServingEndpoint(Construct):
                 f"{l2.serving_namespace_enforce!r}, which may refuse the pods the operator writes; build the L2 with "
                 "CurvineL2(..., operator_endpoints=True) (enforce 'privileged'), or give it a "
                 "serving_namespace_manifest of your own"
+            )
+        if isinstance(l2, ImportedCurvineL2) and l2.serving_namespace_enforce is None:
+            raise ValueError(
+                f"{where}: the imported L2's serving namespace {l2.serving_namespace!r} enforces an unknown Pod "
+                "Security level; give CurvineL2.from_curvine_l2_attributes(serving_namespace_enforce=...) (the "
+                "operator's pods need 'privileged')"
             )
         if hyperpod is None and l2 is not None:
             hyperpod = l2.hyperpod
