@@ -17,6 +17,8 @@ functions and under ``TYPE_CHECKING``):
   whose ``__init__`` that runs, and the example apps) imports only [project].dependencies, and each of its modules
   imports with the extras' modules (pydantic, cdk_nag, the tool's) made unimportable: a library user installs
   none of the extras.
+- no function of the construct library is longer than :data:`MAX_FUNCTION_LINES` (a longer constructor is split
+  into named builder steps).
 
 Each rule is also run against a small fake package to show it can fail.
 """
@@ -53,6 +55,8 @@ KNOWN_PACKAGE_CYCLES: list[list[str]] = []
 """Package import cycles not removed yet: ``test_no_import_cycles_among_packages`` fails on any other, and on one of
 these once it is gone (remove it here then), so the list only shrinks."""
 GLOBAL_ONLY = ("warn_redundant_casts", "warn_unused_configs")
+MAX_FUNCTION_LINES = 150
+"""From a function's ``def`` line to its last line (``end_lineno - lineno``), in the construct library."""
 
 
 @dataclass(frozen=True)
@@ -285,6 +289,28 @@ def value_objects_built_outside_the_wiring(root: Path, package: str, extra: tupl
         for node in ast.walk(module.tree):
             if isinstance(node, ast.FunctionDef) and node.name == "from_environment":
                 found.append(f"{module.path.relative_to(root)}:{node.lineno} defines from_environment")
+    return sorted(found)
+
+
+def long_functions(root: Path, package: str, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """The construct library's functions (methods and nested functions included) longer than ``limit`` lines."""
+    found = []
+
+    def visit(node: ast.AST, module: Module, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, module, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (child.end_lineno or child.lineno) - child.lineno
+                if length > limit:
+                    found.append(f"{module.name}:{child.lineno} {prefix}{child.name} is {length} lines")
+                visit(child, module, f"{prefix}{child.name}.")
+            else:
+                visit(child, module, prefix)
+
+    for name, module in modules(root, package).items():
+        if _inside(name, package, LIBRARY):
+            visit(module.tree, module, "")
     return sorted(found)
 
 
@@ -537,9 +563,16 @@ def test_the_library_side_imports_without_the_extras():
 
 def test_the_library_side_is_the_construct_library_and_what_it_imports():
     side = library_side(modules(ROOT, "kvtiers"), "kvtiers")
-    assert {"kvtiers", "kvtiers.placement", "kvtiers.constructs.serving", "kvtiers.config.versions"} <= side
+    assert {"kvtiers", "kvtiers.placement", "kvtiers.constructs.serving", "kvtiers.catalog.versions"} <= side
     # kvtiers.config's package imports its pydantic modules under TYPE_CHECKING only.
     assert not side & {"kvtiers.config.schema", "kvtiers.config.loader", "kvtiers.stacks", "kvtiers.cli"}
+
+
+def test_no_library_function_is_longer_than_the_limit():
+    """A constructor that long is split into named builder steps (volumes from the mounts, containers, pod spec,
+    Service...), each read and changed alone."""
+    found = long_functions(ROOT, "kvtiers")
+    assert not found, f"longer than {MAX_FUNCTION_LINES} lines:\n" + "\n".join(found)
 
 
 def strict_flags(mypy_help: str) -> dict[str, bool]:
@@ -766,3 +799,32 @@ def test_an_extra_imported_on_the_library_side_is_found(fake):
         for name in ("fakekv.cli", "fakekv.cli.tool")
     }
     assert import_failures_without(root, names, []) == {}
+
+
+def _function(name: str, lines: int) -> str:
+    """``def name():`` whose last line is ``lines`` lines below it."""
+    return f"def {name}():\n" + "    x = 1\n" * lines
+
+
+def _indented(text: str) -> str:
+    return "".join(f"    {line}\n" for line in text.splitlines())
+
+
+def test_a_long_library_function_is_found(fake):
+    root, package = fake
+    limit = MAX_FUNCTION_LINES
+    _write(
+        root,
+        {
+            f"{package}/constructs/ok.py": _function("at_the_limit", limit),
+            f"{package}/k8s_charts/chart.py": "import os\n\nclass Chart:\n"
+            + _indented(_function("__init__", limit + 1)),
+            f"{package}/constructs/nested.py": "def outer():\n" + _indented(_function("inner", limit + 1)),
+            f"{package}/cli/plan.py": _function("outside_the_library", limit + 1),
+        },
+    )
+    assert long_functions(root, package) == [
+        f"fakekv.constructs.nested:1 outer is {limit + 2} lines",
+        f"fakekv.constructs.nested:2 outer.inner is {limit + 1} lines",
+        f"fakekv.k8s_charts.chart:4 Chart.__init__ is {limit + 1} lines",
+    ]

@@ -430,6 +430,146 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> k8s.Poli
     return k8s.PolicyRule(api_groups=groups, resources=resources, verbs=verbs)
 
 
+Mounted = tuple[k8s.Volume, k8s.VolumeMount]
+"""A volume with a container's mount of it: a pod's volumes are those its containers mount."""
+
+
+def _csi_plugin_env() -> list[k8s.EnvVar]:
+    return [
+        _env("CSI_ENDPOINT", value=f"unix://{CSI_SOCKET}"),
+        _env("NODE_NAME", field="spec.nodeName"),
+        _env("NODE_IP", field="status.hostIP"),
+        # Without it the driver keeps its state in the namespace "curvine", whatever ours is.
+        _env("KUBERNETES_NAMESPACE", field="metadata.namespace"),
+        # Embedded: the controller never mounts; the default (standalone) exits without a FUSE service account.
+        _env("MOUNT_MODE", value=MOUNT_MODE),
+    ]
+
+
+def _csi_plugin(
+    cluster: CurvineCluster,
+    *,
+    env: list[k8s.EnvVar],
+    resources: Resources,
+    mounts: list[k8s.VolumeMount],
+    security_context: k8s.SecurityContext,
+    liveness_probe: k8s.Probe | None = None,
+    lifecycle: k8s.Lifecycle | None = None,
+) -> k8s.Container:
+    """The Curvine CSI driver's container, as the controller and the node plugin run it."""
+    return k8s.Container(
+        name="csi-plugin",
+        image=cluster.images.csi_image,
+        image_pull_policy="IfNotPresent",
+        command=["/opt/curvine/csi"],
+        args=["--endpoint=$(CSI_ENDPOINT)", "--nodeid=$(NODE_NAME)"],
+        # curvine-fuse children resolve conf/curvine-cluster.toml from here.
+        working_dir=CSI_HOME,
+        env=env,
+        ports=[k8s.ContainerPort(name="healthz", container_port=CURVINE_CSI_HEALTH_PORT)],
+        liveness_probe=liveness_probe,
+        lifecycle=lifecycle,
+        resources=resources.to_k8s(),
+        volume_mounts=mounts,
+        security_context=security_context,
+    )
+
+
+def _csi_liveness_probe(cluster: CurvineCluster, socket: k8s.VolumeMount) -> k8s.Container:
+    """The sidecar that serves the driver's health on ``healthz``. Root: it connects to the driver's socket, which
+    the driver creates as root."""
+    return _sidecar(
+        "liveness-probe",
+        cluster.images.csi_livenessprobe_image,
+        ["--csi-address=" + CSI_SOCKET, f"--health-port={CURVINE_CSI_HEALTH_PORT}"],
+        cluster,
+        [socket],
+        root=True,
+    )
+
+
+def _csi_controller_containers(
+    cluster: CurvineCluster, *, socket: Mounted, config: Mounted, tmp: Mounted
+) -> list[k8s.Container]:
+    socket_mount = socket[1]
+    return [
+        _csi_plugin(
+            cluster,
+            env=_csi_plugin_env(),
+            resources=cluster.resources.csi_controller,
+            # CreateVolume runs `curvine-fuse validate-config` against this file.
+            # /tmp: scratch for the helper processes the driver runs.
+            mounts=[socket_mount, config[1], tmp[1]],
+            security_context=container_security_context(root=True),
+            liveness_probe=k8s.Probe(
+                http_get=k8s.HttpGetAction(path="/healthz", port=_port("healthz")),
+                period_seconds=10,
+                failure_threshold=5,
+            ),
+        ),
+        _sidecar(
+            "csi-provisioner",
+            cluster.images.csi_provisioner_image,
+            [
+                "--csi-address=" + CSI_SOCKET,
+                f"--timeout={PROVISIONER_TIMEOUT_S}s",
+                "--leader-election",
+                "--leader-election-namespace=" + cluster.namespace,
+            ],
+            cluster,
+            [socket_mount],
+            root=True,
+        ),
+        _csi_liveness_probe(cluster, socket_mount),
+    ]
+
+
+def _csi_node_containers(
+    cluster: CurvineCluster, *, plugin: Mounted, kubelet: Mounted, registration: Mounted, fuse: Mounted, config: Mounted
+) -> list[k8s.Container]:
+    plugin_mount = plugin[1]
+    return [
+        _csi_plugin(
+            cluster,
+            env=[
+                *_csi_plugin_env(),
+                # Locality: the FUSE child inherits this, and names itself like this node's worker.
+                _env("CURVINE_CLIENT_HOSTNAME", value="$(NODE_IP)"),
+            ],
+            # The FUSE processes of this node run inside this container.
+            resources=cluster.csi_node_plugin_resources,
+            mounts=[config[1], plugin_mount, kubelet[1], fuse[1]],
+            # The exception of this project: FUSE mounts that the kubelet must see (Bidirectional propagation into
+            # /var/lib/kubelet) need a privileged container, and the FUSE processes of the node run inside it. Its root
+            # filesystem stays writable: the driver and its FUSE children write /tmp (logs, state_dir) and mount
+            # helpers.
+            security_context=k8s.SecurityContext(privileged=True, capabilities=k8s.Capabilities(add=["SYS_ADMIN"])),
+            # No liveness probe: a restart kills this node's FUSE processes, and the driver's probe answers ok
+            # whatever their state (identity.go Probe).
+            lifecycle=k8s.Lifecycle(
+                pre_stop=k8s.LifecycleHandler(exec=k8s.ExecAction(command=["/bin/sh", "-c", f"rm -f {CSI_SOCKET}"]))
+            ),
+        ),
+        _sidecar(
+            "node-driver-registrar",
+            cluster.images.csi_node_driver_registrar_image,
+            ["--csi-address=" + CSI_SOCKET, f"--kubelet-registration-path={PLUGIN_DIR}/csi.sock"],
+            cluster,
+            [plugin_mount, registration[1]],
+            # Root: it creates its socket in the kubelet's root-owned registration dir.
+            root=True,
+        ),
+        _csi_liveness_probe(cluster, plugin_mount),
+    ]
+
+
+def _host_path(name: str, path: str, type: str, mount_path: str, propagation: str | None = None) -> Mounted:
+    return (
+        k8s.Volume(name=name, host_path=k8s.HostPathVolumeSource(path=path, type=type)),
+        k8s.VolumeMount(name=name, mount_path=mount_path, mount_propagation=propagation),
+    )
+
+
 class CurvineCsiChart(cdk8s.Chart):
     """CSIDriver ``curvine``, controller, node plugin in embedded FUSE mode, least-privilege RBAC.
 
@@ -442,8 +582,13 @@ class CurvineCsiChart(cdk8s.Chart):
     def __init__(self, scope: Construct, id: str, *, cluster: CurvineCluster) -> None:
         """:param cluster: the Curvine L2 this driver mounts."""
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        c = cluster
-        ns = c.namespace
+        self._driver()
+        self._controller_rbac(cluster.namespace)
+        self._node_rbac(cluster.namespace)
+        self._controller(cluster)
+        self._node_plugin(cluster)
+
+    def _driver(self) -> None:
         k8s.KubeCsiDriver(
             self,
             "driver",
@@ -452,9 +597,11 @@ class CurvineCsiChart(cdk8s.Chart):
                 attach_required=False, pod_info_on_mount=False, volume_lifecycle_modes=["Persistent"]
             ),
         )
+
+    def _controller_rbac(self, namespace: str) -> None:
         self._rbac(
             CURVINE_CSI_CONTROLLER,
-            ns,
+            namespace,
             cluster_rules=[
                 _rule([""], ["persistentvolumes"], ["get", "list", "watch", "create", "patch", "delete"]),
                 _rule([""], ["persistentvolumeclaims"], ["get", "list", "watch", "update"]),
@@ -468,9 +615,11 @@ class CurvineCsiChart(cdk8s.Chart):
                 _rule(["coordination.k8s.io"], ["leases"], ["get", "watch", "list", "create", "update", "patch"]),
             ],
         )
+
+    def _node_rbac(self, namespace: str) -> None:
         self._rbac(
             CURVINE_CSI_NODE,
-            ns,
+            namespace,
             # Embedded mode touches no cluster-scoped object (no PV watcher, that is standalone's).
             cluster_rules=[],
             # No Secrets on purpose: embedded mode would persist its mount state (with FUSE process IDs) in one Secret
@@ -479,32 +628,29 @@ class CurvineCsiChart(cdk8s.Chart):
             # the grant every restart starts clean and the next publish mounts afresh.
             namespace_rules=[],
         )
-        socket_mount = k8s.VolumeMount(name="socket-dir", mount_path="/csi")
-        plugin_env = [
-            _env("CSI_ENDPOINT", value=f"unix://{CSI_SOCKET}"),
-            _env("NODE_NAME", field="spec.nodeName"),
-            _env("NODE_IP", field="status.hostIP"),
-            # Without it the driver keeps its state in the namespace "curvine", whatever ours is.
-            _env("KUBERNETES_NAMESPACE", field="metadata.namespace"),
-            # Embedded: the controller never mounts; the default (standalone) exits without a FUSE service account.
-            _env("MOUNT_MODE", value=MOUNT_MODE),
-        ]
-        health = ["--csi-address=" + CSI_SOCKET, f"--health-port={CURVINE_CSI_HEALTH_PORT}"]
-        health_port = [k8s.ContainerPort(name="healthz", container_port=CURVINE_CSI_HEALTH_PORT)]
-        plugin_command = ["/opt/curvine/csi"]
-        plugin_args = ["--endpoint=$(CSI_ENDPOINT)", "--nodeid=$(NODE_NAME)"]
-        config_volume, config_mount = _config_volume(FUSE_CONF_PATH)
-        tmp_mount = k8s.VolumeMount(name="tmp", mount_path="/tmp")
-        controller_labels = component_labels(CURVINE_CSI_CONTROLLER, "csi-controller")
+
+    def _controller(self, c: CurvineCluster) -> None:
+        socket: Mounted = (
+            k8s.Volume(name="socket-dir", empty_dir=k8s.EmptyDirVolumeSource()),
+            k8s.VolumeMount(name="socket-dir", mount_path="/csi"),
+        )
+        config = _config_volume(FUSE_CONF_PATH)
+        tmp: Mounted = (
+            k8s.Volume(
+                name="tmp", empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(f"{CSI_CONTROLLER_TMP_GIB}Gi"))
+            ),
+            k8s.VolumeMount(name="tmp", mount_path="/tmp"),
+        )
+        labels = component_labels(CURVINE_CSI_CONTROLLER, "csi-controller")
         k8s.KubeDeployment(
             self,
             "controller",
-            metadata=k8s.ObjectMeta(name=CURVINE_CSI_CONTROLLER, namespace=ns, labels=controller_labels),
+            metadata=k8s.ObjectMeta(name=CURVINE_CSI_CONTROLLER, namespace=c.namespace, labels=labels),
             spec=k8s.DeploymentSpec(
                 replicas=1,
-                selector=k8s.LabelSelector(match_labels=controller_labels),
+                selector=k8s.LabelSelector(match_labels=labels),
                 template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=controller_labels),
+                    metadata=k8s.ObjectMeta(labels=labels),
                     spec=k8s.PodSpec(
                         service_account_name=CURVINE_CSI_CONTROLLER,
                         # The provisioner and leader election call the API; the driver needs in-cluster
@@ -519,69 +665,31 @@ class CurvineCsiChart(cdk8s.Chart):
                         affinity=k8s.Affinity(node_affinity=off_hyperpod(required=True))
                         if c.controller_off_hyperpod
                         else None,
-                        containers=[
-                            k8s.Container(
-                                name="csi-plugin",
-                                image=c.images.csi_image,
-                                image_pull_policy="IfNotPresent",
-                                command=plugin_command,
-                                args=plugin_args,
-                                working_dir=CSI_HOME,
-                                env=plugin_env,
-                                ports=health_port,
-                                liveness_probe=k8s.Probe(
-                                    http_get=k8s.HttpGetAction(path="/healthz", port=_port("healthz")),
-                                    period_seconds=10,
-                                    failure_threshold=5,
-                                ),
-                                resources=c.resources.csi_controller.to_k8s(),
-                                # CreateVolume runs `curvine-fuse validate-config` against this file.
-                                # /tmp: scratch for the helper processes the driver runs.
-                                volume_mounts=[socket_mount, config_mount, tmp_mount],
-                                security_context=container_security_context(root=True),
-                            ),
-                            _sidecar(
-                                "csi-provisioner",
-                                c.images.csi_provisioner_image,
-                                [
-                                    "--csi-address=" + CSI_SOCKET,
-                                    f"--timeout={PROVISIONER_TIMEOUT_S}s",
-                                    "--leader-election",
-                                    "--leader-election-namespace=" + ns,
-                                ],
-                                c,
-                                [socket_mount],
-                                root=True,
-                            ),
-                            _sidecar(
-                                "liveness-probe", c.images.csi_livenessprobe_image, health, c, [socket_mount], root=True
-                            ),
-                        ],
-                        volumes=[
-                            k8s.Volume(name="socket-dir", empty_dir=k8s.EmptyDirVolumeSource()),
-                            config_volume,
-                            k8s.Volume(
-                                name="tmp",
-                                empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(f"{CSI_CONTROLLER_TMP_GIB}Gi")),
-                            ),
-                        ],
+                        containers=_csi_controller_containers(c, socket=socket, config=config, tmp=tmp),
+                        volumes=[volume for volume, _ in (socket, config, tmp)],
                     ),
                 ),
             ),
         )
-        node_labels = component_labels(CURVINE_CSI_NODE, "csi-node")
-        plugin_mount = k8s.VolumeMount(name="plugin-dir", mount_path="/csi")
+
+    def _node_plugin(self, c: CurvineCluster) -> None:
+        plugin = _host_path("plugin-dir", PLUGIN_DIR, "DirectoryOrCreate", "/csi")
+        kubelet = _host_path("kubelet-dir", KUBELET, "Directory", KUBELET, propagation="Bidirectional")
+        registration = _host_path("registration-dir", f"{KUBELET}/plugins_registry", "Directory", "/registration")
+        fuse = _host_path("fuse-device", "/dev/fuse", "CharDevice", "/dev/fuse")
+        config = _config_volume(FUSE_CONF_PATH)
+        labels = component_labels(CURVINE_CSI_NODE, "csi-node")
         k8s.KubeDaemonSet(
             self,
             "node",
-            metadata=k8s.ObjectMeta(name=CURVINE_CSI_NODE, namespace=ns, labels=node_labels),
+            metadata=k8s.ObjectMeta(name=CURVINE_CSI_NODE, namespace=c.namespace, labels=labels),
             spec=k8s.DaemonSetSpec(
-                selector=k8s.LabelSelector(match_labels=node_labels),
+                selector=k8s.LabelSelector(match_labels=labels),
                 # OnDelete: the FUSE processes live in this pod, so replacing it breaks the L2 mounts of every
                 # serving pod on the node; a deploy must never do that by itself (docs/runbooks.md: Curvine FUSE restart).
                 update_strategy=k8s.DaemonSetUpdateStrategy(type="OnDelete"),
                 template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=node_labels),
+                    metadata=k8s.ObjectMeta(labels=labels),
                     spec=k8s.PodSpec(
                         service_account_name=CURVINE_CSI_NODE,
                         # The driver does not start without in-cluster credentials (k8s_client.go
@@ -593,83 +701,10 @@ class CurvineCsiChart(cdk8s.Chart):
                         dns_policy="ClusterFirstWithHostNet",
                         affinity=k8s.Affinity(node_affinity=_in_groups(c.hyperpod_groups)),
                         tolerations=[k8s.Toleration(operator="Exists")],
-                        containers=[
-                            k8s.Container(
-                                name="csi-plugin",
-                                image=c.images.csi_image,
-                                image_pull_policy="IfNotPresent",
-                                command=plugin_command,
-                                args=plugin_args,
-                                # curvine-fuse children resolve conf/curvine-cluster.toml from here.
-                                working_dir=CSI_HOME,
-                                env=[
-                                    *plugin_env,
-                                    # Locality: the FUSE child inherits this, and names itself like this node's worker.
-                                    _env("CURVINE_CLIENT_HOSTNAME", value="$(NODE_IP)"),
-                                ],
-                                # The exception of this project: FUSE mounts that the kubelet must see
-                                # (Bidirectional propagation into /var/lib/kubelet) need a privileged container, and
-                                # the FUSE processes of the node run inside it. Its root filesystem stays writable:
-                                # the driver and its FUSE children write /tmp (logs, state_dir) and mount helpers.
-                                security_context=k8s.SecurityContext(
-                                    privileged=True, capabilities=k8s.Capabilities(add=["SYS_ADMIN"])
-                                ),
-                                ports=health_port,
-                                # No liveness probe: a restart kills this node's FUSE processes, and the driver's
-                                # probe answers ok whatever their state (identity.go Probe).
-                                lifecycle=k8s.Lifecycle(
-                                    pre_stop=k8s.LifecycleHandler(
-                                        exec=k8s.ExecAction(command=["/bin/sh", "-c", f"rm -f {CSI_SOCKET}"])
-                                    )
-                                ),
-                                # The FUSE processes of this node run inside this container.
-                                resources=c.csi_node_plugin_resources.to_k8s(),
-                                volume_mounts=[
-                                    config_mount,
-                                    plugin_mount,
-                                    k8s.VolumeMount(
-                                        name="kubelet-dir", mount_path=KUBELET, mount_propagation="Bidirectional"
-                                    ),
-                                    k8s.VolumeMount(name="fuse-device", mount_path="/dev/fuse"),
-                                ],
-                            ),
-                            _sidecar(
-                                "node-driver-registrar",
-                                c.images.csi_node_driver_registrar_image,
-                                [
-                                    "--csi-address=" + CSI_SOCKET,
-                                    f"--kubelet-registration-path={PLUGIN_DIR}/csi.sock",
-                                ],
-                                c,
-                                [plugin_mount, k8s.VolumeMount(name="registration-dir", mount_path="/registration")],
-                                # Root: it creates its socket in the kubelet's root-owned registration dir.
-                                root=True,
-                            ),
-                            # Root: it connects to the driver's socket, which the privileged plugin creates as root.
-                            _sidecar(
-                                "liveness-probe", c.images.csi_livenessprobe_image, health, c, [plugin_mount], root=True
-                            ),
-                        ],
-                        volumes=[
-                            k8s.Volume(
-                                name="plugin-dir",
-                                host_path=k8s.HostPathVolumeSource(path=PLUGIN_DIR, type="DirectoryOrCreate"),
-                            ),
-                            k8s.Volume(
-                                name="kubelet-dir", host_path=k8s.HostPathVolumeSource(path=KUBELET, type="Directory")
-                            ),
-                            k8s.Volume(
-                                name="registration-dir",
-                                host_path=k8s.HostPathVolumeSource(
-                                    path=f"{KUBELET}/plugins_registry", type="Directory"
-                                ),
-                            ),
-                            k8s.Volume(
-                                name="fuse-device",
-                                host_path=k8s.HostPathVolumeSource(path="/dev/fuse", type="CharDevice"),
-                            ),
-                            config_volume,
-                        ],
+                        containers=_csi_node_containers(
+                            c, plugin=plugin, kubelet=kubelet, registration=registration, fuse=fuse, config=config
+                        ),
+                        volumes=[volume for volume, _ in (plugin, kubelet, registration, fuse, config)],
                     ),
                 ),
             ),

@@ -264,6 +264,12 @@ def router_args(
     return args
 
 
+Mounted = tuple[k8s.Volume, k8s.VolumeMount]
+"""A volume with the router container's mount of it: the pod's volumes are those its container mounts."""
+Exposed = tuple[k8s.ContainerPort, k8s.ServicePort]
+"""A port of the router container with the Service's port to it: the Service's ports are those the container opens."""
+
+
 class RouterDeployment(Construct):
     """The router's RBAC for pod discovery, its Deployment, its ClusterIP Service and, when asked, an internal NLB.
     Built by :class:`~kvtiers.k8s_charts.serving.ServingChart`, which checks that its inputs agree."""
@@ -282,165 +288,102 @@ class RouterDeployment(Construct):
         tokenizer: TokenizerCopy | HubTokenizerCopy | None = None,
     ) -> None:
         super().__init__(scope, id)
-        ns = namespace
-        meta_labels = names.router_pod_labels(name)
-        deployment_name = service_name = account_name = names.router_name(name)
+        labels = names.router_pod_labels(name)
+        self.service_account, self.role, self.role_binding = self._discovery_rbac(name, namespace, labels)
+        api_key = secrets is not None and secrets.api_key_secret is not None
+        modules = router_modules(controller=controller, api_key=api_key)
+        scripts = _router_scripts(modules, api_key=api_key)
+        self.scripts = self._scripts_config_map(name, namespace, labels, scripts) if scripts else None
+        annotations = {SCRIPTS_CHECKSUM_ANNOTATION: config_checksum(*scripts.values())} if scripts else None
+        env = _router_env(
+            hash_seed=hash_seed, controller=controller, secrets=secrets, tokenizer=tokenizer, modules=modules
+        )
+        mounted = _router_volumes(name, secrets=secrets, scripts=bool(scripts))
+        exposed = _router_ports(controller)
+        container = _router_container(
+            name,
+            namespace,
+            router,
+            controller,
+            api_key=api_key,
+            env=env,
+            ports=[port for port, _ in exposed],
+            mounts=[mount for _, mount in mounted],
+        )
+        pod_spec = _pod_spec(
+            name,
+            router,
+            labels,
+            init_containers=_tokenizer_sync(tokenizer, secrets),
+            container=container,
+            volumes=[volume for volume, _ in mounted],
+        )
+        self.deployment = self._deployment(name, namespace, labels, router, annotations, pod_spec)
+        service_ports = [service_port for _, service_port in exposed]
+        self.service = self._service(name, namespace, labels, service_ports)
+        self.pdb = self._pdb(name, namespace, labels)
+        self.load_balancer = (
+            self._internal_load_balancer(name, namespace, labels, router, service_ports[:1])
+            if router.internal_load_balancer
+            else None
+        )
+
+    def _discovery_rbac(
+        self, name: str, namespace: str, labels: dict[str, str]
+    ) -> tuple[k8s.KubeServiceAccount, kplus.Role, k8s.KubeRoleBinding]:
+        account_name = names.router_name(name)
         # Not cdk8s-plus's ServiceAccount: it would set automountServiceAccountToken false on the account, which
         # the pod overrides anyway (discovery needs the token), and change the rendered object.
-        self.service_account = k8s.KubeServiceAccount(
+        account = k8s.KubeServiceAccount(
             self,
             "ServiceAccount",
-            metadata=k8s.ObjectMeta(name=account_name, namespace=ns, labels=meta_labels),
+            metadata=k8s.ObjectMeta(name=account_name, namespace=namespace, labels=labels),
         )
         role_name = names.router_discovery_role_name(name)
-        self.role = kplus.Role(
-            self, "Role", metadata=cdk8s.ApiObjectMetadata(name=role_name, namespace=ns, labels=meta_labels)
+        role = kplus.Role(
+            self, "Role", metadata=cdk8s.ApiObjectMetadata(name=role_name, namespace=namespace, labels=labels)
         )
         # jsii declares the interfaces a class implements by decorator, which type checkers do not read.
-        self.role.allow(DISCOVERY_VERBS, cast(kplus.IApiResource, kplus.ApiResource.PODS))
+        role.allow(DISCOVERY_VERBS, cast(kplus.IApiResource, kplus.ApiResource.PODS))
         # Not cdk8s-plus's RoleBinding: it writes apiGroup "" into the ServiceAccount subject.
-        self.role_binding = k8s.KubeRoleBinding(
+        binding = k8s.KubeRoleBinding(
             self,
             "RoleBinding",
-            metadata=k8s.ObjectMeta(name=role_name, namespace=ns, labels=meta_labels),
+            metadata=k8s.ObjectMeta(name=role_name, namespace=namespace, labels=labels),
             role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role_name),
-            subjects=[k8s.Subject(kind="ServiceAccount", name=account_name, namespace=ns)],
+            subjects=[k8s.Subject(kind="ServiceAccount", name=account_name, namespace=namespace)],
         )
-        env = [
-            k8s.EnvVar(name="PYTHONHASHSEED", value=hash_seed),
-            k8s.EnvVar(name="HOME", value=ROUTER_HOME),
-            k8s.EnvVar(name="HF_HOME", value=ROUTER_HF_HOME),
-        ]
-        init_containers = None
-        if tokenizer is not None:
-            # The copy is the only tokenizer: no Hub lookup (and no Hub egress or token needed for it). The kvaware
-            # fallback module loads it at start, so a copy the router cannot use fails the start, not each request.
-            env.append(k8s.EnvVar(name="HF_HUB_OFFLINE", value="1"))
-            env.append(k8s.EnvVar(name=TOKENIZER_MODEL_ENV, value=tokenizer.model))
-            sync = {k: quantity(v) for k, v in TOKENIZER_SYNC_RESOURCES.items()}
-            init_containers = [
-                k8s.Container(
-                    name="tokenizer-sync",
-                    image=tokenizer.image,
-                    command=tokenizer.command(),
-                    env=[
-                        k8s.EnvVar(name="HOME", value="/tmp"),
-                        k8s.EnvVar(name="HF_HOME", value=ROUTER_HF_HOME),
-                        *(
-                            [k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH)]
-                            if secrets is not None and secrets.hf_token_secret is not None
-                            else []
-                        ),
-                    ],
-                    resources=k8s.ResourceRequirements(requests=sync, limits=dict(sync)),
-                    volume_mounts=[
-                        k8s.VolumeMount(name="home", mount_path=ROUTER_HOME),
-                        k8s.VolumeMount(name="tmp", mount_path="/tmp"),
-                        *([secrets_mount()] if secrets is not None and secrets.hf_token_secret is not None else []),
-                    ],
-                    security_context=container_security_context(),
-                )
-            ]
-        if tokenizer is None and controller is not None and secrets is not None and secrets.hf_token_secret is not None:
-            # kvaware loads the model's tokenizer from the Hub; huggingface_hub reads the token file at each use.
-            env.append(k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH))
-        ports = [k8s.ContainerPort(name="http", container_port=names.ROUTER_PORT)]
-        service_ports = [
-            k8s.ServicePort(
-                name="http",
-                port=names.ROUTER_SERVICE_PORT,
-                target_port=k8s.IntOrString.from_string("http"),
-                protocol="TCP",
-            )
-        ]
-        if controller is not None:
-            for port_name, port in (
-                ("lmc-pull", names.LMCACHE_CONTROLLER_PULL_PORT),
-                ("lmc-reply", names.LMCACHE_CONTROLLER_REPLY_PORT),
-            ):
-                ports.append(k8s.ContainerPort(name=port_name, container_port=port))
-                service_ports.append(
-                    k8s.ServicePort(
-                        name=port_name, port=port, target_port=k8s.IntOrString.from_string(port_name), protocol="TCP"
-                    )
-                )
-        volumes = [
-            k8s.Volume(name=volume, empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(limit)))
-            for volume, (_, limit) in ROUTER_WRITABLE.items()
-        ]
-        mounts = [k8s.VolumeMount(name=volume, mount_path=path) for volume, (path, _) in ROUTER_WRITABLE.items()]
-        if secrets is not None:
-            volumes.append(secrets_volume(name))
-            mounts.append(secrets_mount())
-        api_key = secrets is not None and secrets.api_key_secret is not None
-        annotations = None
-        self.scripts = None
-        modules = router_modules(controller=controller, api_key=api_key)
-        if api_key:
-            env.append(k8s.EnvVar(name=API_KEY_FILE_ENV, value=f"{SECRETS_DIR}/{API_KEY_FILE}"))
-            if len(modules) > 1:
-                env.append(k8s.EnvVar(name="KVTIERS_ROUTER_MODULES", value=" ".join(modules[:-1])))
-        if modules:
-            shipped = (*modules, *([PREVIOUS_API_AUTH_MODULE] if api_key else []))
-            scripts = {f"{module}.py": module_source(module) for module in shipped}
-            self.scripts = k8s.KubeConfigMap(
-                self,
-                "Scripts",
-                metadata=k8s.ObjectMeta(
-                    name=names.router_scripts_config_map_name(name), namespace=ns, labels=meta_labels
-                ),
-                data=scripts,
-            )
-            volumes.append(
-                k8s.Volume(
-                    name="kvtiers",
-                    config_map=k8s.ConfigMapVolumeSource(name=names.router_scripts_config_map_name(name)),
-                )
-            )
-            mounts.append(k8s.VolumeMount(name="kvtiers", mount_path=ROUTER_SCRIPTS_DIR, read_only=True))
-            # --callbacks imports the module by name.
-            env.append(k8s.EnvVar(name="PYTHONPATH", value=ROUTER_SCRIPTS_DIR))
-            annotations = {SCRIPTS_CHECKSUM_ANNOTATION: config_checksum(*scripts.values())}
-        http = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
-        resources = {k: quantity(v) for k, v in ROUTER_RESOURCES.items()}
-        container = k8s.Container(
-            name="router",
-            image=router.image,
-            args=with_extra_args(
-                "Router",
-                router_args(name=name, namespace=ns, router=router, controller=controller, api_key=api_key),
-                router.extra_args,
+        return account, role, binding
+
+    def _scripts_config_map(
+        self, name: str, namespace: str, labels: dict[str, str], scripts: dict[str, str]
+    ) -> k8s.KubeConfigMap:
+        return k8s.KubeConfigMap(
+            self,
+            "Scripts",
+            metadata=k8s.ObjectMeta(
+                name=names.router_scripts_config_map_name(name), namespace=namespace, labels=labels
             ),
-            env=with_extra_env("Router", env, router.extra_env),
-            ports=ports,
-            resources=k8s.ResourceRequirements(requests=resources, limits=dict(resources)),
-            startup_probe=k8s.Probe(
-                http_get=http,
-                period_seconds=STARTUP_PROBE_PERIOD_SECONDS,
-                failure_threshold=STARTUP_SECONDS // STARTUP_PROBE_PERIOD_SECONDS,
-            ),
-            readiness_probe=k8s.Probe(
-                http_get=http,
-                period_seconds=5,
-                timeout_seconds=READINESS_TIMEOUT_SECONDS,
-                failure_threshold=READINESS_FAILURES,
-            ),
-            liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
-            volume_mounts=mounts,
-            # Until the Service has dropped the pod (no HTTP server is needed for a sleep action).
-            lifecycle=k8s.Lifecycle(
-                pre_stop=k8s.LifecycleHandler(sleep=k8s.SleepAction(seconds=prestop_delay_seconds(router)))
-            ),
-            security_context=container_security_context(),
+            data=scripts,
         )
-        self.deployment = k8s.KubeDeployment(
+
+    def _deployment(
+        self,
+        name: str,
+        namespace: str,
+        labels: dict[str, str],
+        router: Router,
+        annotations: dict[str, str] | None,
+        pod_spec: k8s.PodSpec,
+    ) -> k8s.KubeDeployment:
+        return k8s.KubeDeployment(
             self,
             "Deployment",
-            metadata=k8s.ObjectMeta(name=deployment_name, namespace=ns, labels=meta_labels),
+            metadata=k8s.ObjectMeta(name=names.router_name(name), namespace=namespace, labels=labels),
             spec=k8s.DeploymentSpec(
                 replicas=router.replica_count,
                 min_ready_seconds=NLB_MIN_READY_SECONDS if router.internal_load_balancer else None,
-                selector=k8s.LabelSelector(match_labels=meta_labels),
+                selector=k8s.LabelSelector(match_labels=labels),
                 # A new router is Ready before an old one stops, so a rollout never leaves the endpoint without one.
                 # kvaware too, whose single router hosts the LMCache controller: while both run, the engines' open
                 # connections stay with the old one, which keeps routing by its index; when it stops they reconnect
@@ -453,75 +396,262 @@ class RouterDeployment(Construct):
                     ),
                 ),
                 template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=meta_labels, annotations=annotations),
-                    spec=k8s.PodSpec(
-                        service_account_name=account_name,
-                        # Pod discovery lists and watches pods through the API.
-                        automount_service_account_token=True,
-                        security_context=pod_security_context(),
-                        volumes=volumes,
-                        termination_grace_period_seconds=termination_grace_seconds(router),
-                        tolerations=node_loss_tolerations(),
-                        # One router per node (per zone where the nodes allow): a node loss takes one replica.
-                        # Counted per revision, so that a rollout's new pod is not pushed away by the old ones.
-                        topology_spread_constraints=[
-                            k8s.TopologySpreadConstraint(
-                                max_skew=1,
-                                topology_key=topology_key,
-                                when_unsatisfiable=when,
-                                label_selector=k8s.LabelSelector(match_labels=meta_labels),
-                                match_label_keys=["pod-template-hash"],
-                                node_taints_policy="Honor",
-                            )
-                            for topology_key, when in (
-                                ("kubernetes.io/hostname", "DoNotSchedule"),
-                                ("topology.kubernetes.io/zone", "ScheduleAnyway"),
-                            )
-                        ],
-                        # Off the HyperPod nodes: required behind the NLB, whose targets are instances of the cluster's account, which
-                        # HyperPod's nodes are not (with externalTrafficPolicy Local a router on one would get no NLB
-                        # traffic), and where the cluster has nodes of its own for them; else preferred.
-                        affinity=k8s.Affinity(node_affinity=off_hyperpod(required=router.off_hyperpod_required)),
-                        init_containers=init_containers,
-                        containers=[container],
-                    ),
+                    metadata=k8s.ObjectMeta(labels=labels, annotations=annotations), spec=pod_spec
                 ),
             ),
         )
-        self.service = k8s.KubeService(
+
+    def _service(
+        self, name: str, namespace: str, labels: dict[str, str], ports: list[k8s.ServicePort]
+    ) -> k8s.KubeService:
+        return k8s.KubeService(
             self,
             "Service",
-            metadata=k8s.ObjectMeta(name=service_name, namespace=ns, labels=meta_labels),
-            spec=k8s.ServiceSpec(type="ClusterIP", selector=meta_labels, ports=service_ports),
+            metadata=k8s.ObjectMeta(name=names.router_name(name), namespace=namespace, labels=labels),
+            spec=k8s.ServiceSpec(type="ClusterIP", selector=labels, ports=ports),
         )
+
+    def _pdb(self, name: str, namespace: str, labels: dict[str, str]) -> k8s.KubePodDisruptionBudget:
         # Node drains (and other evictions) take one router at a time.
-        self.pdb = k8s.KubePodDisruptionBudget(
+        return k8s.KubePodDisruptionBudget(
             self,
             "Pdb",
-            metadata=k8s.ObjectMeta(name=deployment_name, namespace=ns, labels=meta_labels),
+            metadata=k8s.ObjectMeta(name=names.router_name(name), namespace=namespace, labels=labels),
             spec=k8s.PodDisruptionBudgetSpec(
-                max_unavailable=k8s.IntOrString.from_number(1), selector=k8s.LabelSelector(match_labels=meta_labels)
+                max_unavailable=k8s.IntOrString.from_number(1), selector=k8s.LabelSelector(match_labels=labels)
             ),
         )
-        self.load_balancer = None
-        if router.internal_load_balancer:
-            self.load_balancer = k8s.KubeService(
-                self,
-                "InternalNlb",
-                metadata=k8s.ObjectMeta(
-                    name=names.router_load_balancer_name(name),
-                    namespace=ns,
-                    labels=meta_labels,
-                    annotations=NLB_ANNOTATIONS,
-                ),
-                spec=k8s.ServiceSpec(
-                    type="LoadBalancer",
-                    selector=meta_labels,
-                    ports=service_ports[:1],
-                    load_balancer_source_ranges=list(router.client_cidrs),
-                    # Local: no second hop through kube-proxy's SNAT, so the router's NetworkPolicy sees the
-                    # client's address (with Cluster it sees the node's); the NLB sends only to nodes with a router,
-                    # checked on the Service's healthCheckNodePort.
-                    external_traffic_policy="Local",
+
+    def _internal_load_balancer(
+        self, name: str, namespace: str, labels: dict[str, str], router: Router, ports: list[k8s.ServicePort]
+    ) -> k8s.KubeService:
+        return k8s.KubeService(
+            self,
+            "InternalNlb",
+            metadata=k8s.ObjectMeta(
+                name=names.router_load_balancer_name(name),
+                namespace=namespace,
+                labels=labels,
+                annotations=NLB_ANNOTATIONS,
+            ),
+            spec=k8s.ServiceSpec(
+                type="LoadBalancer",
+                selector=labels,
+                ports=ports,
+                load_balancer_source_ranges=list(router.client_cidrs),
+                # Local: no second hop through kube-proxy's SNAT, so the router's NetworkPolicy sees the
+                # client's address (with Cluster it sees the node's); the NLB sends only to nodes with a router,
+                # checked on the Service's healthCheckNodePort.
+                external_traffic_policy="Local",
+            ),
+        )
+
+
+def _router_scripts(modules: tuple[str, ...], *, api_key: bool) -> dict[str, str]:
+    """The sources of the modules the router loads, by file name; none without a module."""
+    if not modules:
+        return {}
+    shipped = (*modules, *([PREVIOUS_API_AUTH_MODULE] if api_key else []))
+    return {f"{module}.py": module_source(module) for module in shipped}
+
+
+def _router_env(
+    *,
+    hash_seed: str,
+    controller: LMCacheController | None,
+    secrets: EndpointSecrets | None,
+    tokenizer: TokenizerCopy | HubTokenizerCopy | None,
+    modules: tuple[str, ...],
+) -> list[k8s.EnvVar]:
+    """The router's own variables, before ``router.extra_env``."""
+    hf_token = secrets is not None and secrets.hf_token_secret is not None
+    env = [
+        k8s.EnvVar(name="PYTHONHASHSEED", value=hash_seed),
+        k8s.EnvVar(name="HOME", value=ROUTER_HOME),
+        k8s.EnvVar(name="HF_HOME", value=ROUTER_HF_HOME),
+    ]
+    if tokenizer is not None:
+        # The copy is the only tokenizer: no Hub lookup (and no Hub egress or token needed for it). The kvaware
+        # fallback module loads it at start, so a copy the router cannot use fails the start, not each request.
+        env.append(k8s.EnvVar(name="HF_HUB_OFFLINE", value="1"))
+        env.append(k8s.EnvVar(name=TOKENIZER_MODEL_ENV, value=tokenizer.model))
+    elif controller is not None and hf_token:
+        # kvaware loads the model's tokenizer from the Hub; huggingface_hub reads the token file at each use.
+        env.append(k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH))
+    if secrets is not None and secrets.api_key_secret is not None:
+        env.append(k8s.EnvVar(name=API_KEY_FILE_ENV, value=f"{SECRETS_DIR}/{API_KEY_FILE}"))
+        if len(modules) > 1:
+            env.append(k8s.EnvVar(name="KVTIERS_ROUTER_MODULES", value=" ".join(modules[:-1])))
+    if modules:
+        # --callbacks imports the module by name.
+        env.append(k8s.EnvVar(name="PYTHONPATH", value=ROUTER_SCRIPTS_DIR))
+    return env
+
+
+def _tokenizer_sync(
+    tokenizer: TokenizerCopy | HubTokenizerCopy | None, secrets: EndpointSecrets | None
+) -> list[k8s.Container] | None:
+    """With a tokenizer copy, the init container that makes it."""
+    if tokenizer is None:
+        return None
+    hf_token = secrets is not None and secrets.hf_token_secret is not None
+    sync = {k: quantity(v) for k, v in TOKENIZER_SYNC_RESOURCES.items()}
+    return [
+        k8s.Container(
+            name="tokenizer-sync",
+            image=tokenizer.image,
+            command=tokenizer.command(),
+            env=[
+                k8s.EnvVar(name="HOME", value="/tmp"),
+                k8s.EnvVar(name="HF_HOME", value=ROUTER_HF_HOME),
+                *([k8s.EnvVar(name="HF_TOKEN_PATH", value=HF_TOKEN_PATH)] if hf_token else []),
+            ],
+            resources=k8s.ResourceRequirements(requests=sync, limits=dict(sync)),
+            volume_mounts=[
+                k8s.VolumeMount(name="home", mount_path=ROUTER_HOME),
+                k8s.VolumeMount(name="tmp", mount_path="/tmp"),
+                *([secrets_mount()] if hf_token else []),
+            ],
+            security_context=container_security_context(),
+        )
+    ]
+
+
+def _router_ports(controller: LMCacheController | None) -> list[Exposed]:
+    """HTTP, and with kvaware the LMCache controller's ports, which the engines reach through the Service."""
+    exposed = [
+        (
+            k8s.ContainerPort(name="http", container_port=names.ROUTER_PORT),
+            k8s.ServicePort(
+                name="http",
+                port=names.ROUTER_SERVICE_PORT,
+                target_port=k8s.IntOrString.from_string("http"),
+                protocol="TCP",
+            ),
+        )
+    ]
+    if controller is not None:
+        exposed += [
+            (
+                k8s.ContainerPort(name=port_name, container_port=port),
+                k8s.ServicePort(
+                    name=port_name, port=port, target_port=k8s.IntOrString.from_string(port_name), protocol="TCP"
                 ),
             )
+            for port_name, port in (
+                ("lmc-pull", names.LMCACHE_CONTROLLER_PULL_PORT),
+                ("lmc-reply", names.LMCACHE_CONTROLLER_REPLY_PORT),
+            )
+        ]
+    return exposed
+
+
+def _router_volumes(name: str, *, secrets: EndpointSecrets | None, scripts: bool) -> list[Mounted]:
+    """Every volume of the router pod, with the router container's mount of it."""
+    mounted: list[Mounted] = [
+        (
+            k8s.Volume(name=volume, empty_dir=k8s.EmptyDirVolumeSource(size_limit=quantity(limit))),
+            k8s.VolumeMount(name=volume, mount_path=path),
+        )
+        for volume, (path, limit) in ROUTER_WRITABLE.items()
+    ]
+    if secrets is not None:
+        mounted.append((secrets_volume(name), secrets_mount()))
+    if scripts:
+        mounted.append(
+            (
+                k8s.Volume(
+                    name="kvtiers",
+                    config_map=k8s.ConfigMapVolumeSource(name=names.router_scripts_config_map_name(name)),
+                ),
+                k8s.VolumeMount(name="kvtiers", mount_path=ROUTER_SCRIPTS_DIR, read_only=True),
+            )
+        )
+    return mounted
+
+
+def _router_container(
+    name: str,
+    namespace: str,
+    router: Router,
+    controller: LMCacheController | None,
+    *,
+    api_key: bool,
+    env: list[k8s.EnvVar],
+    ports: list[k8s.ContainerPort],
+    mounts: list[k8s.VolumeMount],
+) -> k8s.Container:
+    http = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
+    resources = {k: quantity(v) for k, v in ROUTER_RESOURCES.items()}
+    return k8s.Container(
+        name="router",
+        image=router.image,
+        args=with_extra_args(
+            "Router",
+            router_args(name=name, namespace=namespace, router=router, controller=controller, api_key=api_key),
+            router.extra_args,
+        ),
+        env=with_extra_env("Router", env, router.extra_env),
+        ports=ports,
+        resources=k8s.ResourceRequirements(requests=resources, limits=dict(resources)),
+        startup_probe=k8s.Probe(
+            http_get=http,
+            period_seconds=STARTUP_PROBE_PERIOD_SECONDS,
+            failure_threshold=STARTUP_SECONDS // STARTUP_PROBE_PERIOD_SECONDS,
+        ),
+        readiness_probe=k8s.Probe(
+            http_get=http,
+            period_seconds=5,
+            timeout_seconds=READINESS_TIMEOUT_SECONDS,
+            failure_threshold=READINESS_FAILURES,
+        ),
+        liveness_probe=k8s.Probe(http_get=http, period_seconds=10, failure_threshold=3, timeout_seconds=5),
+        volume_mounts=mounts,
+        # Until the Service has dropped the pod (no HTTP server is needed for a sleep action).
+        lifecycle=k8s.Lifecycle(
+            pre_stop=k8s.LifecycleHandler(sleep=k8s.SleepAction(seconds=prestop_delay_seconds(router)))
+        ),
+        security_context=container_security_context(),
+    )
+
+
+def _pod_spec(
+    name: str,
+    router: Router,
+    labels: dict[str, str],
+    *,
+    init_containers: list[k8s.Container] | None,
+    container: k8s.Container,
+    volumes: list[k8s.Volume],
+) -> k8s.PodSpec:
+    return k8s.PodSpec(
+        service_account_name=names.router_name(name),
+        # Pod discovery lists and watches pods through the API.
+        automount_service_account_token=True,
+        security_context=pod_security_context(),
+        volumes=volumes,
+        termination_grace_period_seconds=termination_grace_seconds(router),
+        tolerations=node_loss_tolerations(),
+        # One router per node (per zone where the nodes allow): a node loss takes one replica.
+        # Counted per revision, so that a rollout's new pod is not pushed away by the old ones.
+        topology_spread_constraints=[
+            k8s.TopologySpreadConstraint(
+                max_skew=1,
+                topology_key=topology_key,
+                when_unsatisfiable=when,
+                label_selector=k8s.LabelSelector(match_labels=labels),
+                match_label_keys=["pod-template-hash"],
+                node_taints_policy="Honor",
+            )
+            for topology_key, when in (
+                ("kubernetes.io/hostname", "DoNotSchedule"),
+                ("topology.kubernetes.io/zone", "ScheduleAnyway"),
+            )
+        ],
+        # Off the HyperPod nodes: required behind the NLB, whose targets are instances of the cluster's account, which
+        # HyperPod's nodes are not (with externalTrafficPolicy Local a router on one would get no NLB
+        # traffic), and where the cluster has nodes of its own for them; else preferred.
+        affinity=k8s.Affinity(node_affinity=off_hyperpod(required=router.off_hyperpod_required)),
+        init_containers=init_containers,
+        containers=[container],
+    )
