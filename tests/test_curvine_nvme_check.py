@@ -150,4 +150,4 @@ def test_data_dir_outside_the_nvme_mount_is_rejected(tmp_path):
     from tests.test_config import rejected
 
     message = rejected(tmp_path, lambda raw: raw["curvine"]["worker"].update(data_dir="/var/curvine"))
-    assert "curvine.worker: " in message and "must be below nvme_mount '/opt/dlami/nvme'" in message
+    assert "CurvineSettings: data_dir '/var/curvine' must be below nvme_mount '/opt/dlami/nvme'" in message

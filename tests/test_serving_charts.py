@@ -453,7 +453,7 @@ def test_a_router_behind_the_nlb_outlasts_the_nlbs_health_checks_in_a_rollout(ch
 def test_constructs_reject_what_they_cannot_build(env):
     with pytest.raises(ValueError, match="no endpoint named 'nope'"):
         render(env, "nope")
-    with pytest.raises(ValueError, match="needs router_replicas: 1"):
+    with pytest.raises(ValueError, match="Router: replicas must be 1 when routing is 'kvaware'"):
         render(two_endpoint_env(router_replicas=2), "llama-8b")
     operator_env = two_endpoint_env(serving="operator")
     with pytest.raises(ValueError, match="serving is 'operator', not 'self_managed'"):

@@ -463,12 +463,12 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
         ),
         (
             lambda: Router(image="example/router:1", routing="prefixaware", replicas=0),
-            "Router: replicas must be at least 1",
+            "Router: replicas must be 1 to 10",
         ),
         (lambda: dataclasses.replace(ENGINE, model_sync_image=""), "Engine: model_sync_image is empty"),
         (
             lambda: dataclasses.replace(ENGINE, gpu_memory_utilization=1.5),
-            "Engine: gpu_memory_utilization must be in",
+            "Engine: gpu_memory_utilization must be above 0.1 and at most 0.95",
         ),
         (
             lambda: dataclasses.replace(ENGINE, dtype="float32"),
@@ -476,7 +476,7 @@ def test_the_serving_and_operator_constructs_import_nothing_from_the_config():
         ),
         (
             lambda: dataclasses.replace(ENGINE, tensor_parallel_size=0),
-            "Engine: tensor_parallel_size must be at least 1",
+            "Engine: tensor_parallel_size must be 1 to 8",
         ),
         (lambda: Toleration(key="k", effect="Never"), "Toleration: effect must be one of .*, got 'Never'"),
         (lambda: S3Weights(bucket="b", prefix="/p/"), "S3Weights: .* without a leading or trailing slash"),
