@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from kvtiers.catalog import curvine_defaults as curvine
 from kvtiers.catalog import platform_defaults as platform
@@ -29,11 +29,8 @@ from kvtiers.catalog.versions import (
     DEFAULT_ENGINE_IMAGE,
     DEFAULT_ROUTER_IMAGE,
     ENGINE_IMAGES,
-    ROUTER_IMAGES,
     EngineRelease,
-    RouterRelease,
     engine_release,
-    router_release,
 )
 from kvtiers.k8s_charts.l2 import DEFAULT_MOUNT_PATH
 
@@ -390,9 +387,11 @@ ModelSource = Annotated[S3ModelSource | HuggingFaceModelSource, Field(discrimina
 
 
 class ServingImages(ImageField):
-    """Engine and router images. Each must be a row of the version matrix (:mod:`kvtiers.catalog.versions`), by
-    ``repo:tag`` or ``repo:tag@sha256:<digest>`` (the digest pins the bytes, the tag names the row: the
-    ``lmcache/vllm-openai`` release stage installs vLLM and LMCache unpinned, so a tag can be rebuilt)."""
+    """Engine and router images. The engine image must be a row of the version matrix
+    (:mod:`kvtiers.catalog.versions`), by ``repo:tag`` or ``repo:tag@sha256:<digest>`` (the digest pins the bytes, the
+    tag names the row: the ``lmcache/vllm-openai`` release stage installs vLLM and LMCache unpinned, so a tag can be
+    rebuilt): the file gives no LMCache version of its own, so the row is where the engines' comes from. The router
+    image is checked by the router chart (kvaware needs a reviewed release)."""
 
     vllm_image: str = DEFAULT_ENGINE_IMAGE
     """vLLM with LMCache in one image (they must be ABI-matched); default: the newest engine image whose LMCache
@@ -402,16 +401,13 @@ class ServingImages(ImageField):
     model_sync_image: str = serving_defaults.MODEL_SYNC_IMAGE
     """Init container that copies S3 weights to the pod (``aws s3 sync``)."""
 
-    @field_validator("vllm_image", "router_image")
+    @field_validator("vllm_image")
     @classmethod
-    def _in_the_version_matrix(cls, value: str, info: ValidationInfo) -> str:
-        engine = info.field_name == "vllm_image"
-        release = engine_release(value) if engine else router_release(value)
-        known = ENGINE_IMAGES if engine else ROUTER_IMAGES
-        if release is None:
+    def _in_the_version_matrix(cls, value: str) -> str:
+        if engine_release(value) is None:
             raise ValueError(
-                f"{info.field_name} {value!r} is not in the version matrix (kvtiers/catalog/versions.py); known: "
-                f"{', '.join(known)} (optionally with @sha256:<digest>)"
+                f"vllm_image {value!r} is not in the version matrix (kvtiers/catalog/versions.py); known: "
+                f"{', '.join(ENGINE_IMAGES)} (optionally with @sha256:<digest>)"
             )
         return value
 
@@ -419,12 +415,6 @@ class ServingImages(ImageField):
     def engine(self) -> EngineRelease:
         """What the engine image carries (vLLM, LMCache), from the version matrix."""
         release = engine_release(self.vllm_image)
-        assert release is not None, "validated against the version matrix"
-        return release
-
-    @property
-    def router(self) -> RouterRelease:
-        release = router_release(self.router_image)
         assert release is not None, "validated against the version matrix"
         return release
 
