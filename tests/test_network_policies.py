@@ -62,7 +62,9 @@ def endpoints(synth) -> dict[str, Endpoint]:
         "hp-pod": Endpoint("hp-pod", hp_ip(1), "apps", {"app": "batch"}),
         "api": Endpoint("api", str(vpc.network_address + 0x0210)),
         # The `kubernetes` Service address: what in-cluster clients dial (checked before translation by the CNI).
-        "api-service": Endpoint("api-service", env.eks.api_service_ip),
+        "api-service": Endpoint(
+            "api-service", str(ipaddress.ip_network(env.eks.service_ipv4_cidr).network_address + 1)
+        ),
         # A pod of another namespace on a system node: its address is in an EKS subnet, like the control plane's.
         "system-pod": Endpoint("system-pod", str(vpc.network_address + 0x0220), "apps", {"app": "tools"}),
         "internet": Endpoint("internet", "52.94.0.10"),
