@@ -124,9 +124,11 @@ def main() -> None:
         if baseline is not None:
             base = times["baseline", config]
             ratio = statistics.median(t / b for t, b in zip(this, base))
+            base_ratio = statistics.median(t / b for t, b in zip(base, bare_times))
             print(
-                f"{Path(config).name} at {args.baseline_rev}: median {statistics.median(base):.2f} s; this tree / "
-                f"{args.baseline_rev}: median ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
+                f"{Path(config).name} at {args.baseline_rev}: median {statistics.median(base):.2f} s, median ratio to "
+                f"bare {base_ratio:.2f}x; this tree / {args.baseline_rev}: median ratio {ratio:.3f} "
+                f"({(ratio - 1) * 100:+.1f} %)"
             )
     if args.endpoints:
         ratios = [t20 / t1 for t1, t20 in zip(times["this", one], times["this", twenty])]
