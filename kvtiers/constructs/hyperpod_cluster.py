@@ -554,7 +554,8 @@ class _PlacementWarnings:
         self._cluster = cluster
 
     def visit(self, node: IConstruct) -> None:
-        if node.node.path != self._cluster.node.path:
+        # jsii hands a construct made in Python back as the same object: no round trip per visited construct.
+        if node is not self._cluster:
             return
         for warning in self._cluster.placement.warnings():
             cdk.Annotations.of(self._cluster).add_warning_v2(PLACEMENT_ORDER_WARNING, f"HyperPodCluster: {warning}")

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 
 
 def acknowledge(scope: IConstruct, reason: str, *rules: str) -> None:
+    validations = cdk.Validations.of(scope)  # one jsii round trip for all the rules
     for rule in rules:
-        cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+        validations.acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
 
 
 def managed_policy(name: str) -> str:
