@@ -490,17 +490,22 @@ class _OneNamespaceManifest:
         self._namespace = namespace
 
     def validate(self) -> list[str]:
-        cluster = _cluster_name(self._manifest)
         wanted = ObjectRef(group="", kind="Namespace", namespace="", name=self._namespace)
+        # The manifests that declare the namespace first (one resolve each), the clusters of those only.
+        declaring = [
+            other
+            for other in self._manifest.node.root.node.find_all()
+            if isinstance(other, eks.KubernetesManifest) and other is not self._manifest and wanted in _declared(other)
+        ]
+        if not declaring:
+            return []
+        cluster = _cluster_name(self._manifest)
         return [
             f"CurvineL2: the manifest {other.node.path} also declares Namespace {self._namespace!r}, which the L2's "
             f"manifest {self._manifest.node.path} creates; deleting either would delete the namespace and "
             "everything in it. Pass the manifest that creates it as serving_namespace_manifest= instead"
-            for other in self._manifest.node.root.node.find_all()
-            if isinstance(other, eks.KubernetesManifest)
-            and other is not self._manifest
-            and _cluster_name(other) == cluster
-            and wanted in _declared(other)
+            for other in declaring
+            if _cluster_name(other) == cluster
         ]
 
 

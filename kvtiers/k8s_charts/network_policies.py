@@ -28,6 +28,7 @@ from constructs import Construct
 
 from kvtiers import checks
 from kvtiers.k8s_charts import names
+from kvtiers.k8s_charts.int_or_string import int_or_string
 from kvtiers.k8s_charts.names import CURVINE_CSI_CONTROLLER as CSI_CONTROLLER
 from kvtiers.k8s_charts.names import CURVINE_MASTER as MASTER
 
@@ -48,7 +49,7 @@ project's (``NotIn`` matches both; the operator might set the label to its own n
 
 
 def tcp(*ports: int) -> list[k8s.NetworkPolicyPort]:
-    return [k8s.NetworkPolicyPort(protocol="TCP", port=k8s.IntOrString.from_number(p)) for p in ports]
+    return [k8s.NetworkPolicyPort(protocol="TCP", port=int_or_string(p)) for p in ports]
 
 
 def ip_peer(cidr: str) -> k8s.NetworkPolicyPeer:
@@ -64,8 +65,8 @@ def in_namespace(namespace: str) -> k8s.LabelSelector:
 
 
 DNS = [
-    k8s.NetworkPolicyPort(protocol="UDP", port=k8s.IntOrString.from_number(53)),
-    k8s.NetworkPolicyPort(protocol="TCP", port=k8s.IntOrString.from_number(53)),
+    k8s.NetworkPolicyPort(protocol="UDP", port=int_or_string(53)),
+    k8s.NetworkPolicyPort(protocol="TCP", port=int_or_string(53)),
 ]
 KUBE_DNS = k8s.NetworkPolicyPeer(
     namespace_selector=in_namespace("kube-system"),

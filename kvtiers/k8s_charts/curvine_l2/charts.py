@@ -8,7 +8,6 @@ Objects are cdk8s's typed Kubernetes classes, not cdk8s-plus workloads: those ad
 from __future__ import annotations
 
 import hashlib
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from kvtiers.k8s_charts.curvine_l2.props import (
     CurvineCluster,
     Resources,
 )
+from kvtiers.k8s_charts.int_or_string import int_or_string
 from kvtiers.k8s_charts.names import (
     CURVINE_CONFIG_CHECKSUM_ANNOTATION,
     CURVINE_CONFIG_KEY,
@@ -87,11 +87,6 @@ def api_object(
     return obj
 
 
-@cache
-def _port(value: int | str) -> k8s.IntOrString:
-    return k8s.IntOrString.from_number(value) if isinstance(value, int) else k8s.IntOrString.from_string(value)
-
-
 def _env(name: str, *, field: str | None = None, value: str | None = None) -> k8s.EnvVar:
     if field:
         return k8s.EnvVar(name=name, value_from=k8s.EnvVarSource(field_ref=k8s.ObjectFieldSelector(field_path=field)))
@@ -122,7 +117,7 @@ def _config_volume(path: str = CONF_PATH) -> tuple[k8s.Volume, k8s.VolumeMount]:
 
 def _tcp_probe(port: int, period: int, failures: int | None = None) -> k8s.Probe:
     return k8s.Probe(
-        tcp_socket=k8s.TcpSocketAction(port=_port(port)), period_seconds=period, failure_threshold=failures
+        tcp_socket=k8s.TcpSocketAction(port=int_or_string(port)), period_seconds=period, failure_threshold=failures
     )
 
 
@@ -318,7 +313,7 @@ class CurvineMasterChart(cdk8s.Chart):
                 self,
                 "pdb",
                 metadata=k8s.ObjectMeta(name=CURVINE_MASTER, namespace=c.namespace),
-                spec=k8s.PodDisruptionBudgetSpec(max_unavailable=_port(1), selector=selector),
+                spec=k8s.PodDisruptionBudgetSpec(max_unavailable=int_or_string(1), selector=selector),
             ).add_dependency(ns)
 
 
@@ -360,7 +355,9 @@ class CurvineWorkerChart(cdk8s.Chart):
                 # hostNetwork ports clash during a surge: replace in place, one node at a time.
                 update_strategy=k8s.DaemonSetUpdateStrategy(
                     type="RollingUpdate",
-                    rolling_update=k8s.RollingUpdateDaemonSet(max_unavailable=_port(1), max_surge=_port(0)),
+                    rolling_update=k8s.RollingUpdateDaemonSet(
+                        max_unavailable=int_or_string(1), max_surge=int_or_string(0)
+                    ),
                 ),
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(
@@ -502,7 +499,7 @@ def _csi_controller_containers(
             mounts=[socket_mount, config[1], tmp[1]],
             security_context=container_security_context(root=True),
             liveness_probe=k8s.Probe(
-                http_get=k8s.HttpGetAction(path="/healthz", port=_port("healthz")),
+                http_get=k8s.HttpGetAction(path="/healthz", port=int_or_string("healthz")),
                 period_seconds=10,
                 failure_threshold=5,
             ),
@@ -819,7 +816,7 @@ class CurvineStorageChart(cdk8s.Chart):
         )
         eviction = cluster.eviction
         masters = ",".join(f"http://{host}:{cluster.ports.master_web}" for host in cluster.master_hosts)
-        metrics_probe = k8s.HttpGetAction(path="/metrics", port=_port("metrics"))
+        metrics_probe = k8s.HttpGetAction(path="/metrics", port=int_or_string("metrics"))
         janitor = k8s.Container(
             name="janitor",
             image=image,
