@@ -63,6 +63,7 @@ def library_platform(*, vpc: NewVpcOptions | ExistingVpcAttributes | None = None
         subnets=network.eks_subnets,
         security_group=network.security_group,
         service_ipv4_cidr="172.20.0.0/16",
+        cluster_name="kvtiers-team",
     )
     hyperpod = HyperPodCluster(
         stack,
@@ -362,3 +363,39 @@ def test_two_environments_in_one_app_are_two_clusters(tmp_path):
         path.write_text(yaml.safe_dump(document))
         build_deploy_graph(app, load_environment(path), review=True, nag=False)
     app.synth()
+
+
+def test_a_cluster_built_here_and_imported_by_its_name_elsewhere_is_one_cluster():
+    """Same name, same namespace, same cluster: the second endpoint would overwrite the first's objects."""
+    from aws_cdk import aws_eks_v2 as eks
+    from aws_cdk import aws_iam as iam
+
+    platform = library_platform()
+    built = platform["eks"].cluster
+    endpoint(platform, "First", engine=engine(replicas=1))
+    stack = cdk.Stack(
+        platform["stack"].node.root, "team-b", env=cdk.Environment(account="111111111111", region="us-east-1")
+    )
+    name = platform["stack"].resolve(built.cluster_name)
+    assert isinstance(name, dict)  # a reference: the name the EksCluster was built with is what the import gives
+    imported = eks.Cluster.from_cluster_attributes(
+        stack,
+        "Shared",
+        cluster_name="kvtiers-team",
+        kubectl_provider=eks.KubectlProvider.from_kubectl_provider_attributes(
+            stack,
+            "Kubectl",
+            service_token="arn:aws:lambda:us-east-1:111111111111:function:kubectl",
+            role=iam.Role.from_role_arn(stack, "Role", "arn:aws:iam::111111111111:role/kubectl"),
+        ),
+    )
+    with pytest.raises(ValueError, match="another endpoint of this app is named 'qwen2-7b'"):
+        ServingEndpoint(
+            stack,
+            "Same",
+            eks_cluster=imported,
+            name="qwen2-7b",
+            engine=engine(replicas=1),
+            router=Router(routing="prefixaware"),
+            network=ClusterNetwork(node_cidr="10.192.0.0/16", api_service_ip="172.20.0.1"),
+        )

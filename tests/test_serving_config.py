@@ -143,3 +143,13 @@ def test_allowed_clients_default_to_the_vpc(dev_env):
     from kvtiers.config.model import allowed_clients
 
     assert allowed_clients(dev_env, dev_env.serving.endpoints[0]) == (dev_env.network.cidr,)
+
+
+def test_a_copy_with_other_settings_is_sized_anew(dev_env):
+    """The sizing is computed once per environment; a copy (pydantic shares its private state) gets its own."""
+    first = model.sizing(dev_env).endpoint("qwen2-7b")
+    endpoints = tuple(e.model_copy(update={"l1_gib": e.l1_gib * 2, "l2": "off"}) for e in dev_env.serving.endpoints)
+    copy_ = dev_env.model_copy(update={"serving": dev_env.serving.model_copy(update={"endpoints": endpoints})})
+    second = model.sizing(copy_).endpoint("qwen2-7b")
+    assert second.l1_bytes == 2 * first.l1_bytes and not second.l2_enabled
+    assert model.sizing(dev_env).endpoint("qwen2-7b") == first

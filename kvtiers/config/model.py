@@ -214,14 +214,16 @@ def curvine_settings(env: Environment) -> CurvineSettings:
 def sizing(env: Environment) -> EnvironmentSizing:
     """Every endpoint's cache capacity per tier, pod memory and L2 decision, and the L2's capacity: read off the
     engines' own figures (:class:`Engine` sizes its pods and its GPU cache), computed once per environment."""
+    # Keyed by the environment's identity: pydantic's model_copy shares the private dict with a copy whose fields
+    # (and so sizing) may differ.
     cached = env.derived.get("sizing")
-    if isinstance(cached, EnvironmentSizing):
-        return cached
+    if isinstance(cached, tuple) and cached[0] == id(env) and isinstance(cached[1], EnvironmentSizing):
+        return cached[1]
     sized = tuple(_endpoint_sizing(env, e) for e in env.serving.endpoints)
     workers = sum(g.count for g in env.curvine_worker_groups)
     capacity = int(workers * env.curvine.worker.capacity_gb * GB * env.curvine.eviction.high_watermark)
     result = EnvironmentSizing(endpoints=sized, l2_capacity_bytes=capacity, curvine_workers=workers)
-    env.derived["sizing"] = result
+    env.derived["sizing"] = (id(env), result)
     return result
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -19,7 +20,7 @@ from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 import kvtiers.checks as check
 from kvtiers.catalog.kubernetes import DEFAULT_KUBERNETES_VERSION, Support, release, support, support_note
@@ -92,11 +93,19 @@ class ChartManifests:
         return manifest
 
 
+_NAMED_CLUSTERS: weakref.WeakKeyDictionary[IConstruct, dict[tuple[str, str], str]] = weakref.WeakKeyDictionary()
+"""Per app: the literal name of each ``EksCluster`` built with ``cluster_name``, by its stack and reference."""
+
+
 def cluster_key(stack: cdk.Stack, cluster_name: Any) -> str:
-    """Which cluster a name refers to, across the stacks of one app: a literal name in its stack's account and
-    region; a reference to a cluster resource of the stack itself by that stack (two environments' stacks refer to
-    their own clusters by the same logical ID); any other reference (another stack's output) as it is."""
+    """Which cluster a name refers to, across the stacks of one app: a literal name (given, or the one an
+    ``EksCluster`` of the stack was built with) in its stack's account and region, so that a cluster built here and
+    imported elsewhere by its name are one; a reference to a cluster resource of the stack itself with a generated
+    name by that stack (two environments' stacks refer to their own clusters by the same logical ID); any other
+    reference (another stack's output) as it is."""
     name = stack.resolve(cluster_name)
+    if isinstance(name, dict) and set(name) == {"Ref"}:
+        name = _NAMED_CLUSTERS.get(stack.node.root, {}).get((stack.node.path, json.dumps(name)), name)
     if isinstance(name, str):
         return json.dumps([stack.resolve(stack.account), stack.resolve(stack.region), name], sort_keys=True)
     if isinstance(name, dict) and set(name) == {"Ref"}:
@@ -289,6 +298,10 @@ class EksCluster(Construct):
             bootstrap_self_managed_addons=False,
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=kubectl_layer(self, kubernetes_version)),
         )
+        if cluster_name is not None:
+            stack = cdk.Stack.of(self)
+            reference = json.dumps(stack.resolve(self.cluster.cluster_name))
+            _NAMED_CLUSTERS.setdefault(self.node.root, {})[(stack.node.path, reference)] = cluster_name
         self.addons: dict[str, eks_l1.CfnAddon] = {
             name: pinned_addon(
                 self,
