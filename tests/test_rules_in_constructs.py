@@ -295,6 +295,26 @@ def test_a_moving_image_tag_is_refused_alike(tmp_path):
     assert str(refused.value) in app_error(tmp_path, lambda d: d["serving"].update(images={"model_sync_image": image}))
 
 
+@pytest.mark.parametrize(
+    ("source", "weights"),
+    [
+        ({"type": "huggingface", "revision": "main"}, {"revision": "main"}),
+        ({"type": "s3", "bucket": "Bad_Bucket", "prefix": "qwen"}, {"bucket": "Bad_Bucket", "prefix": "qwen"}),
+        (
+            {"type": "s3", "bucket": "models", "prefix": "qwen", "revision": "a b"},
+            {"bucket": "models", "prefix": "qwen", "revision": "a b"},
+        ),
+    ],
+    ids=["hub-branch", "s3-bucket", "s3-revision"],
+)
+def test_weights_the_l2_namespace_cannot_name_are_refused_alike(source, weights, tmp_path):
+    from kvtiers.k8s_charts.serving import S3Weights
+
+    with pytest.raises(ValueError) as refused:
+        S3Weights(**weights) if source["type"] == "s3" else HuggingFaceWeights(**weights)
+    assert str(refused.value) in app_error(tmp_path, lambda d: first_endpoint(d).update(source=source))
+
+
 def test_kvaware_on_a_gated_hub_model_without_a_token_is_refused_alike(tmp_path):
     llama = {"model": "meta-llama/Llama-3.1-8B-Instruct", "weights": HuggingFaceWeights()}
     with pytest.raises(ValueError) as refused:

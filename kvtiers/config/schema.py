@@ -364,10 +364,10 @@ class Curvine(Strict):
 
 class S3ModelSource(Strict):
     type: Literal["s3"]
-    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+    bucket: str
     prefix: str = Field(pattern=r"^[^/].*[^/]$|^[^/]$")
     """Key prefix holding the weights (no leading or trailing slash); the pod role may read only this prefix."""
-    revision: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]{1,64}$")
+    revision: str | None = None
     """Version of the weights under the prefix (for example the Hugging Face commit they were copied from). Part
     of the L2 namespace: replacing the weights in place without changing it would let engines read the old model's
     KV. Default: none (``kvtiers plan`` shows the namespace as unpinned)."""
@@ -379,7 +379,7 @@ class HuggingFaceModelSource(Strict):
     """Secrets Manager secret (name, in the environment's account and region) holding a Hugging Face token, for gated
     models; engines and a kvaware router read it as a file (``HF_TOKEN_PATH``). You create it before the first deploy
     (README, "First deploy"). Default: none (public model)."""
-    revision: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    revision: str | None = None
     """Model commit to pin. Default: the main branch at pod start."""
 
 

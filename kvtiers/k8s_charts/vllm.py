@@ -5,6 +5,7 @@ two paths cannot render them differently."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -63,6 +64,11 @@ def l2_guard_source() -> str:
     return Path(kvtiers_l2_guard.__file__).read_text()
 
 
+S3_BUCKET_NAME = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
+S3_REVISION = r"[A-Za-z0-9._\-]{1,64}"
+HUB_COMMIT = r"[0-9a-f]{40}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class S3Weights:
     """Model weights under an S3 prefix, copied into the pod before vLLM starts."""
@@ -80,6 +86,16 @@ class S3Weights:
                 f"S3Weights: bucket {self.bucket!r} and prefix {self.prefix!r} must be non-empty, the prefix without "
                 "a leading or trailing slash"
             )
+        if not re.fullmatch(S3_BUCKET_NAME, self.bucket):
+            raise ValueError(
+                f"S3Weights: bucket {self.bucket!r} is not an S3 bucket name (3 to 63 lower-case letters, digits, "
+                "'.' and '-', beginning and ending with a letter or digit)"
+            )
+        if self.revision is not None and not re.fullmatch(S3_REVISION, self.revision):
+            raise ValueError(
+                f"S3Weights: revision {self.revision!r} is not 1 to 64 letters, digits, '.', '_' or '-' (it names "
+                "the L2 directory)"
+            )
 
     @property
     def url(self) -> str:
@@ -92,7 +108,15 @@ class HuggingFaceWeights:
     ``EndpointSecrets.hf_token_secret``)."""
 
     revision: str | None = None
-    """Model commit to serve. @default None (the main branch when the pod starts)"""
+    """Model commit to serve, a 40-character commit hash (a branch such as ``main`` moves, and the L2 namespace
+    must name the weights' bytes). @default None (the main branch when the pod starts)"""
+
+    def __post_init__(self) -> None:
+        if self.revision is not None and not re.fullmatch(HUB_COMMIT, self.revision):
+            raise ValueError(
+                f"HuggingFaceWeights: revision {self.revision!r} is not a 40-character commit hash (a branch moves "
+                "under the L2 namespace that names it)"
+            )
 
 
 Weights = S3Weights | HuggingFaceWeights
