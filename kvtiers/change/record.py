@@ -1,7 +1,7 @@
 """The records a synth writes into its cloud assembly beside the templates, for ``kvtiers diff``.
 
 The endpoint record (``kvtiers-endpoints.json``): per endpoint, its L2
-namespace as the synth computed it (``kvtiers.stacks.wiring.serving.l2_namespace``, the one computation), the L2
+namespace as the synth computed it (``kvtiers.config.model.l2_namespace``, the one computation: the engine's), the L2
 location its pods mount (``l2_mount``, the value the wiring passes to the serving chart) and the engine image.
 ``kvtiers diff`` compares two records: a new L2 location is a cold L2 for the whole endpoint, and the fields that
 differ say why. The templates cannot say it: they carry only the directory's hash.

@@ -89,9 +89,9 @@ def allowed_clients(env: Environment, e: Endpoint) -> tuple[str, ...]:
 
 
 def engine(env: Environment, e: Endpoint, *, model_role_arn: str | None = None) -> Engine:
-    """The endpoint's engine; its pod memory and model disk come out the same as the environment's sizing (both
-    from :func:`kvtiers.catalog.serving_defaults.engine_pod_sizing`). The group's taints are not here: the construct
-    that places the engine on its HyperPod group adds their tolerations. An operator endpoint's engine has only the
+    """The endpoint's engine, whose own figures (:attr:`Engine.sizing`, :attr:`Engine.l0_tokens`) the environment's
+    sizing reads. The group's taints are not here: the construct that places the engine on its HyperPod group adds
+    their tolerations. An operator endpoint's engine has only the
     fields the operator carries (``OperatorEndpoint.from_engine``)."""
     from kvtiers.k8s_charts.serving import Engine
 
