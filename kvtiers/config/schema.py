@@ -39,7 +39,6 @@ SAGEMAKER_NAME = platform.SAGEMAKER_NAME_PATTERN
 EKS_CLUSTER_NAME = platform.EKS_CLUSTER_NAME_PATTERN
 IAM_ROLE_ARN = platform.IAM_ROLE_ARN_PATTERN
 # An image reference with an explicit tag or digest. `latest` is rejected separately with its own message.
-PINNED_IMAGE = r"^[a-z0-9][a-z0-9._\-/:]*[a-z0-9](:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[a-f0-9]{64})$"
 
 RoutingStrategy = Literal["prefixaware", "kvaware", "session", "roundrobin"]
 
@@ -63,10 +62,6 @@ AbsolutePath = Annotated[str, Field(pattern=r"^/[^\s]*$", min_length=2)]
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class ImageField(Strict):
-    """Mixin: fields whose names end in ``image`` (pinned references: the constructs they map onto check that)."""
 
 
 # --------------------------------------------------------------------------------------------------- network
@@ -250,7 +245,7 @@ class HyperPod(Strict):
 # --------------------------------------------------------------------------------------------------- Curvine
 
 
-class CurvineImages(ImageField):
+class CurvineImages(Strict):
     runtime_image: str = curvine.RUNTIME_IMAGE
     csi_image: str = curvine.CSI_IMAGE
     csi_provisioner_image: str = curvine.CSI_PROVISIONER_IMAGE
@@ -386,7 +381,7 @@ class HuggingFaceModelSource(Strict):
 ModelSource = Annotated[S3ModelSource | HuggingFaceModelSource, Field(discriminator="type")]
 
 
-class ServingImages(ImageField):
+class ServingImages(Strict):
     """Engine and router images. The engine image must be a row of the version matrix
     (:mod:`kvtiers.catalog.versions`), by ``repo:tag`` or ``repo:tag@sha256:<digest>`` (the digest pins the bytes, the
     tag names the row: the ``lmcache/vllm-openai`` release stage installs vLLM and LMCache unpinned, so a tag can be

@@ -443,6 +443,11 @@ def _required_node_labels(labels: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def kubernetes_cluster(eks_cluster: EksCluster | ClusterLike) -> eks.ICluster:
+    """The Kubernetes cluster manifests and charts deploy to: the :class:`EksCluster`'s, or an imported one."""
+    return as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
+
+
 def pinned_addon(
     scope: Construct,
     id: str,

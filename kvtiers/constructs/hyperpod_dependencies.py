@@ -19,7 +19,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, kubernetes_cluster
 from kvtiers.k8s_charts.tolerations import Toleration
 
 RELEASE = "hyperpod-dependencies"
@@ -97,14 +97,13 @@ class HyperPodDependencies(Construct):
         _check_resolved(chart_dir)
         self.tolerations = tuple(tolerations)
         eks_cluster = cluster if isinstance(cluster, EksCluster) else None
-        kubernetes = cluster.cluster if isinstance(cluster, EksCluster) else cluster
         if wait is None:
             wait = eks_cluster is None or eks_cluster.system_nodegroup is not None
         self.chart_asset = s3_assets.Asset(self, "ChartAsset", path=str(chart_dir))
         self.chart = eks.HelmChart(
             self,
             "Chart",
-            cluster=as_cluster_interface(kubernetes),
+            cluster=kubernetes_cluster(cluster),
             chart_asset=self.chart_asset,
             release=RELEASE,
             namespace=NAMESPACE,

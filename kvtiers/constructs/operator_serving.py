@@ -24,7 +24,12 @@ from constructs import Construct
 from kvtiers.catalog.serving_defaults import API
 from kvtiers.constructs.cluster_network import cluster_network
 from kvtiers.constructs.curvine import ImportedCurvineL2
-from kvtiers.constructs.eks_cluster import ChartManifests, ClusterLike, EksCluster, as_cluster_interface
+from kvtiers.constructs.eks_cluster import (
+    ChartManifests,
+    ClusterLike,
+    EksCluster,
+    kubernetes_cluster,
+)
 from kvtiers.constructs.endpoint_registry import register_endpoint
 from kvtiers.constructs.hyperpod_cluster import register_agents
 from kvtiers.constructs.hyperpod_inference import InferenceOperator, allow_invocation_traffic
@@ -176,7 +181,7 @@ class OperatorServingEndpoint(Construct):
             operator_workload(self.endpoint, group_types={g.name: g.instance_type for g in hyperpod.instance_groups})
         )
         register_agents(hyperpod.placement, (*OPERATOR_AGENTS, *OPERATOR_CONTROLLERS), hyperpod.instance_groups)
-        cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
+        cluster = kubernetes_cluster(eks_cluster)
         register_endpoint(
             self,
             where,

@@ -20,7 +20,12 @@ from kvtiers.catalog.instance_types import G6E_INSTANCE_TYPES, check_instance_gr
 from kvtiers.catalog.platform_defaults import TaintEffect
 from kvtiers.catalog.serving_defaults import HASH_SEED, NAMESPACE
 from kvtiers.constructs.cluster_network import cluster_network
-from kvtiers.constructs.eks_cluster import ClusterLike, EksCluster, as_cluster_interface, pod_identity_association
+from kvtiers.constructs.eks_cluster import (
+    ClusterLike,
+    EksCluster,
+    kubernetes_cluster,
+    pod_identity_association,
+)
 from kvtiers.constructs.endpoint_registry import register_endpoint
 from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess, ImportedSecretsStore, SecretsStoreCsi
 from kvtiers.constructs.hyperpod_cluster import InstanceGroup, register_agents
@@ -151,7 +156,7 @@ class ServingEndpoint(Construct):
         if isinstance(eks_cluster, EksCluster) and eks_cluster.system_nodegroup is not None:
             router = dataclasses.replace(router, system_nodes=True)
         cluster_network_ = cluster_network(where, network, eks_cluster) if network_policies else None
-        cluster = as_cluster_interface(eks_cluster.cluster if isinstance(eks_cluster, EksCluster) else eks_cluster)
+        cluster = kubernetes_cluster(eks_cluster)
         register_endpoint(
             self,
             where,
