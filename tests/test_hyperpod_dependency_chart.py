@@ -285,3 +285,60 @@ def test_without_system_nodes_the_chart_does_not_wait_for_pods(tmp_path, stand_i
     properties = helm_chart_resource(result)["Properties"]
     # HyperPod creates its nodes only after the chart: waiting for the chart's controllers would never end.
     assert not properties.get("Wait") and not properties.get("Atomic")
+
+
+def _layouts(root) -> dict:
+    """The stand-in chart with its first dependency resolved four ways, as a ``helm dependency update`` may leave it
+    or a hand-made copy might: a directory, an archive, a directory of another name holding the chart, nothing."""
+    import shutil
+    import tarfile
+
+    layouts = {}
+    for layout in ("directory", "archive", "renamed-directory", "missing"):
+        chart = write_stand_in_checkout(root / layout / "cli")
+        sub = chart / "charts" / "nvidia-device-plugin"
+        if layout == "archive":
+            with tarfile.open(chart / "charts" / "nvidia-device-plugin-0.1.0.tgz", "w:gz") as archive:
+                archive.add(sub, arcname="nvidia-device-plugin")
+            shutil.rmtree(sub)
+        elif layout == "renamed-directory":
+            sub.rename(chart / "charts" / "plugin")
+        elif layout == "missing":
+            shutil.rmtree(sub)
+        layouts[layout] = chart
+    return layouts
+
+
+def test_the_unresolved_chart_check_agrees_with_the_layers_own_helm(helm, tmp_path):
+    """Helm loads the subcharts in charts/ (directories and archives) and matches each dependency by the name in the
+    subchart's own Chart.yaml (``checkDependencies``); the construct refuses exactly the layouts Helm refuses."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_eks_v2 as eks
+    from aws_cdk import aws_iam as iam
+
+    from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
+
+    def imported_cluster(stack: cdk.Stack) -> eks.ICluster:
+        return eks.Cluster.from_cluster_attributes(
+            stack,
+            "Cluster",
+            cluster_name="c",
+            kubectl_provider=eks.KubectlProvider.from_kubectl_provider_attributes(
+                stack,
+                "Kubectl",
+                service_token="arn:aws:lambda:us-east-1:111111111111:function:kubectl",
+                role=iam.Role.from_role_arn(stack, "Role", "arn:aws:iam::111111111111:role/kubectl"),
+            ),
+        )
+
+    for layout, chart in _layouts(tmp_path).items():
+        run = subprocess.run([str(helm), "template", "deps", str(chart)], capture_output=True, text=True)
+        helm_refuses = run.returncode != 0 and "missing in charts/ directory" in run.stderr
+        assert helm_refuses == (layout == "missing"), (layout, run.stderr[-500:])
+        stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="111111111111", region="us-east-1"))
+        try:
+            HyperPodDependencies(stack, "Deps", cluster=imported_cluster(stack), chart_dir=chart)
+            refused = False
+        except ValueError as error:
+            refused = "missing from charts/ (nvidia-device-plugin)" in str(error)
+        assert refused == helm_refuses, layout

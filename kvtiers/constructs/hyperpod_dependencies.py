@@ -9,6 +9,7 @@ that folder as a chart asset.
 
 from __future__ import annotations
 
+import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -126,16 +127,16 @@ class HyperPodDependencies(Construct):
 
 
 def _check_resolved(chart_dir: Path) -> None:
-    """Helm installs a chart only when every dependency its ``Chart.yaml`` lists is in ``charts/``, whatever the
-    dependency's ``condition`` (``CheckDependencies``: "found in Chart.yaml, but missing in charts/ directory"): an
-    unresolved copy would fail only after the EKS cluster exists."""
+    """Helm installs a chart only when every dependency its ``Chart.yaml`` lists is a chart loaded from ``charts/``
+    (by the name in that subchart's own ``Chart.yaml``), whatever the dependency's ``condition``: Helm's
+    ``checkDependencies`` (``pkg/action/install.go``) fails with "found in Chart.yaml, but missing in charts/
+    directory". An unresolved copy would fail only after the EKS cluster exists."""
     chart_yaml = chart_dir / "Chart.yaml"
     if not chart_yaml.is_file():
         raise ValueError(f"HyperPodDependencies: chart_dir {chart_dir} has no Chart.yaml")
     metadata = yaml.safe_load(chart_yaml.read_text()) or {}
-    missing = [
-        d["name"] for d in metadata.get("dependencies") or () if not _subchart_present(chart_dir / "charts", d["name"])
-    ]
+    loaded = _subchart_names(chart_dir / "charts")
+    missing = [d["name"] for d in metadata.get("dependencies") or () if d["name"] not in loaded]
     if missing:
         raise ValueError(
             f"HyperPodDependencies: chart_dir {chart_dir}: Chart.yaml lists dependencies missing from charts/ "
@@ -144,6 +145,19 @@ def _check_resolved(chart_dir: Path) -> None:
         )
 
 
-def _subchart_present(charts: Path, name: str) -> bool:
-    """A dependency as ``helm dependency update`` leaves it: ``charts/<name>/`` or ``charts/<name>-<version>.tgz``."""
-    return (charts / name / "Chart.yaml").is_file() or any(charts.glob(f"{name}-*.tgz"))
+def _subchart_names(charts: Path) -> set[str]:
+    """The names of the charts Helm's loader finds in ``charts/``: each directory's and each ``.tgz`` archive's own
+    ``Chart.yaml`` (an archive holds one top-level directory)."""
+    names: set[str] = set()
+    for entry in charts.iterdir() if charts.is_dir() else ():
+        if (entry / "Chart.yaml").is_file():
+            names.add((yaml.safe_load((entry / "Chart.yaml").read_text()) or {}).get("name", ""))
+        elif entry.suffix == ".tgz" and entry.is_file():
+            with tarfile.open(entry) as archive:
+                member = next(
+                    (m for m in archive.getmembers() if m.name.count("/") == 1 and m.name.endswith("/Chart.yaml")), None
+                )
+                content = archive.extractfile(member) if member is not None else None
+                if content is not None:
+                    names.add((yaml.safe_load(content.read()) or {}).get("name", ""))
+    return names
