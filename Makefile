@@ -29,7 +29,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: synth test upstream-mirrors install lint python-versions check-python bench-synth hyperpod-chart hyperpod-chart-checkout clean
+.PHONY: synth test test-under-load upstream-mirrors install lint python-versions check-python bench-synth hyperpod-chart hyperpod-chart-checkout clean
 
 install: $(VENV)/.installed node_modules/.installed
 
@@ -130,8 +130,14 @@ lint: $(VENV)/.installed
 python-versions: $(VENV)/.installed
 	$(PY) tools/python_versions.py install
 
-test: install $(LMCACHE_VENVS) .venv-engine/.installed .venv-router/.installed $(VLLM_WHEEL_DIR)/.downloaded $(HYPERPOD_SDK)/.installed .venv-checkov/.installed $(PROMTOOL) python-versions lint
+TEST_PREREQUISITES := install $(LMCACHE_VENVS) .venv-engine/.installed .venv-router/.installed $(VLLM_WHEEL_DIR)/.downloaded $(HYPERPOD_SDK)/.installed .venv-checkov/.installed $(PROMTOOL) python-versions lint
+test: $(TEST_PREREQUISITES)
 	$(PY) -m pytest -n 2 --dist loadfile
+
+## The same suite beside one busy process per core (tools/under_load.py): a test must wait for its event, not for a
+## deadline a loaded machine misses.
+test-under-load: $(TEST_PREREQUISITES)
+	$(PY) tools/under_load.py -- $(PY) -m pytest -n 2 --dist loadfile
 
 ## Bare git mirrors of the components on no package registry (Curvine, production-stack's router) at their pinned
 ## tags, for the tests that read them (tests/upstream.py); needs github.com. Without them `make test` skips those

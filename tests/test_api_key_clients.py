@@ -9,7 +9,6 @@ import json
 import re
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import boto3
@@ -30,6 +29,7 @@ from tests.fakes import secrets_manager
 from tests.fakes.cluster import build_healthy
 from tests.fakes.kube_server import FakeKube
 from tests.upstream import vllm_routes, vllm_source
+from tests.waiting import HANG_BOUND_SECONDS, until
 
 KEYS = ["NewKey123", "OldKey456"]
 ROUTER_PYTHON = ROOT / ".venv-router" / "bin" / "python"
@@ -51,19 +51,12 @@ def serve(script: str, ready_path: str, *args: str):
         port = s.getsockname()[1]
     process = subprocess.Popen([str(ROUTER_PYTHON), str(Path(__file__).parent / "fakes" / script), str(port), *args])
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"{url}{ready_path}", timeout=1)
-            break
-        except httpx.HTTPError:
-            assert process.poll() is None and time.monotonic() < deadline, f"{script} did not start"
-            time.sleep(0.1)
+    until(lambda: httpx.get(f"{url}{ready_path}", timeout=5), what=f"{script} answers", process=process)
     try:
         yield url
     finally:
         process.terminate()
-        process.wait(10)
+        process.wait(HANG_BOUND_SECONDS)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from kvtiers.k8s_charts.curvine_l2 import l2_janitor
 from kvtiers.k8s_charts.curvine_l2.l2_janitor import ChunkFile, Janitor, run_once, victims
 from tests.fakes.curvine_master import CurvineMaster, CurvineMasterServer
 from tests.promtool import promtool
+from tests.waiting import HANG_BOUND_SECONDS, until
 
 SCRIPT = Path(l2_janitor.__file__)
 NOW = 2_000_000_000
@@ -55,7 +56,7 @@ def once(root: Path, capacity: int, *extra: str, check: bool = True) -> subproce
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_BOUND_SECONDS,
         check=check,
     )
 
@@ -422,20 +423,26 @@ def test_the_metrics_say_what_the_janitor_really_freed_and_pass_promtool(tmp_pat
         stdout=subprocess.PIPE,
         text=True,
     )
+
+    def metrics() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+            return response.read().decode()
+
+    def after_two_runs() -> str | None:
+        page = metrics()
+        return page if 'kvtiers_l2_janitor_runs_total{result="ok"} 2' in page else None
+
     try:
-        deadline, text = time.monotonic() + 20, ""
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-                    text = response.read().decode()
-                if 'kvtiers_l2_janitor_runs_total{result="ok"} 2' in text:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
+        text = until(
+            after_two_runs,
+            what="the janitor's second run",
+            process=process,
+            seen=metrics,
+            poll=0.1,
+        )
     finally:
         process.send_signal(signal.SIGTERM)
-        process.wait(timeout=10)
+        process.wait(timeout=HANG_BOUND_SECONDS)
     assert process.returncode == 0, "SIGTERM ends the loop cleanly"
     assert 'kvtiers_l2_janitor_freed_bytes_total{reason="watermark"} 300' in text, text
     assert 'kvtiers_l2_janitor_deleted_files_total{reason="watermark"} 3' in text

@@ -30,14 +30,12 @@ from tests.conftest import ROOT
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_lmcache_contract import kvaware_env
 from tests.upstream import ENGINE_VENV, line_of, vllm_source
+from tests.waiting import HANG_BOUND_SECONDS, until
 
 PYTHON = ENGINE_VENV / "bin" / "python"
 CLUSTER = ROOT / "tests" / "fakes" / "lmcache_cluster.py"
 needs_engine = pytest.mark.skipif(not PYTHON.exists(), reason="no .venv-engine (make test installs it)")
 HEARTBEAT_SECONDS = 1
-EVENT_BOUND_SECONDS = 120
-"""How long a wait for an event that must come (a heartbeat) may take before the test calls it lost: only a hang
-reaches it; a busy machine delays the event, it does not fail the test."""
 
 
 def free_port() -> int:
@@ -117,17 +115,17 @@ class Cluster:
 
     def state(self, keys: list[int] = ()) -> dict:
         url = f"http://127.0.0.1:{self.state_port}/state?keys={','.join(map(str, keys))}"
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=60) as response:  # a local answer; 60 s only on a stalled machine
             return json.loads(response.read())
 
-    def wait_for(self, predicate, keys: list[int] = (), timeout: float = 10.0) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
+    def wait_for(self, predicate, keys: list[int] = ()) -> dict:
+        """The controller's first state that satisfies ``predicate``."""
+
+        def satisfied() -> dict | None:
             state = self.state(keys)
-            if predicate(state):
-                return state
-            assert time.monotonic() < deadline, state
-            time.sleep(0.05)
+            return state if predicate(state) else None
+
+        return until(satisfied, what="the controller's state", seen=lambda: self.state(keys))
 
     def close(self) -> None:
         for process in self.processes:
@@ -181,12 +179,9 @@ class Departure:
     def admit(self) -> None:
         self.cluster.admit(self.cluster.engines[self.instance], self.keys)
 
-    def wait_for(self, predicate, timeout: float) -> None:
-        """Until ``predicate(self)`` holds (polling the controller), at most ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while not predicate(self):
-            assert time.monotonic() < deadline, self.cluster.state(self.keys)
-            time.sleep(0.05)
+    def wait_for(self, predicate, process: subprocess.Popen | None = None) -> None:
+        """Until ``predicate(self)`` holds (polling the controller); ``process``: the hook that must bring it about."""
+        until(lambda: predicate(self), what=self.instance, process=process, seen=lambda: self.cluster.state(self.keys))
 
     def staying_intact(self) -> bool:
         state = self.cluster.state([999])
@@ -198,7 +193,7 @@ def depart(cluster: Cluster, instance: str, tmp_path: Path) -> Departure:
     keys = [1000 * (LEAVING.index(instance) + 1) + i for i in range(3)]
     departure = Departure(cluster, instance, keys, [], {})
     departure.admit()
-    departure.wait_for(lambda d: d.owners() == {instance}, timeout=5)
+    departure.wait_for(lambda d: d.owners() == {instance})
     command = container["lifecycle"]["preStop"]["exec"]["command"]
     script = Path(command[1])
     for name, text in files.items():
@@ -222,37 +217,39 @@ def start_hook(command: list[str], env: dict[str, str]) -> subprocess.Popen:
 
 @needs_engine
 def test_the_hook_leaves_the_controller_for_every_rank_while_the_engine_heartbeats_and_drains(cluster, tmp_path):
+    """Each step waits for the controller's state to show it (the hook is a new Python process, the engines
+    heartbeat once a second: seconds on a loaded machine); the times are printed, not asserted. Without the hook
+    nothing deregisters a heartbeating engine, and without the repeat a re-admitted key stays with it (the next
+    test): either would leave a wait below unanswered."""
     leaving = depart(cluster, "kv-engine-drains", tmp_path)
     with FakeOpenAI() as vllm:
         vllm.busy = 2
-        command = with_flags(leaving.command, metrics_url=f"{vllm.url}/metrics", settle_seconds="1", max_seconds="30")
+        command = with_flags(
+            leaving.command, metrics_url=f"{vllm.url}/metrics", settle_seconds="1", max_seconds=str(HANG_BOUND_SECONDS)
+        )
         started = time.monotonic()
         hook = start_hook(command, leaving.env)
         # Every rank of the departing engine leaves at once, with its index; the other engine keeps its own.
-        leaving.wait_for(
-            lambda d: not d.registered() and d.owners() == {None}, timeout=10
-        )  # the hook is a new Python process: slow on a loaded machine
+        leaving.wait_for(lambda d: not d.registered() and d.owners() == {None}, hook)
         left = time.monotonic() - started
         assert leaving.staying_intact()
         # The engine is still up: its heartbeats re-register it, and a request finishing now admits keys again. The
-        # repeated deregistration takes them away within one resend period.
-        leaving.wait_for(lambda d: d.registered(), timeout=EVENT_BOUND_SECONDS)
+        # repeated deregistration takes them away.
+        leaving.wait_for(lambda d: d.registered(), hook)
         leaving.admit()
         admitted = time.monotonic()
-        leaving.wait_for(lambda d: d.owners() == {None}, timeout=5)
+        leaving.wait_for(lambda d: d.owners() == {None}, hook)
         matchable_for = time.monotonic() - admitted
-        time.sleep(2)
+        time.sleep(2)  # a window in which the hook must not return: vLLM still has requests
         assert hook.poll() is None, "the hook returned while vLLM still had requests"
         vllm.busy = 0
-        drained = time.monotonic()
-        _, err = hook.communicate(timeout=10)
+        _, err = hook.communicate(timeout=HANG_BOUND_SECONDS)
         assert hook.returncode == 0, err
-        assert time.monotonic() - drained < 2.5  # one poll period, plus process exit
-        assert "idle" in err and "deregistering kv-engine-drains ranks 0-1" in err
+        # It saw the engine idle (at the bound it would say so instead) and stopped resending.
+        assert "idle after" in err and "deregistering kv-engine-drains ranks 0-1" in err, err
         assert leaving.owners() == {None} and leaving.staying_intact()
         leaving.admit()  # the hook never stopped the engine: vLLM's SIGTERM does that after it
     print(f"\nleft the controller {left:.2f} s after the hook started; a re-admitted key stayed {matchable_for:.2f} s")
-    assert left < 1.5 and matchable_for < 1.5
 
 
 @needs_engine
@@ -263,42 +260,43 @@ def test_without_the_repeat_a_heartbeat_brings_the_departing_engine_back(cluster
     with FakeOpenAI() as vllm:
         vllm.busy = 1
         command = with_flags(
-            leaving.command, metrics_url=f"{vllm.url}/metrics", settle_seconds="0", max_seconds="30",
-            resend_seconds="600",
+            leaving.command, metrics_url=f"{vllm.url}/metrics", settle_seconds="0",
+            max_seconds=str(HANG_BOUND_SECONDS), resend_seconds="600",
         )  # fmt: skip
         hook = start_hook(command, leaving.env)
-        leaving.wait_for(lambda d: not d.registered(), timeout=10)
-        leaving.wait_for(lambda d: d.registered(), timeout=EVENT_BOUND_SECONDS)
+        leaving.wait_for(lambda d: not d.registered(), hook)  # the one deregistration has reached the controller
+        leaving.wait_for(lambda d: d.registered(), hook)
         leaving.admit()
-        time.sleep(3 * HEARTBEAT_SECONDS)
+        time.sleep(3 * HEARTBEAT_SECONDS)  # a window for a deregistration that must not come
         assert leaving.owners() == {"kv-engine-once"}
         vllm.busy = 0
-        hook.communicate(timeout=10)
+        hook.communicate(timeout=HANG_BOUND_SECONDS)
 
 
 @needs_engine
 def test_an_engine_that_never_idles_is_let_go_at_the_bound(cluster, tmp_path):
+    """The hook returns at its bound however loaded the machine is: never before settle + bound, and only by the
+    bound (it says so) while vLLM stays busy."""
     leaving = depart(cluster, "kv-engine-busy", tmp_path)
     with FakeOpenAI() as vllm:
         vllm.busy = 3
         command = with_flags(leaving.command, metrics_url=f"{vllm.url}/metrics", settle_seconds="1", max_seconds="3")
         started = time.monotonic()
-        _, err = start_hook(command, leaving.env).communicate(timeout=20)
+        _, err = start_hook(command, leaving.env).communicate(timeout=HANG_BOUND_SECONDS)
         took = time.monotonic() - started
-        assert "bound" in err
-        assert 4 <= took < 6.5, took
+        assert "bound after" in err, err
+        assert took >= 4, took
         assert leaving.owners() == {None}
 
 
 def test_an_engine_that_is_not_listening_has_nothing_to_drain():
+    """It returns at once, without waiting for its bound: it says "unreachable", which it says only then."""
     container, _ = rendered_engine()
     command = container["lifecycle"]["preStop"]["exec"]["command"]
     local = [sys.executable, kvtiers_engine_drain.__file__, "--metrics-url", f"http://127.0.0.1:{free_port()}/metrics"]
     local += ["--settle-seconds", "0", "--max-seconds", flag(command, "--max-seconds")]
-    started = time.monotonic()
-    result = subprocess.run(local, capture_output=True, text=True, timeout=30)
-    assert result.returncode == 0 and "unreachable" in result.stderr
-    assert time.monotonic() - started < 5
+    result = subprocess.run(local, capture_output=True, text=True, timeout=HANG_BOUND_SECONDS)
+    assert result.returncode == 0 and "unreachable after" in result.stderr, result.stderr
 
 
 def test_the_drain_reads_the_gauges_vllm_serves():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import httpx
 import pytest
@@ -25,6 +24,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.test_engine_drain import free_port
 from tests.test_router_rollout import ROUTER_VENV, STUBS, _router_source_available, router_source  # noqa: F401
 from tests.test_serving_charts import DEV, render
+from tests.waiting import HANG_BOUND_SECONDS, until
 
 KEY = "router-key-0123456789"
 WITHOUT_KEY = [
@@ -88,21 +88,18 @@ def router(request, router_source, tmp_path_factory):  # noqa: F811 (the fixture
             stderr=subprocess.STDOUT,
         )
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, (tmp / "router.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (tmp / "router.log").read_text()[-3000:]
-            time.sleep(0.2)
+        until(
+            lambda: httpx.get(f"{url}/health", timeout=5).status_code == 200,
+            what="the router's /health",
+            process=process,
+            seen=lambda: (tmp / "router.log").read_text()[-3000:],
+            poll=0.2,
+        )
         try:
             yield url, reached
         finally:
             process.terminate()
-            process.wait(10)
+            process.wait(HANG_BOUND_SECONDS)
             log.close()
 
 

@@ -54,6 +54,7 @@ from tests.shipped import load_shipped
 from tests.test_engine_drain import free_port, with_flags
 from tests.test_lmcache_contract import kvaware_env
 from tests.upstream import MIRROR_SKIP, mirror_git_dir, skip_without_mirror
+from tests.waiting import HANG_BOUND_SECONDS, until
 
 ROUTER_VENV = ROOT / ".venv-router"
 STUBS = ROOT / "tests" / "stubs"
@@ -69,6 +70,10 @@ WORKER_TIMEOUT_SECONDS = 6
 """The router's ``--lmcache-worker-timeout`` in the drill (30 s by default, 40 s as kvtiers renders it): the window in
 which a departed engine's index still answers lookups is this plus the health-check interval."""
 CLIENTS = 4
+HITS_BEFORE = 3
+"""Cache hits on the departing engine the drill waits for before it leaves (its index is in use)."""
+AFTER_THE_WINDOW = 2 * PROMPTS
+"""Requests the drill waits for after the router's window has closed: every prompt, twice."""
 DRILL_KEY = "drill-key-0123456789"
 
 
@@ -290,17 +295,17 @@ class Drill:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 90
-        while True:
-            assert self.router.poll() is None, (self.tmp / "router.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{self.url}/engines", timeout=2) as response:
-                    if len(json.loads(response.read())) == len(ENGINES):
-                        return
-            except (OSError, ValueError):
-                pass
-            assert time.monotonic() < deadline, (self.tmp / "router.log").read_text()[-3000:]
-            time.sleep(0.2)
+        until(
+            lambda: len(self.engines_listed()) == len(ENGINES),
+            what="the router lists every engine",
+            process=self.router,
+            seen=lambda: (self.tmp / "router.log").read_text()[-3000:],
+            poll=0.2,
+        )
+
+    def engines_listed(self) -> list:
+        with urllib.request.urlopen(f"{self.url}/engines", timeout=30) as response:
+            return list(json.loads(response.read()))
 
     @property
     def url(self) -> str:
@@ -329,13 +334,19 @@ class Drill:
     def endpoints_left(self, engine: str) -> float:
         """When the router's endpoint list (``/engines``) no longer has the engine: from then on no request should go
         there (before it, the router cannot know; a terminating engine still serves those)."""
-        deadline = time.monotonic() + 10
-        while True:
-            with urllib.request.urlopen(f"{self.url}/engines", timeout=5) as response:
-                if len(json.loads(response.read())) < len(ENGINES):  # its cards carry no address
-                    return time.monotonic()
-            assert time.monotonic() < deadline, f"the router still lists {engine}"
-            time.sleep(0.01)
+        until(
+            lambda: len(self.engines_listed()) < len(ENGINES),  # its cards carry no address
+            what=f"the router no longer lists {engine}",
+            process=self.router,
+            poll=0.01,
+        )
+        return time.monotonic()
+
+    def served_by(self, i: int) -> str:
+        """The engine that serves prompt ``i`` now (nothing else may be sending)."""
+        before = {engine: len(server.arrivals) for engine, server in self.vllm.items()}
+        assert self.complete(prompt(i)) == 200
+        return next(engine for engine, server in self.vllm.items() if len(server.arrivals) > before[engine])
 
     def node_loss(self, engine: str) -> float:
         self.kill(engine)
@@ -364,7 +375,7 @@ class Drill:
         }
 
         def stop_after_hook() -> None:
-            subprocess.run(command, env=env, capture_output=True, timeout=60)
+            subprocess.run(command, env=env, capture_output=True, timeout=HANG_BOUND_SECONDS)
             self.kill(engine)
             self.kube.delete_pod(self.pod_name(engine))
 
@@ -395,9 +406,16 @@ def run(tmp: Path, source: Path, objs: dict[str, dict], *, scenario: str, fallba
     try:
         drill.start_engines()
         drill.start_router()
-        for i in range(PROMPTS):  # each prompt's first request is a miss; the engine that serves it caches it
-            assert drill.complete(prompt(i)) == 200
-        time.sleep(1.5)  # the admits reach the controller
+        # Each prompt's first request is a miss; the engine that serves it caches it and admits it to the
+        # controller (asynchronously). Once the router sends every prompt back to that engine, twice, the
+        # admits have arrived.
+        cached_on = [drill.served_by(i) for i in range(PROMPTS)]
+        until(
+            lambda: all(drill.served_by(i) == drill.served_by(i) == cached_on[i] for i in range(PROMPTS)),
+            what="the router routes each prompt to the engine that cached it",
+            process=drill.router,
+        )
+        assert DEPARTING in cached_on, cached_on
         statuses: list[tuple[float, int]] = []
         lock = threading.Lock()
         stop = threading.Event()
@@ -420,13 +438,19 @@ def run(tmp: Path, source: Path, objs: dict[str, dict], *, scenario: str, fallba
         for thread in threads:
             thread.start()
         if scenario != "node-loss-unmapped":
-            time.sleep(3)
+            until(
+                lambda: sum(t >= start for t in departed.arrivals) >= HITS_BEFORE, what="hits on the departing engine"
+            )
             figures.hits_before = sum(t >= start for t in departed.arrivals)  # cache hits routed to it
             left = drill.node_loss(DEPARTING) if scenario == "node-loss" else drill.rollout(DEPARTING)
-        time.sleep(WORKER_TIMEOUT_SECONDS + 4)  # the window closes after the timeout plus a health-check interval
+        # The router's own window closes after the worker timeout plus a health-check interval (a duration of the
+        # code under test, not a guess at this machine's speed); the drill then watches a round of every prompt.
+        closes = left + WORKER_TIMEOUT_SECONDS + 4
+        until(lambda: sum(sent > closes for sent, _ in list(statuses)) >= AFTER_THE_WINDOW,
+              what="requests after the router's window", process=drill.router, poll=0.2)  # fmt: skip
         stop.set()
         for thread in threads:
-            thread.join(timeout=60)
+            thread.join(timeout=HANG_BOUND_SECONDS)
         figures.sent = len(statuses)
         figures.failed = sum(status != 200 for _, status in statuses)
         figures.failed_after = sum(status != 200 for sent, status in statuses if sent > left)
@@ -448,7 +472,7 @@ def test_an_engine_leaving_mid_traffic(scenario, fallback, router_source, render
     figures = run(tmp_path, router_source, rendered, scenario=scenario, fallback=fallback)
     print("\n| scenario | router | requests sent | failed | failed after it left | sent to the departed engine after |")
     print(figures.row())
-    assert figures.sent > 100 and figures.hits_before > 0, figures
+    assert figures.hits_before > 0, figures
     # The engines check the key too: the router's own calls pass it, and a caller beside the router gets 401.
     assert figures.engines_refused == 0 and figures.direct_without_key == 401, figures
     if fallback:

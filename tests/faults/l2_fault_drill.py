@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import time
+from pathlib import Path
 
 import torch
 from lmcache.config import LMCacheEngineMetadata
@@ -24,6 +25,9 @@ from lmcache.v1.cache_engine import LMCacheEngineBuilder
 from lmcache.v1.config import LMCacheEngineConfig
 from lmcache.v1.mock_gpu_connector import MockGPUConnector
 from lmcache.v1.storage_backend.connector.fs_connector import METADATA_BYTES_LEN
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the drill runs as a script in its own venv
+from waiting import NeverHappened, until
 
 CHUNK = 256
 CHUNKS = 4
@@ -85,12 +89,22 @@ def active_buffers(built) -> int:
 
 
 def wait_for_files(root: str, count: int) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if len([n for n in os.listdir(root) if n.endswith(".data")]) >= count:
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"the writer stored fewer than {count} chunk files in {root}")
+    def stored() -> list[str]:
+        return [n for n in os.listdir(root) if n.endswith(".data")]
+
+    until(lambda: len(stored()) >= count, what=f"the writer stores {count} chunk files in {root}", seen=stored)
+
+
+def guard_of(built) -> object:
+    """The guard of an engine's L2 (``BoundedRemote``: its methods replace the remote backend's)."""
+    return built.storage_manager.storage_backends["RemoteBackend"].get_blocking.__self__
+
+
+def inspections_done(built) -> None:
+    """Until the guard has finished inspecting every file that failed to load (its verdict counted, a broken file
+    deleted): it does that on its own threads after the request returned."""
+    guard = guard_of(built)
+    until(lambda: not guard._inspections, what="the guard's inspections", seen=lambda: guard._inspections)
 
 
 def request(built, gpu, tokens) -> dict:
@@ -183,17 +197,26 @@ def drill(scenario: str, case: dict, index: int) -> dict:
         held = CHUNK if scenario == "io_error_after_held_prefix" else 0
         result["first"] = retrieve_after_lookup(reader, gpu, tokens, held=held)
         if scenario == "stalled_read":
-            # the stalled reads finish after the request gave up on them: their buffers must come back
-            time.sleep(2 * case["hang_seconds"] + 1.0)  # the fs connector reads the header, then the data
-            result["first"]["leaked_after_late_reads"] = active_buffers(reader) - result["first"]["buffers_before"]
-    time.sleep(0.5)  # the guard inspects a failed file in the background
+            # The stalled read finishes after the request gave up on it: the fs connector reads the header (one
+            # stall), takes a buffer, reads the data (another stall) and then the buffer must come back. Each stall
+            # lasts seconds, so polling sees the buffer taken; a leak never returns it: the wait reaches its hang
+            # bound and the drill reports what is still held.
+            before = result["first"]["buffers_before"]
+            try:
+                until(lambda: active_buffers(reader) > before, what="the late read takes its buffer")
+                until(lambda: active_buffers(reader) <= before, what="the late read's buffer comes back")
+            except NeverHappened:
+                pass
+            result["first"]["leaked_after_late_reads"] = active_buffers(reader) - before
+    if case["guard_dir"]:
+        inspections_done(reader)
     result["file_after"] = os.path.exists(path)
     write_rules(case["rules"], "")
     # The next request: it recomputes what it could not load and stores the request's chunks, as vLLM's save does.
     if scenario != "hung_lookup":
         result["next"] = request(reader, gpu, tokens)
         reader.store(tokens, kvcaches=[], slot_mapping=torch.arange(len(tokens)))
-        time.sleep(0.3)
+        wait_for_files(root, CHUNKS)  # a deleted chunk is stored again
         fresh, fresh_gpu = engine(f"later-{scenario}", root, case["timeout"])
         result["later"] = request(fresh, fresh_gpu, tokens)
     return result
@@ -262,9 +285,7 @@ def async_prefetch_without_load(case: dict) -> dict:
     for request in range(case.get("async_requests", 5)):
         lookup_id = f"repeat-{request}"
         reader.async_lookup_and_prefetch(lookup_id=lookup_id, hashes=hashes, offsets=offsets, pin=True)
-        deadline = time.monotonic() + 20
-        while lookup_id not in scheduler.hit_tokens and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until(lambda lookup_id=lookup_id: lookup_id in scheduler.hit_tokens, what=f"the lookup {lookup_id}", poll=0.01)
         held.append(active_buffers(reader))
     return {"hit_tokens": list(scheduler.hit_tokens.values()), "buffers_held_after_each_request": held}
 
@@ -291,10 +312,8 @@ def use_stamps(case: dict) -> dict:
     def read(name: str) -> list[list[float]]:
         reader, gpu = engine(name, root, case["timeout"])
         request(reader, gpu, tokens)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(a < began for a, _ in times()):
-            time.sleep(0.05)
-        time.sleep(0.3)  # a stamp still queued would land now
+        stamper = guard_of(reader)._stamper  # the request queued its stamps before it returned
+        until(lambda: stamper._pending == 0, what="the queued stamps", seen=times)
         return times()
 
     return {"began": began, "after_first_reader": read("stamp-reader-1"), "after_second_reader": read("stamp-reader-2")}
