@@ -5,7 +5,7 @@ bootstrap) does to the node, and a reboot."""
 
 from __future__ import annotations
 
-import configparser
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -120,10 +120,7 @@ def effective_containerd_config(root: Path) -> dict:
     exec_start = "/usr/bin/containerd"
     dropins = root / "etc" / "systemd" / "system" / "containerd.service.d"
     for dropin in sorted(dropins.glob("*.conf")) if dropins.is_dir() else ():
-        parser = configparser.ConfigParser(strict=False, interpolation=None)
-        parser.optionxform = str
-        parser.read_string(dropin.read_text().replace("ExecStart=\n", ""))
-        exec_start = parser["Service"].get("ExecStart", exec_start)
+        exec_start = ([exec_start] + [v for v in unit_values(dropin.read_text(), "Service", "ExecStart") if v])[-1]
     args = exec_start.split()
     path = args[args.index("--config") + 1] if "--config" in args else "/etc/containerd/config.toml"
     return tomllib.loads((root / path.lstrip("/")).read_text())
@@ -149,10 +146,10 @@ def kubelet_runs_pods(node, pods_dir: str = "/var/lib/kubelet/pods") -> None:
 def replace_root_volume(node) -> None:
     """What UpdateClusterSoftware does before it re-runs the lifecycle scripts: a new root volume from the AMI; the
     instance group's volume at /opt/sagemaker keeps its files; nothing is mounted or running."""
-    root, _, _, running = node
+    root = node[0]
     for child in root.iterdir():
         if child.name != "opt":
-            subprocess.run(["rm", "-rf", str(child)], check=True)
+            shutil.rmtree(child)
     install_ami(root)
     _forget_boot(node)
 
@@ -206,7 +203,8 @@ def start_service(node, service: str, **env: str) -> bool:
     dropins = root / "etc" / "systemd" / "system" / f"{service}.service.d"
     required = [
         unit
-        for dropin in sorted(dropins.glob("*.conf")) if dropins.is_dir()
+        for dropin in sorted(dropins.glob("*.conf"))
+        if dropins.is_dir()
         for value in unit_values(dropin.read_text(), "Unit", "Requires")
         for unit in value.split()
     ]
