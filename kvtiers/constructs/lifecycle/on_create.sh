@@ -202,7 +202,8 @@ done
 # A bound /var/lib/kubelet: this root already runs from the volume. Otherwise a kubelet running pods is left alone:
 # binding a copy over its directory would leave the running device plugins watching the old one (no GPUs
 # advertised until they restart). AWS's reference stops and restarts nothing, so OnCreate runs before nodeadm starts
-# the kubelet; a kubelet with pods means that no longer holds, and the node fails loudly instead.
+# the kubelet (after cloud-init, on the EKS AL2023 AMI); a kubelet with pods means that no longer holds, and the node
+# fails loudly instead.
 moved=false
 if mountpoint -q "$ROOT/var/lib/kubelet"; then
   moved=true
