@@ -1,0 +1,243 @@
+"""A HyperPod node in a directory, for running the lifecycle script with bash. System commands are stubs on PATH
+that record their calls; ``systemctl`` keeps which services run in a state file, ``mount --bind`` records its target
+and ``mountpoint`` answers from the fake root and those records. Also what nodeadm (the Amazon Linux 2023 EKS
+bootstrap) does to the node, and a reboot."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+from kvtiers.constructs.hyperpod_cluster import LIFECYCLE_DIR, ON_CREATE
+
+SCRIPT = LIFECYCLE_DIR / ON_CREATE
+NODEADM_CONFIG = 'version = 2\nroot = "/var/lib/containerd"\n[plugins."io.containerd.grpc.v1.cri".containerd]\ndefault_runtime_name = "nvidia"\n'
+"""What nodeadm leaves in /etc/containerd/config.toml: the default data root."""
+DATA_ROOT = "/opt/sagemaker/containerd/data-root"
+
+
+def make_node(tmp_path: Path):
+    root = tmp_path / "root"
+    install_ami(root)
+    (root / "opt" / "sagemaker").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    running = tmp_path / "running"
+    running.write_text("")
+    mounts = tmp_path / "mounts"
+    mounts.write_text("")
+    for name in ("findmnt", "lsblk"):
+        stub(bin_dir / name, f'echo "{name} $*" >> {calls}\n')
+    stub(
+        bin_dir / "mount",
+        f"""echo "mount $*" >> {calls}
+if [[ $1 == --bind ]]; then echo "$3" >> {mounts}; fi
+""",
+    )
+    stub(
+        bin_dir / "systemctl",
+        f"""echo "systemctl $*" >> {calls}
+case "$1" in
+  is-active) grep -qx "${{@: -1}}" {running} ;;
+  stop) grep -vx "$2" {running} > {running}.new; mv {running}.new {running} ;;
+  start) echo "$2" >> {running} ;;
+esac
+""",
+    )
+    stub(bin_dir / "mountpoint", f'[[ -e "${{@: -1}}/.mounted" ]] || grep -qx -- "${{@: -1}}" {mounts}\n')
+    # The volume that appears late: it is mounted while whoever waits for it sleeps for the n-th time.
+    late = tmp_path / "volume-appears-after-sleeps"
+    stub(
+        bin_dir / "sleep",
+        f"""echo "sleep $*" >> {calls}
+if [[ -f {late} ]]; then
+  left=$(( $(cat {late}) - 1 ))
+  echo "$left" > {late}
+  if (( left == 0 )); then touch {root}/opt/sagemaker/.mounted; echo "volume mounted" >> {calls}; fi
+fi
+""",
+    )
+    return root, bin_dir, calls, running
+
+
+def stub(path: Path, body: str) -> None:
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(0o755)
+
+
+def install_ami(root: Path) -> None:
+    """What a fresh root volume of the HyperPod AMI holds for the script."""
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "os-release").write_text('ID="amzn"\nVERSION_ID="2023"\nPRETTY_NAME="Amazon Linux 2023"\n')
+    (root / "usr" / "bin").mkdir(parents=True)
+    runtime = root / "usr" / "bin" / "nvidia-container-runtime"
+    runtime.write_text("#!/bin/sh\n")
+    runtime.chmod(0o755)
+    (root / "var" / "lib" / "kubelet" / "pki").mkdir(parents=True)
+    (root / "var" / "lib" / "kubelet" / "pki" / "kubelet.crt").write_text("cert")
+
+
+def run(node, **env) -> subprocess.CompletedProcess:
+    root, bin_dir, _, _ = node
+    environment = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "KVTIERS_ROOT": str(root),
+        "KVTIERS_WAIT_SECONDS": "0",
+        "KVTIERS_FAIL_PAUSE_SECONDS": "0",
+        **env,
+    }
+    return subprocess.run(["bash", str(SCRIPT)], env=environment, capture_output=True, text=True, timeout=60)
+
+
+BASE_RUNTIME_SPEC = "/etc/containerd/base-runtime-spec.json"
+"""Where nodeadm writes the node's base OCI spec (its default rlimits) before it starts containerd (awslabs/amazon-eks-ami
+nodeadm/internal/containerd ``writeBaseRuntimeSpec``, unconditional); its own containerd configuration points there."""
+
+
+def nodeadm(node, *, base_runtime_spec: bool = True) -> None:
+    """What nodeadm does to containerd: write its configuration file and (unless an image without it is modelled)
+    the base runtime spec, add its own drop-in, start containerd (with the content of /var/lib/containerd it
+    creates)."""
+    root, _, _, running = node
+    (root / "etc" / "containerd").mkdir(parents=True, exist_ok=True)
+    if base_runtime_spec:
+        (root / BASE_RUNTIME_SPEC.lstrip("/")).write_text('{"ociVersion": "1.1.0", "process": {"rlimits": []}}')
+    (root / "etc" / "containerd" / "config.toml").write_text(NODEADM_CONFIG)
+    dropins = root / "etc" / "systemd" / "system" / "containerd.service.d"
+    dropins.mkdir(parents=True, exist_ok=True)
+    (dropins / "10-nodeadm.conf").write_text("[Service]\nExecStart=\nExecStart=/usr/bin/containerd\n")
+    (root / "var" / "lib" / "containerd" / "io.containerd.content.v1.content").mkdir(parents=True, exist_ok=True)
+    if "containerd" not in running.read_text().split():
+        running.write_text(running.read_text() + "containerd\n")
+
+
+def effective_containerd_config(root: Path) -> dict:
+    """The configuration containerd starts with: the last ExecStart of its drop-ins in systemd's (lexical) order,
+    ``--config`` or containerd's default path, read from the fake root."""
+    exec_start = "/usr/bin/containerd"
+    dropins = root / "etc" / "systemd" / "system" / "containerd.service.d"
+    for dropin in sorted(dropins.glob("*.conf")) if dropins.is_dir() else ():
+        exec_start = ([exec_start] + [v for v in unit_values(dropin.read_text(), "Service", "ExecStart") if v])[-1]
+    args = exec_start.split()
+    path = args[args.index("--config") + 1] if "--config" in args else "/etc/containerd/config.toml"
+    return tomllib.loads((root / path.lstrip("/")).read_text())
+
+
+def mounted(node) -> None:
+    (node[0] / "opt" / "sagemaker" / ".mounted").write_text("")
+
+
+def bound(node, path: str) -> bool:
+    """Whether ``mount --bind`` has mounted something on ``path`` (a path on the node) since the last boot."""
+    root = node[0]
+    return f"{root}{path}" in (root.parent / "mounts").read_text().split("\n")
+
+
+def kubelet_runs_pods(node, pods_dir: str = "/var/lib/kubelet/pods") -> None:
+    """nodeadm has started the kubelet and it runs pods (the DaemonSets: device plugins, CNI) from ``pods_dir``."""
+    root, _, _, running = node
+    (root / pods_dir.lstrip("/") / "0b5e-device-plugin" / "volumes").mkdir(parents=True)
+    running.write_text(running.read_text() + "kubelet\n")
+
+
+def replace_root_volume(node) -> None:
+    """What UpdateClusterSoftware does before it re-runs the lifecycle scripts: a new root volume from the AMI; the
+    instance group's volume at /opt/sagemaker keeps its files; nothing is mounted or running."""
+    root = node[0]
+    for child in root.iterdir():
+        if child.name != "opt":
+            shutil.rmtree(child)
+    install_ami(root)
+    _forget_boot(node)
+
+
+def _forget_boot(node) -> None:
+    root, _, _, running = node
+    running.write_text("")
+    (root.parent / "mounts").write_text("")
+    (root / "opt" / "sagemaker" / ".mounted").unlink(missing_ok=True)
+
+
+def boot_blocking_mounts(root: Path, out: Path) -> list[str]:
+    """The mount units local-fs.target requires after a reboot: if one fails, local-fs.target fails and systemd
+    enters emergency mode (systemd 252 ``units/local-fs.target``: ``OnFailure=emergency.target``). Computed by
+    systemd's own fstab generator from the node's /etc/fstab (``SYSTEMD_FSTAB``); an entry with ``nofail`` is only
+    wanted (systemd.mount(5))."""
+    fstab = root / "etc" / "fstab"
+    if not fstab.exists():
+        return []
+    for directory in ("normal", "early", "late"):
+        (out / directory).mkdir(parents=True)
+    subprocess.run(
+        [FSTAB_GENERATOR, str(out / "normal"), str(out / "early"), str(out / "late")],
+        env={"SYSTEMD_FSTAB": str(fstab), "PATH": "/usr/bin:/bin"},
+        check=True,
+        capture_output=True,
+    )
+    required = out / "normal" / "local-fs.target.requires"
+    return sorted(p.name for p in required.iterdir()) if required.is_dir() else []
+
+
+FSTAB_GENERATOR = "/usr/lib/systemd/system-generators/systemd-fstab-generator"
+
+
+def unit_values(text: str, section: str, key: str) -> list[str]:
+    """Every value of ``key`` in ``section`` of a systemd unit or drop-in, in order (systemd keeps repeated keys)."""
+    values, current = [], None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            current = line.strip("[]")
+        elif current == section and line.startswith(f"{key}="):
+            values.append(line.split("=", 1)[1])
+    return values
+
+
+def start_service(node, service: str, **env: str) -> bool:
+    """``systemctl start <service>`` as systemd does it: first each unit the service's drop-ins require (its
+    ExecStart commands in order, run from the fake root); if one fails, the service is not started."""
+    root, bin_dir, calls, running = node
+    dropins = root / "etc" / "systemd" / "system" / f"{service}.service.d"
+    required = [
+        unit
+        for dropin in sorted(dropins.glob("*.conf"))
+        if dropins.is_dir()
+        for value in unit_values(dropin.read_text(), "Unit", "Requires")
+        for unit in value.split()
+    ]
+    for unit in required:
+        text = (root / "etc" / "systemd" / "system" / unit).read_text()
+        for command in unit_values(text, "Service", "ExecStart"):
+            argv = command.split()
+            result = subprocess.run(
+                [f"{root}{argv[0]}", *argv[1:]],
+                env={"PATH": f"{bin_dir}:/usr/bin:/bin", "KVTIERS_ROOT": str(root), **env},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            with calls.open("a") as log:
+                log.write(f"unit {unit}: {command} -> {result.returncode}\n")
+            if result.returncode != 0:
+                return False
+    with calls.open("a") as log:
+        log.write(f"started {service}\n")
+    running.write_text(running.read_text() + f"{service}\n")
+    return True
+
+
+def reboot(node, *, volume: str) -> dict[str, bool]:
+    """A reboot: mounts and services are gone, both volumes keep their files; then containerd and kubelet start as
+    systemd starts them. ``volume`` is when /opt/sagemaker is mounted: ``"at_boot"`` (before any service),
+    ``"late"`` (while a unit that waits for it sleeps for the second time) or ``"never"``. Returns, per service,
+    whether it started."""
+    root = node[0]
+    _forget_boot(node)
+    if volume == "at_boot":
+        mounted(node)
+    elif volume == "late":
+        (root.parent / "volume-appears-after-sleeps").write_text("2")
+    return {service: start_service(node, service) for service in ("containerd", "kubelet")}

@@ -1,0 +1,193 @@
+"""The lifecycle script over a node's life, in a fake root (tests/fake_node.py): its first boot, a reboot, a re-run
+after UpdateClusterSoftware replaced the root volume (the instance group's volume keeps its files), a re-run on the
+same root, and both orders with nodeadm when nodeadm has already started the kubelet and its pods."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.fake_node import (
+    DATA_ROOT,
+    boot_blocking_mounts,
+    bound,
+    kubelet_runs_pods,
+    make_node,
+    mounted,
+    nodeadm,
+    reboot,
+    replace_root_volume,
+    run,
+    start_service,
+    unit_values,
+)
+
+DISK = "/opt/sagemaker"
+
+
+@pytest.fixture
+def node(tmp_path):
+    return make_node(tmp_path)
+
+
+def first_boot(node) -> None:
+    """The lifecycle script before nodeadm, then nodeadm, which starts containerd and the kubelet; images and pods
+    land on the volume."""
+    root, *_ = node
+    mounted(node)
+    result = run(node)
+    assert result.returncode == 0, result.stdout + result.stderr
+    nodeadm(node)
+    assert start_service(node, "kubelet")
+    data_root = root / DATA_ROOT.lstrip("/")
+    (data_root / "io.containerd.metadata.v1.bolt").mkdir(parents=True, exist_ok=True)
+    (data_root / "io.containerd.metadata.v1.bolt" / "meta.db").write_text("images of the old AMI's node")
+    (data_root / "snapshots" / "1" / "fs").mkdir(parents=True)
+    (data_root / "snapshots" / "1" / "fs" / "old-image-file").write_text("old")
+    kubelet = root / DISK.lstrip("/") / "kubelet"
+    (kubelet / "pods" / "old-pod-uid" / "volumes").mkdir(parents=True)
+    (kubelet / "cpu_manager_state").write_text('{"policyName":"static","defaultCpuSet":"0-3"}')
+
+
+def fstab_lines(root) -> list[str]:
+    fstab = root / "etc" / "fstab"
+    return [line for line in fstab.read_text().splitlines() if line.strip()] if fstab.exists() else []
+
+
+@pytest.mark.parametrize("volume", ["at_boot", "late", "never"])
+def test_a_reboot_never_blocks_boot_and_the_kubelet_starts_only_on_the_volume(node, tmp_path, volume):
+    root, _, calls, _ = node
+    first_boot(node)
+    # HyperPod mounts /opt/sagemaker itself, not from this fstab, and the scripts wait for it: after a reboot it may
+    # be mounted after local-fs.target, or not at all.
+    assert boot_blocking_mounts(root, tmp_path / "generated") == []
+    started = reboot(node, volume=volume)
+    if volume == "never":
+        # No service runs from the root disk's stale copies; the boot itself goes on (the node stays reachable).
+        assert started == {"containerd": False, "kubelet": False}
+        return
+    assert started == {"containerd": True, "kubelet": True}
+    assert bound(node, "/var/lib/kubelet")
+    log = calls.read_text().splitlines()
+    started_at = max(i for i, line in enumerate(log) if line == "started kubelet")
+    binds = [i for i, line in enumerate(log) if line.startswith("mount --bind") and line.endswith("/var/lib/kubelet")]
+    assert binds and binds[-1] < started_at
+    if volume == "late":
+        assert log.index("volume mounted") < binds[-1]
+
+
+def test_a_rerun_after_the_root_volume_is_replaced_starts_from_the_new_root_only(node, tmp_path):
+    root, *_ = node
+    first_boot(node)
+    replace_root_volume(node)
+    mounted(node)
+    ami = root / "var" / "lib" / "containerd"
+    (ami / "io.containerd.metadata.v1.bolt").mkdir(parents=True)
+    (ami / "io.containerd.metadata.v1.bolt" / "meta.db").write_text("the new AMI's images")
+    (ami / "snapshots" / "1" / "fs").mkdir(parents=True)
+    (ami / "snapshots" / "1" / "fs" / "pause-image-file").write_text("new")
+    result = run(node)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data_root = root / DATA_ROOT.lstrip("/")
+    assert sorted(p.relative_to(data_root) for p in data_root.rglob("*")) == sorted(
+        p.relative_to(ami) for p in ami.rglob("*")
+    )
+    assert (data_root / "io.containerd.metadata.v1.bolt" / "meta.db").read_text() == "the new AMI's images"
+    kubelet = root / DISK.lstrip("/") / "kubelet"
+    assert not (kubelet / "pods" / "old-pod-uid").exists()
+    assert not (kubelet / "cpu_manager_state").exists()
+    assert (kubelet / "pki" / "kubelet.crt").read_text() == "cert"
+    assert boot_blocking_mounts(root, tmp_path / "generated") == []
+    assert len(fstab_lines(root)) == len(set(fstab_lines(root)))
+
+
+def test_a_rerun_on_the_same_root_stops_nothing_and_keeps_the_running_state(node):
+    # AWS: lifecycle scripts can also be run directly on the instances.
+    root, _, calls, running = node
+    first_boot(node)
+    kubelet = root / DISK.lstrip("/") / "kubelet"
+    before = sorted(p.relative_to(root) for p in (root / "opt").rglob("*"))
+    fstab_before = fstab_lines(root)
+    calls.write_text("")
+    result = run(node)
+    assert result.returncode == 0, result.stdout + result.stderr
+    log = calls.read_text().splitlines()
+    assert not [line for line in log if line.startswith(("systemctl stop", "mount "))]
+    assert set(running.read_text().split()) == {"containerd", "kubelet"}
+    assert sorted(p.relative_to(root) for p in (root / "opt").rglob("*")) == before
+    assert (kubelet / "pods" / "old-pod-uid").is_dir()
+    assert fstab_lines(root) == fstab_before and len(fstab_before) == len(set(fstab_before))
+
+
+def test_a_node_set_up_by_an_earlier_kvtiers_loses_its_boot_blocking_fstab_line_on_a_rerun(node, tmp_path):
+    root, *_ = node
+    first_boot(node)
+    (root / "etc" / "fstab").write_text(
+        "UUID=0a1b / xfs defaults,noatime 1 1\n"
+        "/opt/sagemaker/kubelet /var/lib/kubelet none bind,x-systemd.requires-mounts-for=/opt/sagemaker 0 0\n"
+    )
+    assert run(node).returncode == 0
+    assert fstab_lines(root) == ["UUID=0a1b / xfs defaults,noatime 1 1"]
+
+
+def test_after_nodeadm_a_kubelet_running_pods_is_not_stopped_and_the_node_fails_loudly(node):
+    # Stopping it and binding a copy over /var/lib/kubelet would leave the running device plugins watching the old
+    # directory: the node would advertise no GPUs until they restart.
+    root, _, calls, running = node
+    mounted(node)
+    nodeadm(node)
+    kubelet_runs_pods(node)
+    result = run(node)
+    assert result.returncode == 1
+    log = calls.read_text().splitlines()
+    assert not [line for line in log if line.startswith(("systemctl stop", "mount "))]
+    assert set(running.read_text().split()) == {"containerd", "kubelet"}
+    assert (root / "var" / "lib" / "kubelet" / "pods" / "0b5e-device-plugin").is_dir()
+    assert "kubelet already runs pods" in result.stdout and "on_create failed" in result.stdout
+
+
+def test_before_nodeadm_the_kubelet_nodeadm_starts_waits_for_the_volume_and_runs_on_it(node):
+    root, _, calls, running = node
+    mounted(node)
+    assert run(node).returncode == 0
+    assert "kubelet" not in running.read_text().split()  # the script leaves starting it to nodeadm
+    nodeadm(node)
+    (root / "opt" / "sagemaker" / ".mounted").unlink()  # not yet mounted when nodeadm starts the kubelet
+    (root.parent / "volume-appears-after-sleeps").write_text("1")
+    assert start_service(node, "kubelet")
+    log = calls.read_text().splitlines()
+    assert log.index("volume mounted") < log.index("started kubelet")
+    assert bound(node, "/var/lib/kubelet")
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="needs systemd-analyze")
+def test_systemd_accepts_the_unit_and_the_drop_ins_it_reads_at_boot(node):
+    root, *_ = node
+    mounted(node)
+    assert run(node).returncode == 0
+    shutil.copytree("/lib/systemd/system", root / "lib" / "systemd" / "system", symlinks=True)
+    for service in ("containerd", "kubelet"):  # the AMI's units, reduced to what verify reads
+        binary = root / "usr" / "bin" / service
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o755)
+        (root / "lib" / "systemd" / "system" / f"{service}.service").write_text(
+            f"[Unit]\nDescription={service}\n[Service]\nExecStart=/usr/bin/{service}\n"
+        )
+    dropins = root / "etc" / "systemd" / "system"
+    required = sorted(
+        {
+            unit
+            for dropin in dropins.glob("*.service.d/*.conf")
+            for value in unit_values(dropin.read_text(), "Unit", "Requires")
+            for unit in value.split()
+        }
+    )
+    assert required  # containerd and the kubelet wait for something: the volume
+    result = subprocess.run(
+        ["systemd-analyze", "verify", f"--root={root}", "containerd.service", "kubelet.service", *required],
+        capture_output=True,
+        text=True,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
