@@ -155,6 +155,13 @@ def test_a_retained_resource_is_listed_as_kept_and_loses_nothing():
     assert {d.how for d in found.deletions.deleted} == {"removed from the stack, kept (DeletionPolicy Retain)"}
 
 
+def test_a_volume_deleted_with_a_snapshot_still_loses_the_volume_and_says_the_snapshot_is_kept():
+    before = {"s": {"Resources": {"Journal": {"Type": "AWS::EC2::Volume", "DeletionPolicy": "Snapshot"}}}}
+    found = change(before, {"s": {"Resources": {}}})
+    (error,) = found.errors
+    assert error.startswith("deleted: AWS::EC2::Volume s/Journal (deleted by CloudFormation, a snapshot kept) loses")
+
+
 def test_kvtiers_diff_reads_the_acknowledgments_from_the_assembly_it_deploys(tmp_path):
     def assembly(name: str, objects: list[dict], intended: list[IntendedDeletion] | None = None):
         folder = tmp_path / name

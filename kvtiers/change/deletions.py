@@ -30,7 +30,7 @@ from typing import Any
 
 from kvtiers.change.cloudformation import DATA_TYPES, CfnAction, CfnChange
 from kvtiers.change.deploy import Action, DeployOutcome
-from kvtiers.change.manifests import ObjectRef
+from kvtiers.change.manifests import ObjectRef, Templates, manifest_resources
 
 INTENDED_DELETIONS_FILE = "kvtiers-intended-deletions.json"
 
@@ -99,11 +99,12 @@ def cfn_target(change: CfnChange) -> str:
 def deletions(
     outcome: DeployOutcome,
     resources: Iterable[CfnChange],
-    declared_before: Mapping[ObjectRef, Mapping[str, Any]],
+    before: Templates,
     intended: Iterable[IntendedDeletion] = (),
 ) -> Deletions:
-    """Every Kubernetes object ``outcome`` deletes and every CloudFormation resource ``resources`` deletes, in the
-    order they go, with the acknowledgments of ``intended``."""
+    """Every Kubernetes object ``outcome`` deletes and every CloudFormation resource ``resources`` deletes when
+    ``before`` was deployed, in the order they go, with the acknowledgments of ``intended``."""
+    declared_before = {ObjectRef.of(o): o for r in manifest_resources(before).values() for o in r.objects}
     intended = tuple(intended)
     reasons = {i.target: i.reason for i in intended}
     found: list[Deletion] = []
@@ -118,9 +119,10 @@ def deletions(
     for resource in resources:
         if resource.action is not CfnAction.DELETE:
             continue
-        kept = any(b.startswith("DeletionPolicy Retain") for b in resource.because)
+        policy = ((before.get(resource.stack) or {}).get("Resources") or {})[resource.logical_id].get("DeletionPolicy")
+        kept = policy == "Retain"
         how = "removed from the stack, kept (DeletionPolicy Retain)" if kept else "deleted by CloudFormation"
-        if any(b.startswith("DeletionPolicy Snapshot") for b in resource.because):
+        if policy == "Snapshot":
             how += ", a snapshot kept"
         lost = None if kept else LOSSES.get(resource.type)
         found.append(Deletion(cfn_target(resource), how, lost, reasons.get(cfn_target(resource))))

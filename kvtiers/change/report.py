@@ -107,7 +107,7 @@ def environment_change(
         endpoints=endpoint_effects(rolled, before_record, after_record),
         identities=association_conflicts(before, after),
         groups=group_changes(*groups),
-        deletions=deletions(outcome, resources, old, intended),
+        deletions=deletions(outcome, resources, before, intended),
     )
 
 
