@@ -52,7 +52,8 @@ def cut(text: str, budget: int, pointer: str) -> str:
 
 
 def _note(left_out: int, pointer: str) -> str:
-    return f"… cut to fit: {left_out} more line(s) and the long lines' ends are not shown; {pointer}"
+    shown = f"{left_out} more line(s) not shown, long lines cut" if left_out else "long lines cut"
+    return f"… cut to fit GitHub's limit: {shown}; {pointer}"
 
 
 def _frame(name: str) -> tuple[str, str]:
