@@ -130,7 +130,9 @@ def test_an_engine_change_restarts_the_engines_one_at_a_time_and_another_revisio
 
 def test_a_renamed_endpoint_removes_the_old_one_and_adds_the_new_one(changes):
     change = changes["dev", "rename"]
-    assert change.errors == ()
+    # The old endpoint's API key goes with it: its clients need the new endpoint's key (kvtiers.change.deletions).
+    (error,) = change.errors
+    assert error.startswith("deleted: AWS::SecretsManager::Secret kvtiers-dev-workloads/EndpointQwen27b")
     assert (_endpoint_effect(change, "qwen2-7b").status, _endpoint_effect(change, "qwen2-7b-next").status) == (
         "removed",
         "added",
@@ -151,7 +153,9 @@ def test_another_routing_strategy_restarts_the_router_and_the_engines_but_keeps_
 
 def test_an_operator_endpoint_rename_replaces_it_and_its_old_config_may_remain(changes):
     change = changes["prod", "operator"]
-    assert change.errors == ()
+    # Its old SageMaker endpoint goes: clients must invoke the new name (kvtiers.change.deletions).
+    (error,) = change.errors
+    assert "InferenceEndpointConfig" in error and "SageMaker endpoint qwen2-7b-chat-" in error
     effect = _endpoint_effect(change, "qwen2-7b-chat")
     assert effect.l0_l1_lost == 2 and effect.l2 is None
     assert {w.change for w in effect.workloads} == {"create", "delete"}
@@ -162,7 +166,11 @@ def test_an_operator_endpoint_rename_replaces_it_and_its_old_config_may_remain(c
 def test_switching_observability_off_is_an_error_it_deletes_the_metrics_workspace(changes):
     change = changes["prod", "shrink"]
     assert [e for e in change.errors if "AWS::APS::Workspace" in e and "metrics workspace" in e]
-    assert len(change.errors) == 1
+    # Removing qwen25-32b deletes its NLB Service and its API key too (kvtiers.change.deletions).
+    assert len(change.errors) == 3
+    assert [e for e in change.errors if e.startswith("deleted: Service serving/qwen25-32b-router-nlb ")]
+    key = "deleted: AWS::SecretsManager::Secret kvtiers-prod-workloads/EndpointQwen2532b"
+    assert [e for e in change.errors if e.startswith(key)]
     operator = next(w for w in change.workloads if w.endpoint == "qwen2-7b-chat")
     assert (operator.change, operator.replicas_before, operator.replicas_after) == ("scale", 2, 1)
     assert _endpoint_effect(change, "qwen2-7b-chat").l0_l1_lost == 1

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from kvtiers.change.finalizers import finalizer
 from kvtiers.change.immutable import ImmutableChange, immutable_changes
 from kvtiers.change.kubectl import Cluster, prunable
 from kvtiers.change.manifests import ManifestResource, ObjectRef, Templates, manifest_resources
@@ -139,38 +140,11 @@ def orphan_reason(ref: ObjectRef, outcome: DeployOutcome) -> str:
     return f"it does not carry the prune label of its manifest {name}"
 
 
-BUILT_IN_GROUPS = frozenset(
-    {
-        "",
-        "apps",
-        "batch",
-        "policy",
-        "autoscaling",
-        "networking.k8s.io",
-        "rbac.authorization.k8s.io",
-        "storage.k8s.io",
-        "scheduling.k8s.io",
-        "admissionregistration.k8s.io",
-        "apiextensions.k8s.io",
-        "coordination.k8s.io",
-        "discovery.k8s.io",
-        "node.k8s.io",
-    }
-)
-"""API groups the API server serves itself; any other group is a custom resource whose deletion its operator
-finishes (through a finalizer), or never does when the operator is gone or fails."""
-FINALIZED_KINDS = frozenset({("", "Namespace"), ("", "PersistentVolumeClaim"), ("", "PersistentVolume")})
-"""Built-in kinds with a finalizer the server always adds: a namespace waits until everything in it is gone, a
-claim (``kubernetes.io/pvc-protection``) while a pod uses it, a volume (``kubernetes.io/pv-protection``) while it is
-bound."""
-
-
 def waits_for_a_controller(ref: ObjectRef, objects: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether ``kubectl delete`` of this object can end with the object still there (a finalizer)."""
-    if ref.group not in BUILT_IN_GROUPS or (ref.group, ref.kind) in FINALIZED_KINDS:
-        return True
+    """Whether ``kubectl delete`` of this object can end with the object still there: it declares a finalizer, or a
+    controller is known to add one (:mod:`kvtiers.change.finalizers`, each with its source)."""
     declared = next((o for o in objects if ObjectRef.of(o) == ref), {})
-    return bool((declared.get("metadata") or {}).get("finalizers"))
+    return finalizer(ref, declared) is not None
 
 
 def cleanup_order(templates: Templates, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -5,10 +5,11 @@ afterwards, immutable fields, restarts and cache effects; the errors that must b
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvtiers.change.cloudformation import CfnAction, CfnChange, resource_changes
+from kvtiers.change.deletions import Deletions, IntendedDeletion, deletions, read_intended_deletions
 from kvtiers.change.deploy import DeployOutcome, deploy, orphan_reason
 from kvtiers.change.groups import GroupChange, group_changes
 from kvtiers.change.identity import association_conflicts
@@ -28,11 +29,19 @@ class EnvironmentChange:
     """Pod Identity associations that fail the deploy (:mod:`kvtiers.change.identity`)."""
     groups: tuple[GroupChange, ...] = ()
     """The HyperPod groups whose nodes or fullest node change (:mod:`kvtiers.change.groups`)."""
+    deletions: Deletions = field(default_factory=Deletions)
+    """Every object and resource the deploy deletes, and the change's acknowledgments
+    (:mod:`kvtiers.change.deletions`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
         """What makes the deploy fail half way, or leaves the cluster or the data other than synth B says."""
-        found = [f"{c.stack} {c.logical_id} ({c.type}): {c.error}" for c in self.resources if c.error]
+        found = [
+            f"{c.stack} {c.logical_id} ({c.type}): {c.error}"
+            for c in self.resources
+            if c.error and not self.deletions.covers(c)
+        ]
+        found += list(self.deletions.errors)
         found += list(self.identities)
         found += [
             f"orphan: {ref} stays on the cluster ({orphan_reason(ref, self.outcome)})" for ref in self.outcome.orphans
@@ -82,19 +91,23 @@ def environment_change(
     before_record: Record | None,
     after_record: Record | None,
     groups: tuple[dict[str, GroupRecord] | None, dict[str, GroupRecord] | None] = (None, None),
+    *,
+    intended: tuple[IntendedDeletion, ...] = (),
 ) -> EnvironmentChange:
     outcome = deploy(before, after)
     old = {ObjectRef.of(o): o for r in manifest_resources(before).values() for o in r.objects}
     new = {ObjectRef.of(o): o for r in manifest_resources(after).values() for o in r.objects}
     rolled = workloads(old, new)
+    resources = resource_changes(before, after)
     return EnvironmentChange(
         name=name,
-        resources=resource_changes(before, after),
+        resources=resources,
         outcome=outcome,
         workloads=rolled,
         endpoints=endpoint_effects(rolled, before_record, after_record),
         identities=association_conflicts(before, after),
         groups=group_changes(*groups),
+        deletions=deletions(outcome, resources, before, intended),
     )
 
 
@@ -107,6 +120,7 @@ def assembly_change(name: str, before_dir: Path, after_dir: Path) -> Environment
         read_endpoint_record(before_dir),
         read_endpoint_record(after_dir),
         (read_placement_record(before_dir), read_placement_record(after_dir)),
+        intended=read_intended_deletions(after_dir),
     )
 
 
@@ -124,6 +138,18 @@ def _replicas(workload: Workload) -> str:
         return "-" if count is None else str(count)
 
     return f"{text(workload.replicas_before)} -> {text(workload.replicas_after)}"
+
+
+def _deleted(found: Deletions) -> list[str]:
+    """The "Deleted" section: every object and resource the deploy deletes, what it loses, and whether the change
+    says the loss is intended."""
+    if not found.deleted:
+        return []
+    rows = [
+        [d.target, d.how, d.loses or "-", "-" if not d.loses else d.intended or "**not acknowledged**"]
+        for d in found.deleted
+    ]
+    return ["", "Deleted", "", *_table(["deleted", "by", "loses", "intended"], rows)]
 
 
 def markdown(changes: Iterable[EnvironmentChange]) -> str:
@@ -180,4 +206,5 @@ def markdown(changes: Iterable[EnvironmentChange]) -> str:
             ) + [""]
         if updated:
             lines.append(f"Updated in place: {', '.join(c.logical_id for c in updated)}")
+        lines += _deleted(change.deletions)
     return "\n".join(lines).rstrip() + "\n"

@@ -641,6 +641,23 @@ class Observability(Strict):
     """Alert when an endpoint's L2 hit ratio over 15 minutes falls below this fraction of its 6-hour ratio."""
 
 
+# --------------------------------------------------------------------------------------------------- change
+
+
+class IntendedDeletion(Strict):
+    """A deletion this change means to make of something that holds data or a client-facing name (a LoadBalancer
+    Service, a claim, a Secret, an operator endpoint, a Secrets Manager secret, an EBS volume...): ``kvtiers diff``
+    reports it as an error unless it is named here. Remove the entry once the change is deployed: an entry that
+    matches no deletion is an error too, so that it cannot hide a later loss (docs/change-model.md)."""
+
+    target: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9:.-]* [A-Za-z0-9][A-Za-z0-9./_-]*$")
+    """The deleted object exactly as the "Deleted" section of ``kvtiers diff`` names it: ``<Kind>[.<group>]
+    [<namespace>/]<name>`` for a Kubernetes object (``Service serving/qwen25-32b-router-nlb``), ``<type>
+    <stack>/<logical ID>`` for a CloudFormation resource."""
+    reason: str = Field(min_length=1)
+    """Why the loss is intended, for the reviewer (what clients or operators do about it)."""
+
+
 # --------------------------------------------------------------------------------------------------- root
 
 
@@ -669,6 +686,9 @@ class Environment(Strict):
     """Settings of the HyperPod Inference Operator path (``serving: operator`` endpoints)."""
     observability: Observability = Observability()
     """Metrics, rules, alerts and the dashboard's data source. Default: off."""
+    intended_deletions: tuple[IntendedDeletion, ...] = ()
+    """Deletions of this change that lose data or a client-facing name on purpose, each named as ``kvtiers diff``
+    reports it. Default: none, so every such deletion is an error."""
 
     def api_key_secret_name(self, endpoint: str) -> str:
         """The Secrets Manager secret with ``endpoint``'s API keys (the stack creates it; ``kvtiers bench`` and
@@ -709,6 +729,10 @@ class Environment(Strict):
                 f"serving.endpoints {[e.name for e in operator]}: serving 'operator' with inference_operator.l2_backend "
                 "'tieredstorage' needs hyperpod.tiered_storage.enabled: true"
             )
+        targets = [d.target for d in self.intended_deletions]
+        repeated = sorted({t for t in targets if targets.count(t) > 1})
+        if repeated:
+            raise ValueError(f"intended_deletions names {repeated} more than once; keep one entry each")
         operator_l2 = [e.name for e in operator if e.l2_decision(self.serving.l2_threshold_tokens)[0]]
         if operator_l2 and self.inference_operator.l2_backend == "tieredstorage":
             raise ValueError(

@@ -118,8 +118,9 @@ def acknowledge_findings(graph: DeployGraph) -> None:
 
 
 def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
-    """Synthesize the cloud assembly, the per-object Kubernetes YAML and the endpoint record (what ``kvtiers diff``
-    reads) beside it; returns the assembly folder."""
+    """Synthesize the cloud assembly, the per-object Kubernetes YAML, the endpoint record and the intended deletions
+    (what ``kvtiers diff`` reads) beside it; returns the assembly folder."""
+    from kvtiers.change.deletions import IntendedDeletion, write_intended_deletions
     from kvtiers.change.record import GroupRecord, write_endpoint_record, write_placement_record
     from kvtiers.config.model import l2_mount, l2_namespace
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
@@ -146,6 +147,7 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
             for e in env.serving.endpoints
         },
     )
+    write_intended_deletions(outdir, [IntendedDeletion(d.target, d.reason) for d in env.intended_deletions])
     placement = graph.placement
     if placement is not None:
         write_placement_record(
