@@ -15,6 +15,11 @@ Rules beyond the schemas (docs/change-contract.md has their sources):
   CloudFormation creates the new resource before it deletes the old one, and the name is taken.
 - A replacement cascades: a property that holds ``Ref``, ``Fn::GetAtt`` or ``Fn::Sub`` of a replaced resource gets
   a new value at deploy time, which replaces the referencing resource too when that property is create-only.
+- It cascades across stacks: the stacks deploy one after the other in dependency order (:func:`deploy_order`), and
+  an output whose value a stack's deploy changes (removed, a new expression, or naming a replaced resource, except
+  an attribute fixed by an unchanged property: :data:`ECHOED_ATTRIBUTES`) gives a new value to every property of a
+  later stack that reads it with ``Fn::GetStackOutput`` (what kvtiers synthesizes: CDK's weak cross-stack
+  references) or ``Fn::ImportValue``.
 - Replacing or deleting a resource that holds data (:data:`DATA_TYPES`) loses it: an error.
 """
 
@@ -375,7 +380,7 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
                 change = _classify(stack, logical_id, old[logical_id], new[logical_id], replaced, exports)
                 if change is not None:
                     changes[logical_id] = change
-            now = {i: f"{i}, replaced" for i, c in changes.items() if c.action is CfnAction.REPLACE}
+            now: dict[Target, str] = {i: f"{i}, replaced" for i, c in changes.items() if c.action is CfnAction.REPLACE}
             if now.keys() == replaced.keys() - earlier.keys():
                 break
             replaced = {**earlier, **now}
@@ -387,7 +392,7 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
             error = f"deletion loses the {DATA_TYPES[kind]}" if kind in DATA_TYPES and policy == "Delete" else None
             because = (f"DeletionPolicy {policy}",) if policy != "Delete" else ()
             found.append(CfnChange(stack, logical_id, kind, CfnAction.DELETE, because=because, error=error))
-        outputs += _output_changes(stack, old_template, new_template, set(now))
+        outputs += _output_changes(stack, old_template, new_template, {str(i) for i in now})
     return tuple(found), tuple(outputs)
 
 

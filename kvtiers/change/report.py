@@ -15,6 +15,7 @@ from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
 from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
+from kvtiers.change.stacks import StackFinding, stack_findings
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,15 @@ class EnvironmentChange:
     """Pod Identity associations that fail the deploy (:mod:`kvtiers.change.identity`)."""
     groups: tuple[GroupChange, ...] = ()
     """The HyperPod groups whose nodes or fullest node change (:mod:`kvtiers.change.groups`)."""
+    stack_order: tuple[StackFinding, ...] = ()
+    """What the order of the stacks' deploys does: stale reads, deletions still in use (:mod:`kvtiers.change.stacks`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
         """What makes the deploy fail half way, or leaves the cluster or the data other than synth B says."""
         found = [f"{c.stack} {c.logical_id} ({c.type}): {c.error}" for c in self.resources if c.error]
         found += list(self.identities)
+        found += [f.message for f in self.stack_order if f.error]
         found += [
             f"orphan: {ref} stays on the cluster ({orphan_reason(ref, self.outcome)})" for ref in self.outcome.orphans
         ]
@@ -51,7 +55,8 @@ class EnvironmentChange:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        found = [
+        found = [f.message for f in self.stack_order if not f.error]
+        found += [
             f"may remain: {ref} (its deletion waits for a finalizer; the handler ignores kubectl delete errors)"
             for ref in self.outcome.may_remain
         ]
@@ -95,6 +100,7 @@ def environment_change(
         endpoints=endpoint_effects(rolled, before_record, after_record),
         identities=association_conflicts(before, after),
         groups=group_changes(*groups),
+        stack_order=stack_findings(before, after, outcome),
     )
 
 
