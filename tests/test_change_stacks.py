@@ -60,12 +60,16 @@ def test_a_subnet_replaced_in_the_network_stack_replaces_the_custom_named_cluste
     assert f"output {SUBNET_OUTPUT} of {NETWORK}: Subnet replaced" in cluster.because[0]
 
 
-def test_an_imported_export_cascades_like_a_stack_output():
+def test_an_export_another_stack_imports_cannot_change_so_the_update_fails_and_nothing_cascades():
+    """CloudFormation's ``Fn::ImportValue`` restrictions: an imported output value cannot be modified."""
     imported = {"Fn::ImportValue": f"{NETWORK}:Subnet"}
     before = {NETWORK: _network("10.0.0.0/18", export=True), PLATFORM: _hyperpod(imported)}
     after = {NETWORK: _network("10.0.64.0/18", export=True), PLATFORM: _hyperpod(imported)}
-    cluster = next(c for c in resource_changes(before, after) if c.logical_id == "HyperPodCluster")
-    assert cluster.action is CfnAction.REPLACE and cluster.error
+    changes = {c.logical_id: c for c in resource_changes(before, after)}
+    failed = changes[SUBNET_OUTPUT]
+    assert (failed.stack, failed.action) == (NETWORK, CfnAction.FAIL)
+    assert failed.error and PLATFORM in failed.error and "export in use" in failed.error
+    assert "HyperPodCluster" not in changes
 
 
 def test_the_zone_of_a_subnet_replaced_in_the_same_zone_keeps_its_value():

@@ -19,12 +19,13 @@ Rules beyond the schemas (docs/change-contract.md has their sources):
   an output whose value a stack's deploy changes (removed, a new expression, or naming a replaced resource, except
   an attribute fixed by an unchanged property: :data:`ECHOED_ATTRIBUTES`) gives a new value to every property of a
   later stack that reads it with ``Fn::GetStackOutput`` (what kvtiers synthesizes: CDK's weak cross-stack
-  references) or ``Fn::ImportValue``.
+  references). An exported output that another stack imports (``Fn::ImportValue``) cannot change: the update fails.
 - Replacing or deleting a resource that holds data (:data:`DATA_TYPES`) loses it: an error.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -178,12 +179,10 @@ Target = str | OutputKey
 """What a property reads: a logical ID of its own stack, or another stack's output."""
 
 
-def _references(
-    value: Any, exports: Mapping[str, OutputKey], path: str = "/properties"
-) -> Iterator[tuple[str, Target]]:
+def _references(value: Any, path: str = "/properties") -> Iterator[tuple[str, Target]]:
     """(path, target) of every Ref, Fn::GetAtt and Fn::Sub variable in a property value, and of every other stack's
-    output it reads: ``Fn::GetStackOutput`` (by stack and output name) and ``Fn::ImportValue`` of a literal export
-    name (through ``exports``)."""
+    output it reads with ``Fn::GetStackOutput`` (an ``Fn::ImportValue`` never sees a new value: an export in use
+    cannot change, :func:`_importers`)."""
     if isinstance(value, dict):
         if isinstance(value.get("Ref"), str):
             yield path, value["Ref"]
@@ -197,32 +196,19 @@ def _references(
         output = value.get("Fn::GetStackOutput")
         if isinstance(output, dict) and isinstance(output.get("StackName"), str):
             yield path, (output["StackName"], str(output.get("OutputName")))
-        imported = value.get("Fn::ImportValue")
-        if isinstance(imported, str) and imported in exports:
-            yield path, exports[imported]
         for key, item in value.items():
-            yield from _references(item, exports, f"{path}/{key}")
+            yield from _references(item, f"{path}/{key}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _references(item, exports, f"{path}/{index}")
+            yield from _references(item, f"{path}/{index}")
 
 
-def stack_reads(template: Mapping[str, Any], exports: Mapping[str, OutputKey]) -> Iterator[tuple[str, OutputKey]]:
+def stack_reads(template: Mapping[str, Any]) -> Iterator[tuple[str, OutputKey]]:
     """(logical ID, output) of every other stack's output the template's resources read."""
     for logical_id, resource in (template.get("Resources") or {}).items():
-        for _, target in _references(resource.get("Properties") or {}, exports):
+        for _, target in _references(resource.get("Properties") or {}):
             if isinstance(target, tuple):
                 yield logical_id, target
-
-
-def exports_of(templates: Templates) -> dict[str, OutputKey]:
-    """Every literal export name of the templates' outputs, with the output that exports it."""
-    return {
-        str(output["Export"]["Name"]): (stack, name)
-        for stack, template in templates.items()
-        for name, output in (template.get("Outputs") or {}).items()
-        if isinstance((output.get("Export") or {}).get("Name"), str)
-    }
 
 
 def _classify(
@@ -231,7 +217,6 @@ def _classify(
     old: Mapping[str, Any],
     new: Mapping[str, Any],
     replaced: Mapping[Target, str],
-    exports: Mapping[str, OutputKey],
 ) -> CfnChange | None:
     """``replaced``: what gets a new value at deploy time (this stack's replaced logical IDs, other stacks' outputs
     that change), with why."""
@@ -244,7 +229,7 @@ def _classify(
         )
     props = new.get("Properties") or {}
     paths = set(changed_paths(old.get("Properties") or {}, props))
-    cascaded = {path: target for path, target in _references(props, exports) if target in replaced}
+    cascaded = {path: target for path, target in _references(props) if target in replaced}
     paths |= set(cascaded)
     if not paths:
         return None
@@ -330,7 +315,7 @@ def _new_values(value: Any, old: Mapping[str, Any], new: Mapping[str, Any], repl
         names = ECHOED_ATTRIBUTES.get((str(resource.get("Type")), attr[1]), (attr[1],))
         echoed = any(n in props[0] and props[0].get(n) == props[1].get(n) for n in names)
         return set() if echoed or attr[0] not in replaced else {attr[0]}
-    direct = {t for key, item in value.items() if key in ("Ref", "Fn::Sub") for _, t in _references({key: item}, {})}
+    direct = {t for key, item in value.items() if key in ("Ref", "Fn::Sub") for _, t in _references({key: item})}
     nested = (_new_values(item, old, new, replaced) for key, item in value.items() if key not in ("Ref", "Fn::Sub"))
     return {t for t in direct if isinstance(t, str) and t in replaced}.union(*nested)
 
@@ -355,7 +340,7 @@ def _output_changes(
             else None
         )
         if because is not None:
-            targets = tuple(t for _, t in _references(value, {}) if isinstance(t, str))
+            targets = tuple(t for _, t in _references(value) if isinstance(t, str))
             found.append(OutputChange(stack, name, because, targets))
     return found
 
@@ -365,7 +350,6 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
     stack by stack in deploy order (stacks that appear or disappear whole are all creates or all deletes). A stack
     reads the outputs of the stacks deployed before it as they are after their deploy, so a replacement cascades
     into the later stacks that read it."""
-    exports = exports_of({**before, **after})
     found: list[CfnChange] = []
     outputs: list[OutputChange] = []
     for stack in deploy_order(before, after):
@@ -377,7 +361,7 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
         changes: dict[str, CfnChange] = {}
         while True:  # until no replacement cascades further
             for logical_id in sorted(set(old) & set(new)):
-                change = _classify(stack, logical_id, old[logical_id], new[logical_id], replaced, exports)
+                change = _classify(stack, logical_id, old[logical_id], new[logical_id], replaced)
                 if change is not None:
                     changes[logical_id] = change
             now: dict[Target, str] = {i: f"{i}, replaced" for i, c in changes.items() if c.action is CfnAction.REPLACE}
@@ -392,8 +376,30 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
             error = f"deletion loses the {DATA_TYPES[kind]}" if kind in DATA_TYPES and policy == "Delete" else None
             because = (f"DeletionPolicy {policy}",) if policy != "Delete" else ()
             found.append(CfnChange(stack, logical_id, kind, CfnAction.DELETE, because=because, error=error))
-        outputs += _output_changes(stack, old_template, new_template, {str(i) for i in now})
+        order = deploy_order(before, after)
+        current = {s: (after if order.index(s) < order.index(stack) else before).get(s) or {} for s in order}
+        for output in _output_changes(stack, old_template, new_template, {str(i) for i in now}):
+            importers = _importers(old_template, output.name, current, stack)
+            if importers:
+                # CloudFormation refuses the update, and the stack rolls back: nothing cascades.
+                error = f"an export in use cannot change ({', '.join(importers)} import it): the update fails"
+                found.append(CfnChange(stack, output.name, OUTPUT_TYPE, CfnAction.FAIL, (), (output.because,), error))
+            else:
+                outputs.append(output)
     return tuple(found), tuple(outputs)
+
+
+OUTPUT_TYPE = "Output"
+"""The type the model gives an output whose change fails (outputs are not resources)."""
+
+
+def _importers(template: Mapping[str, Any], name: str, current: Templates, stack: str) -> list[str]:
+    """The other stacks whose template at that point of the deploy imports the output's export."""
+    export = ((template.get("Outputs") or {}).get(name) or {}).get("Export") or {}
+    if not isinstance(export.get("Name"), str):
+        return []
+    needle = json.dumps({"Fn::ImportValue": export["Name"]})
+    return sorted(s for s, t in current.items() if s != stack and needle in json.dumps(t))
 
 
 def resource_changes(before: Templates, after: Templates) -> tuple[CfnChange, ...]:

@@ -30,7 +30,6 @@ from kvtiers.change.cloudformation import (
     OutputChange,
     OutputKey,
     deploy_order,
-    exports_of,
     stack_changes,
     stack_reads,
 )
@@ -65,11 +64,10 @@ def stack_findings(before: Templates, after: Templates, outcome: DeployOutcome) 
     """Stale reads and in-use deletions of deploying ``after`` over ``before`` stack by stack."""
     order = deploy_order(before, after)
     changes, outputs = stack_changes(before, after)
-    exports = exports_of({**before, **after})
     changed = {o.key: o for o in outputs}
     found: list[StackFinding] = []
     for stack in order:
-        reads = [(rid, changed[key]) for rid, key in stack_reads(before.get(stack) or {}, exports) if key in changed]
+        reads = [(rid, changed[key]) for rid, key in stack_reads(before.get(stack) or {}) if key in changed]
         if reads and before[stack] == after.get(stack):
             found.append(
                 StackFinding(
@@ -99,7 +97,7 @@ def stack_findings(before: Templates, after: Templates, outcome: DeployOutcome) 
         provided = _provided(state, live.get(stack, frozenset()), ports)
         lost = {use[:3] for use in previous - provided} | {("resource", *key) for key in gone if key[0] == stack}
         for later in order[index + 1 :]:
-            found += _in_use(stack, later, lost, before, after, live.get(stack, frozenset()), changed, exports)
+            found += _in_use(stack, later, lost, before, after, live.get(stack, frozenset()), changed)
         previous = provided
     return tuple(found)
 
@@ -118,7 +116,6 @@ def _in_use(
     after: Templates,
     live: frozenset[ObjectRef],
     changed: Mapping[OutputKey, OutputChange],
-    exports: Mapping[str, OutputKey],
 ) -> Iterator[StackFinding]:
     """What ``stack``'s deploy takes away (``lost``) that the old objects of ``later`` use and its new ones do not,
     or that ``later`` reads through an output the deploy changes."""
@@ -129,7 +126,7 @@ def _in_use(
         if ref in live:
             for use in _uses(obj) - (_uses(new[ref]) if ref in new else set()):
                 users.setdefault(use, set()).add(str(ref))
-    for logical_id, key in stack_reads(before.get(later) or {}, exports):
+    for logical_id, key in stack_reads(before.get(later) or {}):
         for target in changed[key].old_targets if key in changed and key[0] == stack else ():
             users.setdefault(("resource", stack, target), set()).add(f"{logical_id} (output {key[1]})")
     grouped: dict[tuple[str, frozenset[str]], list[Use]] = {}
