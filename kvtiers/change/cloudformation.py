@@ -15,7 +15,7 @@ Rules beyond the schemas (docs/change-contract.md has their sources):
   CloudFormation creates the new resource before it deletes the old one, and the name is taken.
 - A replacement cascades: a property that holds ``Ref``, ``Fn::GetAtt`` or ``Fn::Sub`` of a replaced resource gets
   a new value at deploy time, which replaces the referencing resource too when that property is create-only.
-- It cascades across stacks: the stacks deploy one after the other in dependency order (:func:`deploy_order`), and
+- It cascades across stacks: the stacks deploy one after the other in dependency order (:func:`kvtiers.change.manifests.deploy_order`), and
   an output whose value a stack's deploy changes (removed, a new expression, or naming a replaced resource, except
   an attribute fixed by an unchanged property: :data:`ECHOED_ATTRIBUTES`) gives a new value to every property of a
   later stack that reads it with ``Fn::GetStackOutput`` (what kvtiers synthesizes: CDK's weak cross-stack
@@ -34,7 +34,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kvtiers.change.manifests import Templates
+from kvtiers.change.manifests import Templates, deploy_order
 
 REGION = "us-east-1"
 """The schema region. Update behaviour does not differ by region for the types kvtiers uses; cfn-lint falls back to
@@ -285,12 +285,6 @@ class OutputChange:
 
     def __str__(self) -> str:
         return f"output {self.name} of {self.stack}: {self.because}"
-
-
-def deploy_order(before: Templates, after: Templates) -> list[str]:
-    """The stacks in the order ``cdk deploy --all`` deploys them: the order of ``after`` (:func:`load_templates`
-    reads it from ``manifest.json``), then the stacks only ``before`` has."""
-    return [*after, *(stack for stack in before if stack not in after)]
 
 
 ECHOED_ATTRIBUTES: Mapping[tuple[str, str], tuple[str, ...]] = {

@@ -1,7 +1,7 @@
 """What deploying synth B after synth A does to the Kubernetes objects of the manifest resources.
 
 ``cdk deploy --all`` deploys the stacks one after the other in dependency order
-(:func:`kvtiers.change.cloudformation.deploy_order`), each stack's update complete before the next starts.
+(:func:`kvtiers.change.manifests.deploy_order`), each stack's update complete before the next starts.
 CloudFormation (per stack) creates resources whose logical ID is new, updates those whose properties changed and
 leaves the others alone; after the update it deletes the resources whose logical ID disappeared (the cleanup
 phase; a resource with ``DeletionPolicy: Retain`` is dropped from the stack without a Delete request, so its objects
@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from kvtiers.change.cloudformation import deploy_order
 from kvtiers.change.immutable import ImmutableChange, immutable_changes
 from kvtiers.change.kubectl import Cluster, prunable
-from kvtiers.change.manifests import ManifestResource, ObjectRef, Templates, manifest_resources
+from kvtiers.change.manifests import ManifestResource, ObjectRef, Templates, deploy_order, manifest_resources
 
 
 class Action(Enum):

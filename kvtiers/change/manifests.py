@@ -139,3 +139,9 @@ def load_templates(assembly_dir: Path) -> dict[str, dict[str, Any]]:
     return {
         name: json.loads((assembly_dir / f"{name}.template.json").read_text()) for name in stack_order(assembly_dir)
     }
+
+
+def deploy_order(before: Templates, after: Templates) -> list[str]:
+    """The stacks in the order ``cdk deploy --all`` deploys them: the order of ``after`` (:func:`load_templates`
+    reads it from ``manifest.json``), then the stacks only ``before`` has."""
+    return [*after, *(stack for stack in before if stack not in after)]

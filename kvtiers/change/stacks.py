@@ -29,12 +29,11 @@ from kvtiers.change.cloudformation import (
     CfnAction,
     OutputChange,
     OutputKey,
-    deploy_order,
     stack_changes,
     stack_reads,
 )
 from kvtiers.change.deploy import DeployOutcome
-from kvtiers.change.manifests import ObjectRef, Templates, manifest_resources
+from kvtiers.change.manifests import ObjectRef, Templates, deploy_order, manifest_resources
 
 ADDON_CSI_DRIVERS: Mapping[str, tuple[str, ...]] = {
     "aws-secrets-store-csi-driver-provider": ("secrets-store.csi.k8s.io",),
