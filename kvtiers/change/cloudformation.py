@@ -15,11 +15,12 @@ Rules beyond the schemas (docs/change-contract.md has their sources):
   CloudFormation creates the new resource before it deletes the old one, and the name is taken.
 - A replacement cascades: a property that holds ``Ref``, ``Fn::GetAtt`` or ``Fn::Sub`` of a replaced resource gets
   a new value at deploy time, which replaces the referencing resource too when that property is create-only.
-- It cascades across stacks: the stacks deploy one after the other in dependency order (:func:`kvtiers.change.manifests.deploy_order`), and
-  an output whose value a stack's deploy changes (removed, a new expression, or naming a replaced resource, except
-  an attribute fixed by an unchanged property: :data:`ECHOED_ATTRIBUTES`) gives a new value to every property of a
-  later stack that reads it with ``Fn::GetStackOutput`` (what kvtiers synthesizes: CDK's weak cross-stack
-  references). An exported output that another stack imports (``Fn::ImportValue``) cannot change: the update fails.
+- It cascades across stacks: the stacks deploy one after the other in dependency order
+  (:func:`kvtiers.change.manifests.deploy_order`), and an output whose value a stack's deploy changes (removed, a
+  new expression, or naming a replaced resource, except an attribute fixed by an unchanged property:
+  :data:`ECHOED_ATTRIBUTES`) gives a new value to every property of a later stack that reads it with
+  ``Fn::GetStackOutput`` (what kvtiers synthesizes: CDK's weak cross-stack references). An exported output that
+  another stack imports (``Fn::ImportValue``) cannot change: the update fails.
 - Replacing or deleting a resource that holds data (:data:`DATA_TYPES`) loses it: an error.
 """
 

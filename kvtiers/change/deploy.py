@@ -1,15 +1,16 @@
 """What deploying synth B after synth A does to the Kubernetes objects of the manifest resources.
 
 ``cdk deploy --all`` deploys the stacks one after the other in dependency order
-(:func:`kvtiers.change.manifests.deploy_order`), each stack's update complete before the next starts.
-CloudFormation (per stack) creates resources whose logical ID is new, updates those whose properties changed and
-leaves the others alone; after the update it deletes the resources whose logical ID disappeared (the cleanup
-phase; a resource with ``DeletionPolicy: Retain`` is dropped from the stack without a Delete request, so its objects
-stay). So an earlier stack's cleanup deletes run before a later stack's applies. For each manifest resource the kubectl handler then runs what :mod:`kvtiers.change.kubectl` models. The
-outcome names every object left on the cluster that synth B does not declare: an orphan keeps running (and keeps
-its GPUs) while CloudFormation reports success. Cleanup deletes go in reverse dependency order, and the handler
-swallows ``kubectl delete`` errors (``apply/__init__.py``: ``logger.info("delete error: ...")``, then success), so
-an object whose deletion waits for a controller is reported as one that may remain, not as gone.
+(:func:`kvtiers.change.manifests.deploy_order`), each stack's update complete before the next starts. CloudFormation
+(per stack) creates resources whose logical ID is new, updates those whose properties changed and leaves the others
+alone; after the update it deletes the resources whose logical ID disappeared (the cleanup phase; a resource with
+``DeletionPolicy: Retain`` is dropped from the stack without a Delete request, so its objects stay). So an earlier
+stack's cleanup deletes run before a later stack's applies. For each manifest resource the kubectl handler then runs
+what :mod:`kvtiers.change.kubectl` models. The outcome names every object left on the cluster that synth B does not
+declare: an orphan keeps running (and keeps its GPUs) while CloudFormation reports success. Cleanup deletes go in
+reverse dependency order, and the handler swallows ``kubectl delete`` errors (``apply/__init__.py``:
+``logger.info("delete error: ...")``, then success), so an object whose deletion waits for a controller is reported
+as one that may remain, not as gone.
 """
 
 from __future__ import annotations

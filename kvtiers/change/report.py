@@ -30,7 +30,7 @@ class EnvironmentChange:
     groups: tuple[GroupChange, ...] = ()
     """The HyperPod groups whose nodes or fullest node change (:mod:`kvtiers.change.groups`)."""
     stack_order: tuple[StackFinding, ...] = ()
-    """What the order of the stacks' deploys does: stale reads, deletions still in use (:mod:`kvtiers.change.stacks`)."""
+    """What the order of the stacks' deploys does: stale reads, deletions in use (:mod:`kvtiers.change.stacks`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:

@@ -25,13 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kvtiers.change.cloudformation import (
-    CfnAction,
-    OutputChange,
-    OutputKey,
-    stack_changes,
-    stack_reads,
-)
+from kvtiers.change.cloudformation import CfnAction, OutputChange, OutputKey, stack_changes, stack_reads
 from kvtiers.change.deploy import DeployOutcome
 from kvtiers.change.manifests import ObjectRef, Templates, deploy_order, manifest_resources
 
@@ -46,8 +40,9 @@ INGRESS_TYPE = "AWS::EC2::SecurityGroupIngress"
 ADDON_TYPE = "AWS::EKS::Addon"
 
 Use = tuple[str, ...]
-"""What an object uses or a deploy provides: ``("csi", driver)``, ``("port", protocol, number)`` or
-``("resource", stack, logical ID)``."""
+"""What an object uses or a deploy takes away: ``("csi", driver)``, ``("port", protocol, number)`` or
+``("resource", stack, logical ID)``; what the rules of a deploy provide carries the pair of group and source too
+(``("port", protocol, number, pair)``)."""
 
 
 @dataclass(frozen=True)
