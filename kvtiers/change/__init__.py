@@ -5,6 +5,8 @@
 - :mod:`kvtiers.change.deploy`: the Kubernetes objects CDK's manifest resources leave on the cluster (the kubectl
   handler's apply, prune and delete, kubectl's default prune list), orphans, lost objects, objects that may remain,
   and immutable fields changed in place (:mod:`kvtiers.change.immutable`);
+- :mod:`kvtiers.change.stacks`: what the order of the stacks' deploys does (stale cross-stack reads, deletions a later
+  stack still uses);
 - :mod:`kvtiers.change.rollout`: restarts, their pace and idle GPUs per workload, cache effects per endpoint;
 - :mod:`kvtiers.change.report`: all of it for one environment, its errors, and the Markdown of ``kvtiers diff``.
 

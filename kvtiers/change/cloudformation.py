@@ -15,11 +15,18 @@ Rules beyond the schemas (docs/change-contract.md has their sources):
   CloudFormation creates the new resource before it deletes the old one, and the name is taken.
 - A replacement cascades: a property that holds ``Ref``, ``Fn::GetAtt`` or ``Fn::Sub`` of a replaced resource gets
   a new value at deploy time, which replaces the referencing resource too when that property is create-only.
+- It cascades across stacks: the stacks deploy one after the other in dependency order
+  (:func:`kvtiers.change.manifests.deploy_order`), and an output whose value a stack's deploy changes (removed, a
+  new expression, or naming a replaced resource, except an attribute fixed by an unchanged property:
+  :data:`ECHOED_ATTRIBUTES`) gives a new value to every property of a later stack that reads it with
+  ``Fn::GetStackOutput`` (what kvtiers synthesizes: CDK's weak cross-stack references). An exported output that
+  another stack imports (``Fn::ImportValue``) cannot change: the update fails.
 - Replacing or deleting a resource that holds data (:data:`DATA_TYPES`) loses it: an error.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -28,7 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kvtiers.change.manifests import Templates
+from kvtiers.change.manifests import Templates, deploy_order
 
 REGION = "us-east-1"
 """The schema region. Update behaviour does not differ by region for the types kvtiers uses; cfn-lint falls back to
@@ -167,9 +174,16 @@ def _matches(pointer: str, path: str) -> bool:
 
 _SUB_REF = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[^}]*)?\}")
 
+OutputKey = tuple[str, str]
+"""(stack, output name): a value one stack publishes and later stacks read."""
+Target = str | OutputKey
+"""What a property reads: a logical ID of its own stack, or another stack's output."""
 
-def _references(value: Any, path: str = "/properties") -> Iterator[tuple[str, str]]:
-    """(path, logical ID) of every Ref, Fn::GetAtt and Fn::Sub variable in a property value."""
+
+def _references(value: Any, path: str = "/properties") -> Iterator[tuple[str, Target]]:
+    """(path, target) of every Ref, Fn::GetAtt and Fn::Sub variable in a property value, and of every other stack's
+    output it reads with ``Fn::GetStackOutput`` (an ``Fn::ImportValue`` never sees a new value: an export in use
+    cannot change, :func:`_importers`)."""
     if isinstance(value, dict):
         if isinstance(value.get("Ref"), str):
             yield path, value["Ref"]
@@ -180,6 +194,9 @@ def _references(value: Any, path: str = "/properties") -> Iterator[tuple[str, st
         text = sub if isinstance(sub, str) else sub[0] if isinstance(sub, list) and sub else None
         if isinstance(text, str):
             yield from ((path, name) for name in _SUB_REF.findall(text))
+        output = value.get("Fn::GetStackOutput")
+        if isinstance(output, dict) and isinstance(output.get("StackName"), str):
+            yield path, (output["StackName"], str(output.get("OutputName")))
         for key, item in value.items():
             yield from _references(item, f"{path}/{key}")
     elif isinstance(value, list):
@@ -187,9 +204,23 @@ def _references(value: Any, path: str = "/properties") -> Iterator[tuple[str, st
             yield from _references(item, f"{path}/{index}")
 
 
+def stack_reads(template: Mapping[str, Any]) -> Iterator[tuple[str, OutputKey]]:
+    """(logical ID, output) of every other stack's output the template's resources read."""
+    for logical_id, resource in (template.get("Resources") or {}).items():
+        for _, target in _references(resource.get("Properties") or {}):
+            if isinstance(target, tuple):
+                yield logical_id, target
+
+
 def _classify(
-    stack: str, logical_id: str, old: Mapping[str, Any], new: Mapping[str, Any], replaced: set[str]
+    stack: str,
+    logical_id: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    replaced: Mapping[Target, str],
 ) -> CfnChange | None:
+    """``replaced``: what gets a new value at deploy time (this stack's replaced logical IDs, other stacks' outputs
+    that change), with why."""
     kind = str(new["Type"])
     if old["Type"] != kind:
         lost = DATA_TYPES.get(str(old["Type"]))
@@ -215,7 +246,7 @@ def _classify(
         return CfnChange(stack, logical_id, kind, CfnAction.MAY_REPLACE, ordered, ("no provider schema",))
 
     def reason(path: str) -> str:
-        return f"{path} (new value of {cascaded[path]}, replaced)" if path in cascaded else path
+        return f"{path} (new value of {replaced[cascaded[path]]})" if path in cascaded else path
 
     hits = tuple(reason(p) for p in ordered if any(_matches(c, p) for c in rules.create_only))
     if hits:
@@ -234,24 +265,104 @@ def _classify(
     return CfnChange(stack, logical_id, kind, CfnAction.UPDATE, ordered)
 
 
-def resource_changes(before: Templates, after: Templates) -> tuple[CfnChange, ...]:
-    """Every resource CloudFormation creates, updates, replaces or deletes, stack by stack (stacks that appear or
-    disappear whole are all creates or all deletes)."""
+@dataclass(frozen=True)
+class OutputChange:
+    """An output whose value its stack's deploy changes (``Fn::GetStackOutput`` is a weak reference: a stack that
+    reads it gets the new value only when it deploys itself).
+
+    :param because: why the value changes (the output is removed, its expression changes, a resource it names is
+        replaced).
+    :param old_targets: the logical IDs the old value names: what the stacks that read it use until they deploy.
+    """
+
+    stack: str
+    name: str
+    because: str
+    old_targets: tuple[str, ...]
+
+    @property
+    def key(self) -> OutputKey:
+        return (self.stack, self.name)
+
+    def __str__(self) -> str:
+        return f"output {self.name} of {self.stack}: {self.because}"
+
+
+ECHOED_ATTRIBUTES: Mapping[tuple[str, str], tuple[str, ...]] = {
+    ("AWS::EC2::Subnet", "AvailabilityZone"): ("AvailabilityZone", "AvailabilityZoneId"),
+}
+"""Attributes whose value the named properties fix (an Availability Zone ID names the same zone for the account's
+whole life), beside those that echo a property of their own name."""
+
+
+def _new_values(value: Any, old: Mapping[str, Any], new: Mapping[str, Any], replaced: set[str]) -> set[str]:
+    """The replaced resources (logical IDs) whose new physical resource gives ``value`` a new value: a ``Ref``,
+    ``Fn::GetAtt`` or ``Fn::Sub`` of one, except an attribute that echoes a property of the same value in ``old`` and
+    ``new`` (``Fn::GetAtt [Subnet, AvailabilityZone]`` of a subnet replaced in the same zone)."""
+    if isinstance(value, list):
+        return set().union(*(_new_values(v, old, new, replaced) for v in value))
+    if not isinstance(value, dict):
+        return set()
+    attr = value.get("Fn::GetAtt")
+    if isinstance(attr, list) and len(attr) == 2 and isinstance(attr[0], str):
+        resource = old.get(attr[0]) or {}
+        props = [(r.get(attr[0]) or {}).get("Properties") or {} for r in (old, new)]
+        names = ECHOED_ATTRIBUTES.get((str(resource.get("Type")), attr[1]), (attr[1],))
+        echoed = any(n in props[0] and props[0].get(n) == props[1].get(n) for n in names)
+        return set() if echoed or attr[0] not in replaced else {attr[0]}
+    direct = {t for key, item in value.items() if key in ("Ref", "Fn::Sub") for _, t in _references({key: item})}
+    nested = (_new_values(item, old, new, replaced) for key, item in value.items() if key not in ("Ref", "Fn::Sub"))
+    return {t for t in direct if isinstance(t, str) and t in replaced}.union(*nested)
+
+
+def _output_changes(
+    stack: str, old: Mapping[str, Any], new: Mapping[str, Any], replaced: set[str]
+) -> list[OutputChange]:
+    """The outputs of ``old`` whose value the stack's deploy changes (``replaced``: its replaced logical IDs, whose
+    echoed properties are unchanged: a changed one replaces the resource through a create-only property)."""
+    found = []
+    for name, output in (old.get("Outputs") or {}).items():
+        value = output.get("Value")
+        now = (new.get("Outputs") or {}).get(name)
+        hits = _new_values(value, old.get("Resources") or {}, new.get("Resources") or {}, replaced)
+        because = (
+            "removed"
+            if now is None
+            else "its value changes"
+            if now.get("Value") != value
+            else f"{', '.join(sorted(hits))} replaced"
+            if hits
+            else None
+        )
+        if because is not None:
+            targets = tuple(t for _, t in _references(value) if isinstance(t, str))
+            found.append(OutputChange(stack, name, because, targets))
+    return found
+
+
+def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange, ...], tuple[OutputChange, ...]]:
+    """Every resource CloudFormation creates, updates, replaces or deletes, and every output whose value changes,
+    stack by stack in deploy order (stacks that appear or disappear whole are all creates or all deletes). A stack
+    reads the outputs of the stacks deployed before it as they are after their deploy, so a replacement cascades
+    into the later stacks that read it."""
     found: list[CfnChange] = []
-    for stack in sorted(set(before) | set(after)):
-        old: Mapping[str, Any] = (before.get(stack) or {}).get("Resources") or {}
-        new: Mapping[str, Any] = (after.get(stack) or {}).get("Resources") or {}
-        replaced: set[str] = set()
+    outputs: list[OutputChange] = []
+    for stack in deploy_order(before, after):
+        old_template, new_template = before.get(stack) or {}, after.get(stack) or {}
+        old: Mapping[str, Any] = old_template.get("Resources") or {}
+        new: Mapping[str, Any] = new_template.get("Resources") or {}
+        earlier: dict[Target, str] = {o.key: str(o) for o in outputs}
+        replaced: dict[Target, str] = dict(earlier)
         changes: dict[str, CfnChange] = {}
         while True:  # until no replacement cascades further
             for logical_id in sorted(set(old) & set(new)):
                 change = _classify(stack, logical_id, old[logical_id], new[logical_id], replaced)
                 if change is not None:
                     changes[logical_id] = change
-            now = {i for i, c in changes.items() if c.action is CfnAction.REPLACE}
-            if now == replaced:
+            now: dict[Target, str] = {i: f"{i}, replaced" for i, c in changes.items() if c.action is CfnAction.REPLACE}
+            if now.keys() == replaced.keys() - earlier.keys():
                 break
-            replaced = now
+            replaced = {**earlier, **now}
         found.extend(CfnChange(stack, i, str(new[i]["Type"]), CfnAction.CREATE) for i in sorted(set(new) - set(old)))
         found.extend(changes[i] for i in sorted(changes))
         for logical_id in sorted(set(old) - set(new)):
@@ -260,4 +371,32 @@ def resource_changes(before: Templates, after: Templates) -> tuple[CfnChange, ..
             error = f"deletion loses the {DATA_TYPES[kind]}" if kind in DATA_TYPES and policy == "Delete" else None
             because = (f"DeletionPolicy {policy}",) if policy != "Delete" else ()
             found.append(CfnChange(stack, logical_id, kind, CfnAction.DELETE, because=because, error=error))
-    return tuple(found)
+        order = deploy_order(before, after)
+        current = {s: (after if order.index(s) < order.index(stack) else before).get(s) or {} for s in order}
+        for output in _output_changes(stack, old_template, new_template, {str(i) for i in now}):
+            importers = _importers(old_template, output.name, current, stack)
+            if importers:
+                # CloudFormation refuses the update, and the stack rolls back: nothing cascades.
+                error = f"an export in use cannot change ({', '.join(importers)} import it): the update fails"
+                found.append(CfnChange(stack, output.name, OUTPUT_TYPE, CfnAction.FAIL, (), (output.because,), error))
+            else:
+                outputs.append(output)
+    return tuple(found), tuple(outputs)
+
+
+OUTPUT_TYPE = "Output"
+"""The type the model gives an output whose change fails (outputs are not resources)."""
+
+
+def _importers(template: Mapping[str, Any], name: str, current: Templates, stack: str) -> list[str]:
+    """The other stacks whose template at that point of the deploy imports the output's export."""
+    export = ((template.get("Outputs") or {}).get(name) or {}).get("Export") or {}
+    if not isinstance(export.get("Name"), str):
+        return []
+    needle = json.dumps({"Fn::ImportValue": export["Name"]})
+    return sorted(s for s, t in current.items() if s != stack and needle in json.dumps(t))
+
+
+def resource_changes(before: Templates, after: Templates) -> tuple[CfnChange, ...]:
+    """Every resource CloudFormation creates, updates, replaces or deletes (:func:`stack_changes`)."""
+    return stack_changes(before, after)[0]

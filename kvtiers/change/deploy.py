@@ -1,13 +1,16 @@
 """What deploying synth B after synth A does to the Kubernetes objects of the manifest resources.
 
-CloudFormation (per stack) creates resources whose logical ID is new, updates those whose properties changed and
-leaves the others alone; after the update it deletes the resources whose logical ID disappeared (the cleanup
-phase; a resource with ``DeletionPolicy: Retain`` is dropped from the stack without a Delete request, so its objects
-stay). For each manifest resource the kubectl handler then runs what :mod:`kvtiers.change.kubectl` models. The
-outcome names every object left on the cluster that synth B does not declare: an orphan keeps running (and keeps
-its GPUs) while CloudFormation reports success. Cleanup deletes go in reverse dependency order, and the handler
-swallows ``kubectl delete`` errors (``apply/__init__.py``: ``logger.info("delete error: ...")``, then success), so
-an object whose deletion waits for a controller is reported as one that may remain, not as gone.
+``cdk deploy --all`` deploys the stacks one after the other in dependency order
+(:func:`kvtiers.change.manifests.deploy_order`), each stack's update complete before the next starts. CloudFormation
+(per stack) creates resources whose logical ID is new, updates those whose properties changed and leaves the others
+alone; after the update it deletes the resources whose logical ID disappeared (the cleanup phase; a resource with
+``DeletionPolicy: Retain`` is dropped from the stack without a Delete request, so its objects stay). So an earlier
+stack's cleanup deletes run before a later stack's applies. For each manifest resource the kubectl handler then runs
+what :mod:`kvtiers.change.kubectl` models. The outcome names every object left on the cluster that synth B does not
+declare: an orphan keeps running (and keeps its GPUs) while CloudFormation reports success. Cleanup deletes go in
+reverse dependency order, and the handler swallows ``kubectl delete`` errors (``apply/__init__.py``:
+``logger.info("delete error: ...")``, then success), so an object whose deletion waits for a controller is reported
+as one that may remain, not as gone.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 from kvtiers.change.finalizers import finalizer
 from kvtiers.change.immutable import ImmutableChange, immutable_changes
 from kvtiers.change.kubectl import Cluster, prunable
-from kvtiers.change.manifests import ManifestResource, ObjectRef, Templates, manifest_resources
+from kvtiers.change.manifests import ManifestResource, ObjectRef, Templates, deploy_order, manifest_resources
 
 
 class Action(Enum):
@@ -68,6 +71,8 @@ class DeployOutcome:
     may_remain: tuple[ObjectRef, ...] = ()
     immutable: tuple[ImmutableChange, ...] = ()
     """In-place updates the API server rejects: the handler's apply fails and the stack rolls back."""
+    stages: tuple[tuple[str, frozenset[ObjectRef]], ...] = ()
+    """Each stack in deploy order with the objects on the cluster once its update (cleanup included) is done."""
 
     def change(self, logical_id: str) -> ResourceChange:
         return next(c for c in self.changes if c.logical_id == logical_id)
@@ -88,29 +93,32 @@ def deploy(before: Templates, after: Templates, cluster: Cluster | None = None) 
     declared_before = {ObjectRef.of(o): o for resource in old.values() for o in resource.objects}
     changes: list[ResourceChange] = []
     rejected: list[ImmutableChange] = []
-    for key, resource in new.items():
-        previous = old.get(key)
-        if previous is not None and previous.properties == resource.properties:
-            continue
-        # An apply (an update, or a create with Overwrite) changes any object of the same name in place.
-        rejected += [
-            change
-            for o in resource.objects
-            if (previous is not None or resource.overwrite)
-            and ObjectRef.of(o) in declared_before
-            and ObjectRef.of(o) in live.objects
-            for change in immutable_changes(declared_before[ObjectRef.of(o)], o)
-        ]
-        live.apply(resource)
-        if previous is None:
-            changes.append(_change(resource, Action.CREATE, ()))
-        else:
-            changes.append(_change(resource, Action.UPDATE, live.prune(resource)))
-    for key in cleanup_order(before, [k for k in old if k not in new]):
-        gone = old[key]
-        deleted = () if gone.retained else live.delete(gone.refs)
-        uncertain = tuple(ref for ref in deleted if waits_for_a_controller(ref, gone.objects))
-        changes.append(_change(gone, Action.DELETE, deleted, applied=False, may_remain=uncertain))
+    stages: list[tuple[str, frozenset[ObjectRef]]] = []
+    for stack in deploy_order(before, after):
+        for key, resource in new.items():
+            previous = old.get(key)
+            if key[0] != stack or (previous is not None and previous.properties == resource.properties):
+                continue
+            # An apply (an update, or a create with Overwrite) changes any object of the same name in place.
+            rejected += [
+                change
+                for o in resource.objects
+                if (previous is not None or resource.overwrite)
+                and ObjectRef.of(o) in declared_before
+                and ObjectRef.of(o) in live.objects
+                for change in immutable_changes(declared_before[ObjectRef.of(o)], o)
+            ]
+            live.apply(resource)
+            if previous is None:
+                changes.append(_change(resource, Action.CREATE, ()))
+            else:
+                changes.append(_change(resource, Action.UPDATE, live.prune(resource)))
+        for key in cleanup_order(before, [k for k in old if k not in new and k[0] == stack]):
+            gone = old[key]
+            deleted = () if gone.retained else live.delete(gone.refs)
+            uncertain = tuple(ref for ref in deleted if waits_for_a_controller(ref, gone.objects))
+            changes.append(_change(gone, Action.DELETE, deleted, applied=False, may_remain=uncertain))
+        stages.append((stack, frozenset(live.objects)))
     declared = {ref for resource in new.values() for ref in resource.refs}
     return DeployOutcome(
         changes=tuple(changes),
@@ -120,6 +128,7 @@ def deploy(before: Templates, after: Templates, cluster: Cluster | None = None) 
         lost=tuple(sorted(declared - set(live.objects))),
         may_remain=tuple(sorted({ref for c in changes for ref in c.may_remain} - declared)),
         immutable=tuple(rejected),
+        stages=tuple(stages),
     )
 
 

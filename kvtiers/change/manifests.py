@@ -108,9 +108,40 @@ def manifest_resources(templates: Templates) -> dict[tuple[str, str], ManifestRe
     return found
 
 
-def load_templates(assembly_dir: Path) -> dict[str, dict[str, Any]]:
-    """The templates of a synthesized cloud assembly (``cdk.out``), by stack name (the file name's stem)."""
-    return {
-        path.name.removesuffix(".template.json"): json.loads(path.read_text())
-        for path in sorted(assembly_dir.glob("*.template.json"))
+def stack_order(assembly_dir: Path) -> list[str]:
+    """The template files' stack names (file stems) in the order ``cdk deploy --all`` deploys them: each stack after
+    every stack its ``manifest.json`` artifact depends on (the CDK CLI's ``StackCollection`` runs them so), the
+    artifacts' order otherwise. An assembly without a ``manifest.json`` (a hand-made one) is taken in name order."""
+    manifest = assembly_dir / "manifest.json"
+    files = sorted(p.name.removesuffix(".template.json") for p in assembly_dir.glob("*.template.json"))
+    if not manifest.is_file():
+        return files
+    artifacts = json.loads(manifest.read_text()).get("artifacts") or {}
+    stacks = {
+        name: ((a.get("properties") or {}).get("templateFile", f"{name}.template.json"), a.get("dependencies") or [])
+        for name, a in artifacts.items()
+        if a.get("type") == "aws:cloudformation:stack"
     }
+    ordered: list[str] = []
+    while len(ordered) < len(stacks):
+        ready = [
+            n for n, (_, deps) in stacks.items() if n not in ordered and all(d in ordered for d in deps if d in stacks)
+        ]
+        if not ready:
+            raise ValueError(f"{manifest}: the stacks' dependencies form a cycle")
+        ordered.append(ready[0])
+    return [str(stacks[n][0]).removesuffix(".template.json") for n in ordered]
+
+
+def load_templates(assembly_dir: Path) -> dict[str, dict[str, Any]]:
+    """The templates of a synthesized cloud assembly (``cdk.out``), by stack name (the file name's stem), in deploy
+    order (:func:`stack_order`): the change model deploys them in the order of this mapping."""
+    return {
+        name: json.loads((assembly_dir / f"{name}.template.json").read_text()) for name in stack_order(assembly_dir)
+    }
+
+
+def deploy_order(before: Templates, after: Templates) -> list[str]:
+    """The stacks in the order ``cdk deploy --all`` deploys them: the order of ``after`` (:func:`load_templates`
+    reads it from ``manifest.json``), then the stacks only ``before`` has."""
+    return [*after, *(stack for stack in before if stack not in after)]

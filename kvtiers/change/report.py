@@ -16,6 +16,7 @@ from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
 from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
+from kvtiers.change.stacks import StackFinding, stack_findings
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class EnvironmentChange:
     deletions: Deletions = field(default_factory=Deletions)
     """Every object and resource the deploy deletes, and the change's acknowledgments
     (:mod:`kvtiers.change.deletions`)."""
+    stack_order: tuple[StackFinding, ...] = ()
+    """What the order of the stacks' deploys does: stale reads, deletions in use (:mod:`kvtiers.change.stacks`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -43,6 +46,7 @@ class EnvironmentChange:
         ]
         found += list(self.deletions.errors)
         found += list(self.identities)
+        found += [f.message for f in self.stack_order if f.error]
         found += [
             f"orphan: {ref} stays on the cluster ({orphan_reason(ref, self.outcome)})" for ref in self.outcome.orphans
         ]
@@ -60,7 +64,8 @@ class EnvironmentChange:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        found = [
+        found = [f.message for f in self.stack_order if not f.error]
+        found += [
             f"may remain: {ref} (its deletion waits for a finalizer; the handler ignores kubectl delete errors)"
             for ref in self.outcome.may_remain
         ]
@@ -108,6 +113,7 @@ def environment_change(
         identities=association_conflicts(before, after),
         groups=group_changes(*groups),
         deletions=deletions(outcome, resources, before, intended),
+        stack_order=stack_findings(before, after, outcome),
     )
 
 
