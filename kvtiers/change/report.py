@@ -8,11 +8,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvtiers.change.admission import RefusedResize, refused_resizes
 from kvtiers.change.cloudformation import CfnAction, CfnChange, resource_changes
 from kvtiers.change.deploy import DeployOutcome, deploy, orphan_reason
 from kvtiers.change.groups import GroupChange, group_changes
 from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
+from kvtiers.change.operator import operator_replacements
 from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
 
@@ -28,6 +30,10 @@ class EnvironmentChange:
     """Pod Identity associations that fail the deploy (:mod:`kvtiers.change.identity`)."""
     groups: tuple[GroupChange, ...] = ()
     """The HyperPod groups whose nodes or fullest node change (:mod:`kvtiers.change.groups`)."""
+    refused: tuple[RefusedResize, ...] = ()
+    """Claim growth the API server's resize admission refuses (:mod:`kvtiers.change.admission`)."""
+    replacements: tuple[str, ...] = ()
+    """Operator endpoints whose config is replaced: outage and new name (:mod:`kvtiers.change.operator`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -47,6 +53,7 @@ class EnvironmentChange:
             'change and move traffic to it (docs/runbooks.md "Upgrade")'
             for change in self.outcome.immutable
         ]
+        found += [f"refused: {r}; deploy a new environment with the larger claim instead" for r in self.refused]
         return tuple(found)
 
     @property
@@ -60,12 +67,13 @@ class EnvironmentChange:
             for c in self.resources
             if c.action is CfnAction.MAY_REPLACE
         ]
+        found += list(self.replacements)
         return tuple(found)
 
     def summary(self) -> str:
         counts = {a: sum(1 for c in self.resources if c.action is a) for a in CfnAction}
         restarts = sum(1 for w in self.workloads if w.change == "restart")
-        cold = sum(1 for e in self.endpoints if e.l2 and e.l2.startswith("new L2"))
+        cold = sum(1 for e in self.endpoints if e.cold_l2)
         lost = sum(e.l0_l1_lost for e in self.endpoints)
         verdict = f"**{len(self.errors)} error(s)**" if self.errors else "no errors"
         parts = [f"{n} {a.value}" for a, n in counts.items() if n]
@@ -88,6 +96,8 @@ def environment_change(
     new = {ObjectRef.of(o): o for r in manifest_resources(after).values() for o in r.objects}
     rolled = workloads(old, new)
     return EnvironmentChange(
+        refused=refused_resizes(old, new),
+        replacements=operator_replacements(rolled, old, new, groups),
         name=name,
         resources=resource_changes(before, after),
         outcome=outcome,
@@ -108,6 +118,9 @@ def assembly_change(name: str, before_dir: Path, after_dir: Path) -> Environment
         read_endpoint_record(after_dir),
         (read_placement_record(before_dir), read_placement_record(after_dir)),
     )
+
+
+CHANGE_WORDS = {"on-delete": "restarts on next pod deletion (OnDelete)"}
 
 
 def _table(header: Iterable[str], rows: list[list[str]]) -> list[str]:
@@ -161,16 +174,18 @@ def markdown(changes: Iterable[EnvironmentChange]) -> str:
                 [
                     [
                         str(w.ref),
-                        w.change,
+                        CHANGE_WORDS.get(w.change, w.change),
                         _replicas(w),
                         w.pace if w.change == "restart" else "-",
-                        f"{w.gpus_idle}"
-                        + (f" (+{w.surge * w.gpus_per_pod} surge GPUs)" if w.surge and w.gpus_per_pod else ""),
+                        f"{w.gpus_idle}" + (f" (+{w.surge_gpus} surge GPUs)" if w.surge_gpus else ""),
                         w.drain or "no PodDisruptionBudget",
                     ]
                     for w in change.workloads
                 ],
             ) + [""]
+        effects = [n for w in change.workloads for n in w.notes] + [e.reclaim for e in change.endpoints if e.reclaim]
+        if effects:
+            lines += ["Effects", "", *(f"- {e}" for e in effects), ""]
         touched = [c for c in change.resources if c.action is not CfnAction.UPDATE or c.error]
         updated = [c for c in change.resources if c.action is CfnAction.UPDATE and not c.error]
         if touched:
