@@ -46,6 +46,7 @@ def test_a_renamed_endpoint_starts_an_empty_l2_and_abandons_the_old_directory_wi
     assert new.l2 == "new, empty L2: curvine-l2/endpoint-qwen2-7b-v2/qwen-abc"
     assert new.l2_reasons == ("renamed from qwen2-7b (the same L2 namespace, under another owner directory)",)
     assert old.status == "removed" and old.abandoned == "curvine-l2/endpoint-qwen2-7b/qwen-abc"
+    assert old.l2 == "old L2 directory abandoned (see Effects)" and not old.cold_l2
     assert old.reclaim is not None
     assert "curvine-l2-janitor" in old.reclaim and "rm -r /l2/endpoint-qwen2-7b/qwen-abc" in old.reclaim
 

@@ -80,6 +80,7 @@ class EnvironmentChange:
         return (
             f"{self.name}: {verdict}; {', '.join(parts) or 'no resource changes'}; {restarts} workload(s) restart; "
             f"L0/L1 lost on {lost} engine pod(s); {cold} endpoint(s) with a cold L2"
+            + (f"; {len(self.replacements)} operator endpoint(s) replaced (new name)" if self.replacements else "")
         )
 
 

@@ -100,7 +100,7 @@ class EndpointEffect:
     @property
     def cold_l2(self) -> bool:
         """Whether the endpoint starts the deploy's end with an empty L2 (a new namespace, a new endpoint, L2 on)."""
-        return bool(self.l2) and not (self.l2 or "").startswith("L2 switched off")
+        return (self.l2 or "").startswith(COLD_L2_EFFECTS)
 
     @property
     def reclaim(self) -> str | None:
@@ -245,7 +245,7 @@ def _notes(
             f"{endpoint}: all {replicas} engine pod(s) stop at once (a single replica makes every rollout an outage): "
             "no engine serves until the new pod has loaded the model"
         )
-    if component == ROUTER_COMPONENT:
+    if component == ROUTER_COMPONENT and change == "restart":
         logic = _routing_logic(obj)
         if logic in ROUTER_STATE:
             notes.append(f"{endpoint} router ({logic}): {ROUTER_STATE[logic]} is lost with each router pod")
@@ -327,6 +327,10 @@ def _l2_change(
     return None, ()
 
 
+COLD_L2_EFFECTS = ("new L2 namespace", "new, empty L2", "L2 switched on")
+ABANDONED = "old L2 directory abandoned (see Effects)"
+
+
 def _location(record: EndpointRecord) -> str:
     return record.l2_location or record.l2_directory
 
@@ -375,6 +379,8 @@ def endpoint_effects(
         abandoned = (
             _location(o) if o is not None and o.l2 and after is not None and _location(o) not in still_read else None
         )
+        if status == "removed" and abandoned:
+            l2 = ABANDONED
         effects.append(
             EndpointEffect(
                 name=name,
