@@ -104,3 +104,13 @@ def test_the_table_and_the_rules_name_the_same_kinds_and_fields():
 @pytest.mark.parametrize("key", sorted(WITHOUT_IMMUTABLE_FIELDS))
 def test_a_kind_without_immutable_fields_has_no_rule(key):
     assert key not in {(r.group, r.kind) for r in RULES}
+
+
+def test_the_beta_class_annotation_names_the_class_as_the_plugin_reads_it():
+    def annotated(size: str) -> dict:
+        claim = _claim(size, "other")
+        claim["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "curvine-l2"}
+        return claim
+
+    (error,) = _change([_class(), annotated("1Gi")], [_class(), annotated("2Gi")]).errors
+    assert "StorageClass curvine-l2 does not allow volume expansion" in error

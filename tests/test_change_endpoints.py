@@ -137,10 +137,10 @@ def test_a_single_curvine_master_restart_is_an_l2_outage():
 # ------------------------------------------------------------------------------------------- operator endpoints
 
 
-def _config(fingerprint: str, *, gpus: int = 1, replicas: int = 2) -> dict:
-    name = f"qwen2-7b-chat-{fingerprint}"
+def _config(fingerprint: str, *, gpus: int = 1, replicas: int = 2, endpoint: str = "qwen2-7b-chat") -> dict:
+    name = f"{endpoint}-{fingerprint}"
     worker = {"image": "img", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
-    spec = {"endpointName": name, "modelName": "qwen2-7b-chat", "replicas": replicas, "worker": worker}
+    spec = {"endpointName": name, "modelName": endpoint, "replicas": replicas, "worker": worker}
     return obj("inference.sagemaker.aws.amazon.com/v1", "InferenceEndpointConfig", name, **spec)
 
 
@@ -183,3 +183,22 @@ def test_without_placement_records_the_free_gpus_are_unknown():
     rolled = workloads({ObjectRef.of(old): old}, {ObjectRef.of(new): new})
     (line,) = operator_replacements(rolled, {ObjectRef.of(old): old}, {ObjectRef.of(new): new})
     assert "free GPUs are unknown" in line
+
+
+def test_renaming_an_operator_endpoint_is_a_replacement_too():
+    old, new = _config("9aa6d08a"), _config("5e5e5e5e", endpoint="qwen2-7b-chat-v2")
+    records = (
+        Record("prod", {"qwen2-7b-chat": _record("qwen2-7b-chat", serving="operator")}),
+        Record("prod", {"qwen2-7b-chat-v2": _record("qwen2-7b-chat-v2", serving="operator")}),
+    )
+    change = environment_change(
+        "prod",
+        stack(manifest("OperatorEndpointOld", [old])),
+        stack(manifest("OperatorEndpointNew", [new])),
+        *records,
+        (_group(old), _group(new)),
+    )
+    (warning,) = [w for w in change.warnings if w.startswith("operator endpoint")]
+    assert warning.startswith("operator endpoint qwen2-7b-chat-v2 (renamed from qwen2-7b-chat)")
+    assert "qwen2-7b-chat-9aa6d08a -> qwen2-7b-chat-v2-5e5e5e5e" in warning and "full outage" in warning
+    assert "1 endpoint(s) with a cold L2" in change.summary()

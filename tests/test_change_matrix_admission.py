@@ -1,6 +1,6 @@
 """Admission truths and endpoint effects on real synths of both example environments: a claim resize the API
 server refuses, an endpoint rename (a new, empty L2 and an abandoned directory), an operator endpoint settings
-change on prod (an outage and a new SageMaker endpoint name), and every kind the synths render has a row in the
+change and rename on prod (an outage and a new SageMaker endpoint name), and every kind the synths render has a row in the
 immutable-fields table."""
 
 from __future__ import annotations
@@ -31,10 +31,15 @@ def _operator_settings(raw: dict) -> None:
     _endpoint(raw, "qwen2-7b-chat")["l1_gib"] += 4
 
 
+def _operator_rename(raw: dict) -> None:
+    _endpoint(raw, "qwen2-7b-chat")["name"] = "qwen2-7b-talk"
+
+
 VARIANTS: dict[tuple[str, str], Callable[[dict], None]] = {
     ("dev", "claim"): _claim_grows,
     ("dev", "rename"): _rename,
     ("prod", "operator"): _operator_settings,
+    ("prod", "operator-rename"): _operator_rename,
 }
 
 
@@ -87,3 +92,12 @@ def test_every_rendered_kind_has_a_row_in_the_immutable_fields_table(shipped, en
         for ref in map(ObjectRef.of, resource.objects)
     }
     assert rendered - set(_table()) == set()
+
+
+def test_an_operator_endpoint_rename_is_a_replacement_with_a_new_empty_l2(changes):
+    change = changes["prod", "operator-rename"]
+    (warning,) = [w for w in change.warnings if w.startswith("operator endpoint qwen2-7b-talk")]
+    assert "(renamed from qwen2-7b-chat)" in warning and "full outage" in warning
+    new, old = _endpoint_effect(change, "qwen2-7b-talk"), _endpoint_effect(change, "qwen2-7b-chat")
+    assert new.l2 and new.l2.startswith("new, empty L2: curvine-l2/endpoint-qwen2-7b-talk/")
+    assert old.abandoned and old.abandoned.startswith("curvine-l2/endpoint-qwen2-7b-chat/")

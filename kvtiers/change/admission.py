@@ -44,7 +44,14 @@ def _storage(claim: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+
+
 def _class_name(claim: Mapping[str, Any]) -> str:
+    """The claim's class as the plugin reads it (``GetPersistentVolumeClaimClass``: the beta annotation first)."""
+    annotations = (claim.get("metadata") or {}).get("annotations") or {}
+    if BETA_CLASS_ANNOTATION in annotations:
+        return str(annotations[BETA_CLASS_ANNOTATION])
     return str((claim.get("spec") or {}).get("storageClassName") or "")
 
 

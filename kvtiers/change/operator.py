@@ -78,18 +78,22 @@ def operator_replacements(
     before: Objects,
     after: Objects,
     groups: tuple[Mapping[str, GroupRecord] | None, Mapping[str, GroupRecord] | None] = (None, None),
+    renamed: Mapping[str, str] | None = None,
 ) -> tuple[str, ...]:
-    """One line per operator endpoint whose config the deploy replaces: the outage and the new endpoint name."""
+    """One line per operator endpoint whose config the deploy replaces (a settings change, or a rename: ``renamed``
+    maps a new endpoint name to the old one): the outage and the new endpoint name."""
     configs = [w for w in rolled if (w.ref.group, w.ref.kind) == OPERATOR_KIND]
     found = []
     for new in (w for w in configs if w.change == "create"):
-        old = next((w for w in configs if w.change == "delete" and w.endpoint == new.endpoint), None)
+        was = (renamed or {}).get(new.endpoint or "", new.endpoint)
+        old = next((w for w in configs if w.change == "delete" and w.endpoint == was), None)
         if old is None:
             continue
         old_name = (before[old.ref].get("spec") or {}).get("endpointName", old.ref.name)
         new_name = (after[new.ref].get("spec") or {}).get("endpointName", new.ref.name)
         found.append(
-            f"operator endpoint {new.endpoint}: InferenceEndpointConfig {old.ref.name} is replaced by "
+            f"operator endpoint {new.endpoint}{'' if was == new.endpoint else f' (renamed from {was})'}: "
+            f"InferenceEndpointConfig {old.ref.name} is replaced by "
             f"{new.ref.name}. Clients must switch SageMaker endpoint name {old_name} -> {new_name}. All "
             f"{old.replicas_before} old pod(s) ({old.gpus_per_pod} GPU(s) each) stop at once when the cleanup "
             f"deletes {old.ref.name}, ready new pods or not; {_capacity(new, before, groups)}"

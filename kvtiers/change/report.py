@@ -16,7 +16,7 @@ from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
 from kvtiers.change.operator import operator_replacements
 from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
-from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
+from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, renames, workloads
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,13 @@ def environment_change(
     rolled = workloads(old, new)
     return EnvironmentChange(
         refused=refused_resizes(old, new),
-        replacements=operator_replacements(rolled, old, new, groups),
+        replacements=operator_replacements(
+            rolled,
+            old,
+            new,
+            groups,
+            renames(before_record.endpoints, after_record.endpoints) if before_record and after_record else None,
+        ),
         name=name,
         resources=resource_changes(before, after),
         outcome=outcome,

@@ -335,7 +335,7 @@ def _location(record: EndpointRecord) -> str:
     return record.l2_location or record.l2_directory
 
 
-def _renames(old: Mapping[str, EndpointRecord], new: Mapping[str, EndpointRecord]) -> dict[str, str]:
+def renames(old: Mapping[str, EndpointRecord], new: Mapping[str, EndpointRecord]) -> dict[str, str]:
     """New endpoint name -> the removed endpoint it replaces: the same serving path and L2 namespace fields."""
     removed = [name for name in old if name not in new]
     found: dict[str, str] = {}
@@ -362,14 +362,14 @@ def endpoint_effects(
     old = before.endpoints if before else {}
     new = after.endpoints if after else {}
     names = sorted(set(old) | set(new) | {w.endpoint for w in rolled if w.endpoint})
-    renames = _renames(old, new) if before is not None else {}
+    renamed = renames(old, new) if before is not None else {}
     still_read = {_location(r) for r in new.values() if r.l2}
     effects = []
     for name in names:
         mine = tuple(w for w in rolled if w.endpoint == name)
         o, n = old.get(name), new.get(name)
         added = o is None and n is not None and before is not None
-        l2, reasons = _l2_change(o, n, added, renames.get(name))
+        l2, reasons = _l2_change(o, n, added, renamed.get(name))
         if added:
             status = "added"
         elif n is None and o is not None and after is not None:
