@@ -5,8 +5,10 @@ A workload's pods restart when its pod template changes (Deployment, StatefulSet
 ``InferenceEndpointConfig``'s spec other than ``replicas``, which its operator rolls out). The pace is the
 workload's own update strategy (Kubernetes defaults: a Deployment 25 % surge and 25 % unavailable, a StatefulSet and
 a DaemonSet one pod at a time); a PodDisruptionBudget does not pace a rollout, only evictions (node drains), and is
-reported for those. The L0 (GPU) and L1 (host DRAM) caches live in an engine pod and are lost with it; the L2 is lost
-for the whole endpoint when its namespace moves (:mod:`kvtiers.change.record`).
+reported for those; an ``OnDelete`` workload changes no pod until someone deletes one. The L0 (GPU) and L1 (host
+DRAM) caches live in an engine pod and are lost with it; the L2 is lost for the whole endpoint when its namespace
+moves (:mod:`kvtiers.change.record`), and is empty for a new or renamed endpoint. An L2 directory no endpoint reads
+any more is abandoned on Curvine until the janitor evicts it or someone deletes it.
 """
 
 from __future__ import annotations
