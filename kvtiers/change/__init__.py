@@ -7,7 +7,10 @@
   and immutable fields changed in place (:mod:`kvtiers.change.immutable`);
 - :mod:`kvtiers.change.stacks`: what the order of the stacks' deploys does (stale cross-stack reads, deletions a later
   stack still uses);
-- :mod:`kvtiers.change.rollout`: restarts, their pace and idle GPUs per workload, cache effects per endpoint;
+- :mod:`kvtiers.change.admission`: claim growth the API server's resize admission refuses;
+- :mod:`kvtiers.change.rollout`: restarts, their pace and idle GPUs per workload, outages and routing state lost,
+  cache effects per endpoint (a new or renamed endpoint's empty L2, abandoned L2 directories);
+- :mod:`kvtiers.change.operator`: an operator endpoint's config replaced (outage, new SageMaker endpoint name);
 - :mod:`kvtiers.change.report`: all of it for one environment, its errors, and the Markdown of ``kvtiers diff``.
 
 Input: two assemblies (``cdk.out``): their templates (:func:`load_templates`) and the synth's endpoint record

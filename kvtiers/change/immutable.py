@@ -1,10 +1,11 @@
 """Kubernetes fields the API server refuses to change: a manifest update that changes one makes the handler's
 ``kubectl apply`` fail, CloudFormation roll the stack back, and a deploy stop half way.
 
-:data:`RULES` is the table, one rule per object kind, each with the source that makes the field immutable
-(docs/change-contract.md lists them with tags and lines). The check compares the object as synth A declares it with
-the object synth B declares under the same name; fields the server defaults are compared as the manifests state
-them.
+:data:`RULES` holds the rules of every kind kvtiers renders with immutable fields, each with the source that makes
+the field immutable, and :data:`WITHOUT_IMMUTABLE_FIELDS` the other kinds it renders; docs/change-model.md
+("Immutable fields") is the same table with the upstream file and line at the pinned Kubernetes version. The check
+compares the object as synth A declares it with the object synth B declares under the same name; fields the server
+defaults are compared as the manifests state them.
 """
 
 from __future__ import annotations
@@ -42,11 +43,10 @@ RULES: tuple[Rule, ...] = (
         Rule(
             "apps",
             kind,
-            "pkg/registry/apps/<kind>/strategy.go ValidateUpdate (ValidateImmutableField on the selector, apps/v1); "
-            "k8s.io/api apps/v1/types.go",
+            "pkg/registry/apps/<kind>/strategy.go ValidateUpdate (ValidateImmutableField on the selector, apps/v1)",
             fields=("spec.selector",),
         )
-        for kind in ("Deployment", "ReplicaSet", "DaemonSet")
+        for kind in ("Deployment", "DaemonSet")
     ),
     Rule(
         "apps",
@@ -66,12 +66,6 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "batch",
-        "Job",
-        "pkg/apis/batch/validation/validation.go ValidateJobSpecUpdate; k8s.io/api batch/v1/types.go",
-        fields=("spec.selector", "spec.template"),
-    ),
-    Rule(
         "",
         "PersistentVolumeClaim",
         "pkg/apis/core/validation/validation.go ValidatePersistentVolumeClaimUpdate: 'spec is immutable after creation "
@@ -86,7 +80,14 @@ RULES: tuple[Rule, ...] = (
         "immutable after creation', volumeMode and nodeAffinity immutable",
         all_of="spec",
         except_keys=frozenset(
-            {"capacity", "accessModes", "storageClassName", "persistentVolumeReclaimPolicy", "mountOptions", "claimRef"}
+            {
+                "capacity",
+                "accessModes",
+                "storageClassName",
+                "persistentVolumeReclaimPolicy",
+                "mountOptions",
+                "claimRef",
+            }
         ),
     ),
     Rule(
@@ -113,25 +114,20 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "",
         "Service",
-        "k8s.io/api core/v1/types.go ServiceSpec.loadBalancerClass ('may not change once set'), "
-        "healthCheckNodePort, ipFamilies (the first family may not change); ValidateServiceUpdate "
-        "(validateLoadBalancerClassField, the healthCheckNodePort and primary-family checks)",
+        "k8s.io/api core/v1/types.go ServiceSpec.loadBalancerClass ('Once set, it can not be changed'), "
+        "healthCheckNodePort ('cannot be updated once set'), ipFamilies (the first family may not change); "
+        "ValidateServiceUpdate",
         fields=("spec.loadBalancerClass", "spec.healthCheckNodePort", "spec.ipFamilies.0"),
     ),
     *(
         Rule(
             "rbac.authorization.k8s.io",
             kind,
-            f"pkg/apis/rbac/validation/validation.go Validate{kind}Update: 'cannot change roleRef'",
+            f"k8s.io/api rbac/v1/types.go {kind}.roleRef: 'This field is immutable.'; "
+            f"pkg/apis/rbac/validation/validation.go Validate{kind}Update",
             fields=("roleRef",),
         )
         for kind in ("RoleBinding", "ClusterRoleBinding")
-    ),
-    Rule(
-        "scheduling.k8s.io",
-        "PriorityClass",
-        "pkg/apis/scheduling/validation/validation.go ValidatePriorityClassUpdate (value: 'field is immutable')",
-        fields=("value",),
     ),
     Rule(
         "",
@@ -141,15 +137,25 @@ RULES: tuple[Rule, ...] = (
         fields=("data", "binaryData", "immutable"),
         when="immutable",
     ),
-    Rule("", "Secret", "k8s.io/api core/v1/types.go Secret.type; ValidateSecretUpdate", fields=("type",)),
-    Rule(
-        "",
-        "Secret",
-        "k8s.io/api core/v1/types.go Secret.immutable; ValidateSecretUpdate",
-        fields=("data", "stringData", "immutable"),
-        when="immutable",
-    ),
 )
+"""One or more rules for each kind kvtiers renders that has immutable fields (the table in docs/change-model.md,
+"Immutable fields")."""
+
+WITHOUT_IMMUTABLE_FIELDS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("", "Namespace"),
+        ("", "ServiceAccount"),
+        ("networking.k8s.io", "NetworkPolicy"),
+        ("policy", "PodDisruptionBudget"),
+        ("rbac.authorization.k8s.io", "Role"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("inference.sagemaker.aws.amazon.com", "InferenceEndpointConfig"),
+        ("secrets-store.csi.x-k8s.io", "SecretProviderClass"),
+        ("kyverno.io", "Policy"),
+    }
+)
+"""The other kinds kvtiers renders: the API server (or the custom resource's CRD) lets every spec field they set
+change in place (the table says why per kind)."""
 
 
 @dataclass(frozen=True)
@@ -205,7 +211,7 @@ def _shrunk(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[str]:
     """A claim's storage request can grow, never shrink ('field can not be less than previous value')."""
     path = "spec.resources.requests.storage"
     before, after = _get(old, path), _get(new, path)
-    if isinstance(before, str) and isinstance(after, str) and _quantity(after) < _quantity(before):
+    if isinstance(before, str) and isinstance(after, str) and quantity(after) < quantity(before):
         yield path
 
 
@@ -222,7 +228,8 @@ _SUFFIXES = {
 }
 
 
-def _quantity(text: str) -> float:
+def quantity(text: str) -> float:
+    """A Kubernetes quantity (``100Gi``, ``1.5T``) in bytes."""
     for suffix, factor in sorted(_SUFFIXES.items(), key=lambda item: -len(item[0])):
         if text.endswith(suffix):
             return float(text.removesuffix(suffix)) * factor

@@ -8,14 +8,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvtiers.change.admission import RefusedResize, refused_resizes
 from kvtiers.change.cloudformation import CfnAction, CfnChange, resource_changes
 from kvtiers.change.deletions import Deletions, IntendedDeletion, deletions, read_intended_deletions
 from kvtiers.change.deploy import DeployOutcome, deploy, orphan_reason
 from kvtiers.change.groups import GroupChange, group_changes
 from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
+from kvtiers.change.operator import operator_replacements
 from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
-from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
+from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, renames, workloads
 from kvtiers.change.stacks import StackFinding, stack_findings
 
 
@@ -35,6 +37,10 @@ class EnvironmentChange:
     (:mod:`kvtiers.change.deletions`)."""
     stack_order: tuple[StackFinding, ...] = ()
     """What the order of the stacks' deploys does: stale reads, deletions in use (:mod:`kvtiers.change.stacks`)."""
+    refused: tuple[RefusedResize, ...] = ()
+    """Claim growth the API server's resize admission refuses (:mod:`kvtiers.change.admission`)."""
+    replacements: tuple[str, ...] = ()
+    """Operator endpoints whose config is replaced: outage and new name (:mod:`kvtiers.change.operator`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -60,6 +66,7 @@ class EnvironmentChange:
             'change and move traffic to it (docs/runbooks.md "Upgrade")'
             for change in self.outcome.immutable
         ]
+        found += [f"refused: {r}; deploy a new environment with the larger claim instead" for r in self.refused]
         return tuple(found)
 
     @property
@@ -74,18 +81,20 @@ class EnvironmentChange:
             for c in self.resources
             if c.action is CfnAction.MAY_REPLACE
         ]
+        found += list(self.replacements)
         return tuple(found)
 
     def summary(self) -> str:
         counts = {a: sum(1 for c in self.resources if c.action is a) for a in CfnAction}
         restarts = sum(1 for w in self.workloads if w.change == "restart")
-        cold = sum(1 for e in self.endpoints if e.l2 and e.l2.startswith("new L2"))
+        cold = sum(1 for e in self.endpoints if e.cold_l2)
         lost = sum(e.l0_l1_lost for e in self.endpoints)
         verdict = f"**{len(self.errors)} error(s)**" if self.errors else "no errors"
         parts = [f"{n} {a.value}" for a, n in counts.items() if n]
         return (
             f"{self.name}: {verdict}; {', '.join(parts) or 'no resource changes'}; {restarts} workload(s) restart; "
             f"L0/L1 lost on {lost} engine pod(s); {cold} endpoint(s) with a cold L2"
+            + (f"; {len(self.replacements)} operator endpoint(s) replaced (new name)" if self.replacements else "")
         )
 
 
@@ -105,6 +114,14 @@ def environment_change(
     rolled = workloads(old, new)
     resources = resource_changes(before, after)
     return EnvironmentChange(
+        refused=refused_resizes(old, new),
+        replacements=operator_replacements(
+            rolled,
+            old,
+            new,
+            groups,
+            renames(before_record.endpoints, after_record.endpoints) if before_record and after_record else None,
+        ),
         name=name,
         resources=resources,
         outcome=outcome,
@@ -128,6 +145,9 @@ def assembly_change(name: str, before_dir: Path, after_dir: Path) -> Environment
         (read_placement_record(before_dir), read_placement_record(after_dir)),
         intended=read_intended_deletions(after_dir),
     )
+
+
+CHANGE_WORDS = {"on-delete": "restarts on next pod deletion (OnDelete)"}
 
 
 def _table(header: Iterable[str], rows: list[list[str]]) -> list[str]:
@@ -193,16 +213,18 @@ def markdown(changes: Iterable[EnvironmentChange]) -> str:
                 [
                     [
                         str(w.ref),
-                        w.change,
+                        CHANGE_WORDS.get(w.change, w.change),
                         _replicas(w),
                         w.pace if w.change == "restart" else "-",
-                        f"{w.gpus_idle}"
-                        + (f" (+{w.surge * w.gpus_per_pod} surge GPUs)" if w.surge and w.gpus_per_pod else ""),
+                        f"{w.gpus_idle}" + (f" (+{w.surge_gpus} surge GPUs)" if w.surge_gpus else ""),
                         w.drain or "no PodDisruptionBudget",
                     ]
                     for w in change.workloads
                 ],
             ) + [""]
+        effects = [n for w in change.workloads for n in w.notes] + [e.reclaim for e in change.endpoints if e.reclaim]
+        if effects:
+            lines += ["Effects", "", *(f"- {e}" for e in effects), ""]
         touched = [c for c in change.resources if c.action is not CfnAction.UPDATE or c.error]
         updated = [c for c in change.resources if c.action is CfnAction.UPDATE and not c.error]
         if touched:

@@ -50,6 +50,7 @@ from kvtiers.k8s_charts.names import (
     CURVINE_STORAGE_CLASS,
     CURVINE_WORKER,
     HYPERPOD_INSTANCE_GROUP,
+    JANITOR_L2_MOUNT,
     component_labels,
     curvine_master_host,
 )
@@ -67,7 +68,6 @@ CSI_SOCKET = "/csi/csi.sock"
 NVME_CHECK_SCRIPT = (Path(__file__).parent / "nvme_check.sh").read_text()
 NVME_CHECK_TARGET = "/host/nvme"
 JANITOR_SCRIPT = Path(__file__).parent / "l2_janitor.py"
-JANITOR_L2_MOUNT = "/l2"
 DEFAULT_CLAIM_NAME = defaults.CLAIM_NAME
 DEFAULT_CLAIM_SIZE_GIB = defaults.CLAIM_SIZE_GIB
 DEFAULT_JANITOR_INTERVAL_SECONDS = defaults.JANITOR_INTERVAL_SECONDS
