@@ -120,7 +120,7 @@ def acknowledge_findings(graph: DeployGraph) -> None:
 def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
     """Synthesize the cloud assembly, the per-object Kubernetes YAML and the endpoint record (what ``kvtiers diff``
     reads) beside it; returns the assembly folder."""
-    from kvtiers.change.record import GroupRecord, write_endpoint_record, write_placement_record
+    from kvtiers.change.record import GroupRecord, PlacedRecord, write_endpoint_record, write_placement_record
     from kvtiers.config.model import l2_mount, l2_namespace
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
 
@@ -160,6 +160,19 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
                         for f in placement.use(offer.group).fullest
                     },
                     workloads=[w.name for w in placement.on_group(offer.group)],
+                    gpus_per_node=offer.capacity.gpus,
+                    placed=[
+                        PlacedRecord(
+                            name=w.name,
+                            groups=list(w.groups),
+                            spread=w.spread,
+                            replicas=w.replicas,
+                            gpus=w.pod.gpus,
+                            spread_evenly=w.spread_evenly,
+                            engines_of=w.engines_of,
+                        )
+                        for w in placement.on_group(offer.group)
+                    ],
                 )
                 for offer in placement.offers
             },
