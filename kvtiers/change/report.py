@@ -15,6 +15,7 @@ from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
 from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, workloads
+from kvtiers.change.system_nodes import NodegroupReplacement, node_summary, nodegroup_replacements, version_changes
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class EnvironmentChange:
     """Pod Identity associations that fail the deploy (:mod:`kvtiers.change.identity`)."""
     groups: tuple[GroupChange, ...] = ()
     """The HyperPod groups whose nodes or fullest node change (:mod:`kvtiers.change.groups`)."""
+    system_nodes: tuple[NodegroupReplacement, ...] = ()
+    """Managed node groups replaced, with the pods on them (:mod:`kvtiers.change.system_nodes`)."""
+    versions: tuple[str, ...] = ()
+    """What a Kubernetes version change does to the nodes (:func:`kvtiers.change.system_nodes.version_changes`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -60,6 +65,7 @@ class EnvironmentChange:
             for c in self.resources
             if c.action is CfnAction.MAY_REPLACE
         ]
+        found += self.versions
         return tuple(found)
 
     def summary(self) -> str:
@@ -72,6 +78,7 @@ class EnvironmentChange:
         return (
             f"{self.name}: {verdict}; {', '.join(parts) or 'no resource changes'}; {restarts} workload(s) restart; "
             f"L0/L1 lost on {lost} engine pod(s); {cold} endpoint(s) with a cold L2"
+            + "".join(f"; {part}" for part in node_summary(self.groups, self.system_nodes))
         )
 
 
@@ -87,14 +94,19 @@ def environment_change(
     old = {ObjectRef.of(o): o for r in manifest_resources(before).values() for o in r.objects}
     new = {ObjectRef.of(o): o for r in manifest_resources(after).values() for o in r.objects}
     rolled = workloads(old, new)
+    resources = resource_changes(before, after)
     return EnvironmentChange(
         name=name,
-        resources=resource_changes(before, after),
+        resources=resources,
         outcome=outcome,
         workloads=rolled,
         endpoints=endpoint_effects(rolled, before_record, after_record),
         identities=association_conflicts(before, after),
-        groups=group_changes(*groups),
+        groups=group_changes(
+            *groups, l2_endpoints=[n for n, e in (before_record.endpoints if before_record else {}).items() if e.l2]
+        ),
+        system_nodes=nodegroup_replacements(resources, before),
+        versions=version_changes(before, after),
     )
 
 
@@ -143,9 +155,19 @@ def markdown(changes: Iterable[EnvironmentChange]) -> str:
             lines += ["Warnings", "", *(f"- {w}" for w in change.warnings), ""]
         if change.groups:
             lines += _table(
-                ["HyperPod group", "nodes", "fullest node (asked of allocatable)"],
-                [[g.name, "; ".join(g.changes) or "unchanged", "; ".join(g.fullest) or "-"] for g in change.groups],
+                [
+                    "HyperPod group",
+                    "nodes",
+                    "pods that stop with them, and their caches",
+                    "fullest node (asked of allocatable)",
+                ],
+                [
+                    [g.name, "; ".join(g.changes) or "unchanged", "; ".join(g.pods) or "-", "; ".join(g.fullest) or "-"]
+                    for g in change.groups
+                ],
             ) + [""]
+        for replaced in change.system_nodes:
+            lines += ["Node group replaced", "", *(f"- {line}" for line in replaced.lines()), ""]
         endpoints = [e for e in change.endpoints if e.status != "unchanged"]
         if endpoints:
             lines += _table(
