@@ -172,7 +172,6 @@ class CurvineL2(Construct):
         super().__init__(scope, id)
         settings = settings if settings is not None else CurvineSettings()
         workers = _checked_worker_groups(hyperpod, worker_groups)
-        _check_master_nodes(hyperpod, workers, masters)
         _check_ebs_csi_version(ebs_csi_driver_version)
         checks.hash_seed("CurvineL2", hash_seed)
         if settings.namespace == serving_namespace:
@@ -208,6 +207,8 @@ class CurvineL2(Construct):
             snapshot_on_delete=snapshot_on_delete,
             ebs_csi_driver_version=ebs_csi_driver_version,
         )
+        # After the journal volumes, which refuse a master count other than 1, 3 or 5 first.
+        _check_master_nodes(hyperpod, workers, masters)
         _warn_about_open_groups(self, hyperpod)
         self._place(eks_cluster, hyperpod, settings, workers, explicit_workers=worker_groups is not None)
         k8s_app = cdk8s.App()
