@@ -32,7 +32,9 @@ class Stopped:
     of: int
     """Its pods on the group's nodes before (DaemonSet: one a node) or its replicas."""
     engines_of: str | None
+    """The endpoint whose engines (L0 and L1 caches) the pods are, if any."""
     spread: str
+    """How the placement model spreads the workload (:mod:`kvtiers.placement`)."""
 
 
 @dataclass(frozen=True)

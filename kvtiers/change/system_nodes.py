@@ -13,7 +13,8 @@ are synth A's: the node group is in the platform stack, which CloudFormation upd
 
 A Kubernetes version change updates ``AWS::EKS::Cluster`` ``Version`` in place: the control plane only. A managed
 node group whose template has no ``Version`` is not updated (``UpdateNodegroupVersion`` is what moves it), and
-HyperPod's nodes move only with ``UpdateClusterSoftware``: no node is replaced and no pod restarts for the version.
+HyperPod's nodes move only with ``UpdateClusterSoftware``: no node is replaced and no pod restarts for the version
+(the add-ons whose versions change with it roll their own pods, as their own resource updates).
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def version_changes(before: Templates, after: Templates) -> tuple[str, ...]:
             found.append(
                 f"{logical_id}: Kubernetes {was} -> {now} upgrades the control plane in place; {kept}their nodes keep "
                 f"kubelet {was} until UpdateNodegroupVersion, and the HyperPod nodes keep theirs until "
-                "UpdateClusterSoftware: no node is replaced and no pod restarts for the version"
+                "UpdateClusterSoftware: no node is replaced and no pod restarts for the version (add-on versions "
+                "that change with it roll their own pods: their updates are listed with the resources)"
             )
     return tuple(found)
 
