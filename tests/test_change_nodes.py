@@ -188,3 +188,15 @@ def test_a_kubernetes_version_change_upgrades_the_control_plane_only():
     assert line.startswith("Cluster: Kubernetes 1.33 -> 1.34 upgrades the control plane in place")
     assert "node group(s) System have no Version" in line and "UpdateClusterSoftware" in line
     assert "no node is replaced and no pod restarts" in line
+
+
+def test_a_placement_record_of_an_older_kvtiers_still_loads_without_pods(tmp_path):
+    """`kvtiers diff --base` synthesizes the base with its own kvtiers, whose record has no placed workloads."""
+    from kvtiers.change.record import PLACEMENT_FILE, read_placement_record
+
+    old = {"instance_type": "ml.g6e.12xlarge", "count": 3, "threads_per_core": 2, "fullest": {}, "workloads": [WORKER]}
+    (tmp_path / PLACEMENT_FILE).write_text(json.dumps({"g6e-mid": old}))
+    group = read_placement_record(tmp_path)["g6e-mid"]
+    assert (group.placed, group.gpus_per_node) == ([], 0)
+    (change,) = group_changes({"g6e-mid": group}, {"g6e-mid": mid(2, masters=1)})
+    assert change.nodes_lost == 1 and change.pods == ()
