@@ -139,6 +139,8 @@ class Workload:
         anywhere their GPUs fit)
     :param source: where the requests come from (a chart and version for components of others). @default kvtiers'
         own objects
+    :param engines_of: the serving endpoint whose engines these pods are: each holds its L0 and L1 caches, lost with
+        the pod (what ``kvtiers diff`` reports when a node goes). @default None (not an engine)
     """
 
     name: str
@@ -148,6 +150,7 @@ class Workload:
     replicas: int = 1
     spread_evenly: bool = False
     source: str = "kvtiers"
+    engines_of: str | None = None
 
     def __post_init__(self) -> None:
         if self.spread not in SPREADS:

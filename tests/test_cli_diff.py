@@ -156,5 +156,4 @@ def test_a_change_whose_pods_no_longer_fit_is_a_refused_synth_that_diff_reports(
         message = str(error)
     else:
         raise AssertionError("the synth was not refused")
-    assert "pods that do not fit their nodes (1 problem(s))" in message
-    assert "StatefulSet curvine/curvine-master: 3 replicas need 3 nodes" in message and "have 2" in message
+    assert "CurvineL2: masters 3 need 3 nodes in worker_groups" in message and "they have 2: g6e-mid (2)" in message

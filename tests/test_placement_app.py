@@ -57,8 +57,7 @@ CHANGES = {
     "gpus": ("dev", lambda raw: endpoint(raw, "qwen2-7b").update(tensor_parallel_size=8), "'g6e-serving'", "gpus"),
     "nvme": ("dev", lambda raw: raw["curvine"]["worker"].update(capacity_gb=3790), "'g6e-serving'", "NVMe"),
     "disk": ("dev", lambda raw: group(raw, "g6e-serving").update(ebs_volume_gb=60), "'g6e-serving'", "kubelet disk"),
-    # Scaling the worker group below the Curvine masters (one to a node).
-    "masters": ("prod", lambda raw: group(raw, "g6e-mid").update(count=2), "curvine-master", "3 replicas"),
+    # Scaling the worker group below the Curvine masters is refused by CurvineL2 itself (tests/test_rules_in_constructs.py).
 }
 
 

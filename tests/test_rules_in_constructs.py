@@ -232,6 +232,22 @@ def namespaces_collide_library() -> None:
     )
 
 
+def masters_above_worker_nodes_app(d: dict[str, Any]) -> None:
+    d["curvine"]["master"]["replicas"] = 3
+
+
+def masters_above_worker_nodes_library() -> None:
+    platform = library_platform()
+    CurvineL2(
+        platform["stack"],
+        "L2",
+        eks_cluster=platform["eks"],
+        hyperpod=platform["hyperpod"],
+        network=platform["network"],
+        masters=3,
+    )
+
+
 def taints_with_health_checks_app(d: dict[str, Any]) -> None:
     d["hyperpod"]["instance_groups"][0]["taints"] = [{"key": "team", "value": "a", "effect": "NoSchedule"}]
 
@@ -257,6 +273,7 @@ CASES = {
     "weights-too-large": (weights_too_large_app, weights_too_large_library),
     "curvine-and-serving-namespace": (namespaces_collide_app, namespaces_collide_library),
     "taints-with-deep-health-checks": (taints_with_health_checks_app, taints_with_health_checks_library),
+    "curvine-masters-above-worker-nodes": (masters_above_worker_nodes_app, masters_above_worker_nodes_library),
 }
 
 

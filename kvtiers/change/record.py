@@ -10,7 +10,7 @@ differ say why. The templates cannot say it: they carry only the directory's has
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,22 @@ PLACEMENT_FILE = "kvtiers-placement.json"
 
 
 @dataclass(frozen=True, kw_only=True)
+class PlacedRecord:
+    """One workload as the placement model puts it on the HyperPod groups (:class:`kvtiers.placement.Workload`)."""
+
+    name: str
+    groups: list[str]
+    spread: str
+    """``every_node``, ``one_per_node``, ``gpu_bound`` or ``any_node`` (:mod:`kvtiers.placement`)."""
+    replicas: int
+    gpus: int
+    """GPUs one pod asks."""
+    spread_evenly: bool = False
+    engines_of: str | None = None
+    """The endpoint whose engines (L0 and L1 caches) these pods are."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class GroupRecord:
     """One HyperPod group as a synth placed its pods (:mod:`kvtiers.placement`): its nodes and, per resource, what
     its fullest node asks of what it offers."""
@@ -94,6 +110,10 @@ class GroupRecord:
     """Resource label -> ``<asked> of <offered>``, formatted."""
     workloads: list[str]
     """The workloads registered on the group, by name."""
+    gpus_per_node: int = 0
+    """GPUs one node offers. 0 in records of an older kvtiers."""
+    placed: list[PlacedRecord] = field(default_factory=list)
+    """How each of ``workloads`` is placed. Empty in records of an older kvtiers."""
 
 
 def write_placement_record(outdir: Path, groups: dict[str, GroupRecord]) -> Path:
@@ -107,4 +127,8 @@ def read_placement_record(outdir: Path) -> dict[str, GroupRecord] | None:
     path = Path(outdir) / PLACEMENT_FILE
     if not path.is_file():
         return None
-    return {name: GroupRecord(**g) for name, g in json.loads(path.read_text()).items()}
+    groups = {}
+    for name, g in json.loads(path.read_text()).items():
+        placed = [PlacedRecord(**w) for w in g.pop("placed", [])]
+        groups[name] = GroupRecord(**g, placed=placed)
+    return groups

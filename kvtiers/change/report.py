@@ -19,6 +19,7 @@ from kvtiers.change.operator import operator_replacements
 from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, renames, workloads
 from kvtiers.change.stacks import StackFinding, stack_findings
+from kvtiers.change.system_nodes import NodegroupReplacement, node_summary, nodegroup_replacements, version_changes
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,10 @@ class EnvironmentChange:
     """Claim growth the API server's resize admission refuses (:mod:`kvtiers.change.admission`)."""
     replacements: tuple[str, ...] = ()
     """Operator endpoints whose config is replaced: outage and new name (:mod:`kvtiers.change.operator`)."""
+    system_nodes: tuple[NodegroupReplacement, ...] = ()
+    """Managed node groups replaced, with the pods on them (:mod:`kvtiers.change.system_nodes`)."""
+    versions: tuple[str, ...] = ()
+    """What a Kubernetes version change does to the nodes (:func:`kvtiers.change.system_nodes.version_changes`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -82,6 +87,7 @@ class EnvironmentChange:
             if c.action is CfnAction.MAY_REPLACE
         ]
         found += list(self.replacements)
+        found += self.versions
         return tuple(found)
 
     def summary(self) -> str:
@@ -95,6 +101,7 @@ class EnvironmentChange:
             f"{self.name}: {verdict}; {', '.join(parts) or 'no resource changes'}; {restarts} workload(s) restart; "
             f"L0/L1 lost on {lost} engine pod(s); {cold} endpoint(s) with a cold L2"
             + (f"; {len(self.replacements)} operator endpoint(s) replaced (new name)" if self.replacements else "")
+            + "".join(f"; {part}" for part in node_summary(self.groups, self.system_nodes))
         )
 
 
@@ -128,7 +135,11 @@ def environment_change(
         workloads=rolled,
         endpoints=endpoint_effects(rolled, before_record, after_record),
         identities=association_conflicts(before, after),
-        groups=group_changes(*groups),
+        groups=group_changes(
+            *groups, l2_endpoints=[n for n, e in (before_record.endpoints if before_record else {}).items() if e.l2]
+        ),
+        system_nodes=nodegroup_replacements(resources, before),
+        versions=version_changes(before, after),
         deletions=deletions(outcome, resources, before, intended),
         stack_order=stack_findings(before, after, outcome),
     )
@@ -195,9 +206,19 @@ def markdown(changes: Iterable[EnvironmentChange]) -> str:
             lines += ["Warnings", "", *(f"- {w}" for w in change.warnings), ""]
         if change.groups:
             lines += _table(
-                ["HyperPod group", "nodes", "fullest node (asked of allocatable)"],
-                [[g.name, "; ".join(g.changes) or "unchanged", "; ".join(g.fullest) or "-"] for g in change.groups],
+                [
+                    "HyperPod group",
+                    "nodes",
+                    "pods that stop with them, and their caches",
+                    "fullest node (asked of allocatable)",
+                ],
+                [
+                    [g.name, "; ".join(g.changes) or "unchanged", "; ".join(g.pods) or "-", "; ".join(g.fullest) or "-"]
+                    for g in change.groups
+                ],
             ) + [""]
+        for replaced in change.system_nodes:
+            lines += ["Node group replaced", "", *(f"- {line}" for line in replaced.lines()), ""]
         endpoints = [e for e in change.endpoints if e.status != "unchanged"]
         if endpoints:
             lines += _table(

@@ -136,7 +136,7 @@ class EksAddonVersions(Strict):
 
 
 class SystemNodegroup(Strict):
-    """A small managed node group for controllers (CoreDNS, Curvine masters, CSI controller, routers)."""
+    """A small managed node group for controllers (CoreDNS, the Curvine CSI controller, routers; the Curvine masters run on the HyperPod worker groups)."""
 
     enabled: bool = True
     """On by default: CoreDNS and the controllers need somewhere to run before the GPU nodes join."""

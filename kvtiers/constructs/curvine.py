@@ -99,8 +99,8 @@ class CurvineL2(Construct):
         masters to its node traffic. With a system node group, the CSI controller must run there (off the GPU nodes).
     :param hyperpod: the HyperPod cluster: every group runs a CSI node pod; the worker groups' node counts are the
         workers, the groups' taints are tolerated, and EBS CSI attaches through it. Every Curvine pod on its nodes
-        (and the EBS CSI node plugin) is registered in its ``placement``: synth fails where they do not fit, or where
-        the worker groups have fewer nodes than ``masters`` (one master to a node).
+        (and the EBS CSI node plugin) is registered in its ``placement``: synth fails where they do not fit. The worker
+        groups must have at least ``masters`` nodes (one master to a node), else the construct refuses them.
     :param network: the network of the HyperPod subnet, in whose availability zone the journal volumes are.
     :param masters: Curvine masters, 1, 3 or 5 (an odd Raft quorum), fixed at install. @default 1
     :param worker_groups: the HyperPod groups that run a worker and the masters. @default every group
@@ -207,6 +207,8 @@ class CurvineL2(Construct):
             snapshot_on_delete=snapshot_on_delete,
             ebs_csi_driver_version=ebs_csi_driver_version,
         )
+        # After the journal volumes, which refuse a master count other than 1, 3 or 5 first.
+        _check_master_nodes(hyperpod, workers, masters)
         _warn_about_open_groups(self, hyperpod)
         self._place(eks_cluster, hyperpod, settings, workers, explicit_workers=worker_groups is not None)
         k8s_app = cdk8s.App()
@@ -556,6 +558,21 @@ def _checked_worker_groups(hyperpod: HyperPodCluster, worker_groups: Sequence[st
     if unknown:
         raise ValueError(f"CurvineL2: worker_groups {unknown} are not groups of the HyperPod cluster {groups}")
     return workers
+
+
+def _check_master_nodes(hyperpod: HyperPodCluster, workers: tuple[str, ...], masters: int) -> None:
+    """Every master needs a node of its own in the worker groups: the chart gives the masters a required
+    anti-affinity on ``kubernetes.io/hostname``, so a master beyond the node count stays Pending for good, and a Raft
+    group that lost one more master has no quorum."""
+    counts = {g.name: g.count for g in hyperpod.instance_groups}
+    nodes = sum(counts[name] for name in workers)
+    if masters > nodes:
+        groups = ", ".join(f"{name} ({counts[name]})" for name in workers)
+        raise ValueError(
+            f"CurvineL2: masters {masters} need {masters} nodes in worker_groups (one master to a node: required "
+            f"anti-affinity on kubernetes.io/hostname), but they have {nodes}: {groups}; give the worker groups at "
+            f"least {masters} nodes, or fewer masters (the master count is fixed at install)"
+        )
 
 
 def _check_ebs_csi_version(version: str) -> None:

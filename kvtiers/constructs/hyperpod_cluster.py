@@ -138,7 +138,8 @@ class HyperPodCluster(Construct):
     and the pods of the constructs that run on the groups (:class:`~kvtiers.constructs.curvine.CurvineL2`, the
     endpoints), which register theirs. Synth fails with one line per group and resource that does not fit its
     fullest node (CPU, memory, GPUs, pods, instance-store NVMe, the kubelet's disk), and for a group too small for a
-    spread (fewer nodes than Curvine masters). Groups of instance types outside kvtiers' table are not checked (a
+    workload with one pod a node (more replicas than nodes; ``CurvineL2`` refuses too few nodes for its masters
+    itself). Groups of instance types outside kvtiers' table are not checked (a
     synth warning says so).
 
     HyperPod joins its nodes to the EKS cluster when it creates them: the networking add-ons and the dependency chart

@@ -121,7 +121,7 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
     """Synthesize the cloud assembly, the per-object Kubernetes YAML, the endpoint record and the intended deletions
     (what ``kvtiers diff`` reads) beside it; returns the assembly folder."""
     from kvtiers.change.deletions import IntendedDeletion, write_intended_deletions
-    from kvtiers.change.record import GroupRecord, write_endpoint_record, write_placement_record
+    from kvtiers.change.record import GroupRecord, PlacedRecord, write_endpoint_record, write_placement_record
     from kvtiers.config.model import l2_mount, l2_namespace
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
 
@@ -162,6 +162,19 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
                         for f in placement.use(offer.group).fullest
                     },
                     workloads=[w.name for w in placement.on_group(offer.group)],
+                    gpus_per_node=offer.capacity.gpus,
+                    placed=[
+                        PlacedRecord(
+                            name=w.name,
+                            groups=list(w.groups),
+                            spread=w.spread,
+                            replicas=w.replicas,
+                            gpus=w.pod.gpus,
+                            spread_evenly=w.spread_evenly,
+                            engines_of=w.engines_of,
+                        )
+                        for w in placement.on_group(offer.group)
+                    ],
                 )
                 for offer in placement.offers
             },

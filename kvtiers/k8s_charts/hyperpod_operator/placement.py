@@ -28,4 +28,5 @@ def operator_workload(endpoint: OperatorEndpoint, *, group_types: Mapping[str, s
             gpus=endpoint.gpus,
         ),
         source="the InferenceEndpointConfig's spec.worker.resources (operator sidecars not public)",
+        engines_of=endpoint.name,
     )

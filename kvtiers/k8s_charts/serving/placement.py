@@ -28,6 +28,7 @@ def engine_workload(endpoint: str, engine: Engine, *, namespace: str) -> Workloa
         replicas=engine.replicas,
         # The Deployment's topology spread on the node name (maxSkew 1, DoNotSchedule).
         spread_evenly=True,
+        engines_of=endpoint,
         pod=pod(
             cpu_millis=engine.cpu * 1000,
             memory_mib=engine.sizing.memory_gib * MIB_PER_GIB,
