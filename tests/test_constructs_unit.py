@@ -551,6 +551,10 @@ RULES = {
         lambda: InstanceGroup(**GROUP, deep_health_checks=("InstanceStress", "InstanceStress")),
         "InstanceGroup 'gpu': deep_health_checks must be unique",
     ),
+    "instance_group_connectivity_check_needs_efa": (
+        lambda: InstanceGroup(**GROUP, deep_health_checks=("InstanceStress", "InstanceConnectivity")),
+        "InstanceGroup 'gpu': deep_health_checks 'InstanceConnectivity' cannot run on ml.g6e.xlarge, which has no EFA",
+    ),
     "instance_group_taints_exclude_deep_health_checks": (
         lambda: InstanceGroup(**GROUP, taints=(Taint(key="team"),)),
         "InstanceGroup 'gpu': taints cannot be combined with deep_health_checks",

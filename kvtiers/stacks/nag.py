@@ -167,7 +167,9 @@ def acknowledge_hyperpod(hyperpod: HyperPodCluster) -> None:
     acknowledge(
         hyperpod.execution_role,
         "ecr:GetAuthorizationToken has no resource scope; image repositories are public or per-account and "
-        "pulled by any node; read-only S3/KMS actions come from grant_read on the lifecycle bucket and its key",
+        "pulled by any node; cloudwatch:DescribeAlarms (read-only alarm metadata for an AMI update's automatic "
+        "rollback) sees composite alarms only when scoped to *; read-only S3/KMS actions come from grant_read on the "
+        "lifecycle bucket and its key",
         "AwsSolutions-IAM5[Resource::*]",
         *ASSET_READS,
         lifecycle_objects,
