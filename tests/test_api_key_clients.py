@@ -273,6 +273,29 @@ def test_a_rotated_key_file_is_read_without_a_restart(server, key_file):
         key_file.write_text(original)
 
 
+def _rewrite_by_rename(path: Path, text: str) -> None:
+    """What ASCP 3.1.1 does on every fetch, changed or not (``server/server.go`` ``writeFile``): a temporary file
+    renamed over the old one, so a new inode."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text)
+    temporary.replace(path)
+
+
+def test_a_rewrite_with_the_same_keys_is_neither_logged_nor_taken_as_a_rotation(tmp_path, capsys):
+    path = tmp_path / "api-key"
+    path.write_text("KeyOne KeyTwo\n")
+    keys = kvtiers_api_auth.KeyFile(str(path))
+    assert keys.keys() == (b"KeyOne", b"KeyTwo")
+    assert capsys.readouterr().err.count("2 key(s)") == 1
+    for _ in range(3):  # three polls of an unchanged secret
+        _rewrite_by_rename(path, "KeyOne KeyTwo\n")
+        assert keys.keys() == (b"KeyOne", b"KeyTwo")
+    assert capsys.readouterr().err == ""
+    _rewrite_by_rename(path, "KeyThree KeyOne\n")
+    assert keys.keys() == (b"KeyThree", b"KeyOne")
+    assert capsys.readouterr().err.count("2 key(s)") == 1
+
+
 # ------------------------------------------------------------------------------------------------- the engines' check
 
 

@@ -440,3 +440,14 @@ def test_the_ebs_csi_add_on_waits_for_every_policy_of_its_role(dev_synth):
     }
     assert policies, f"no inline policy of {role_id}"
     assert policies <= set(addon.get("DependsOn", [])), (addon_id, policies, addon.get("DependsOn"))
+
+
+def test_execution_role_may_read_the_alarms_of_an_ami_updates_automatic_rollback(dev_synth):
+    """SageMaker AI developer guide, "Update your AMI version in your SageMaker HyperPod cluster": automatic rollback
+    on alarms needs cloudwatch:DescribeAlarms on the execution role."""
+    from moto.iam.access_control import PermissionResult
+
+    policy, _ = _execution_role_policy(dev_synth.template_json(dev_synth.graph.platform))
+    alarm = f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:serving-errors"
+    assert policy.is_action_permitted("cloudwatch:DescribeAlarms", alarm) == PermissionResult.PERMITTED
+    assert policy.is_action_permitted("cloudwatch:PutMetricAlarm", alarm) != PermissionResult.PERMITTED

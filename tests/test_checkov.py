@@ -110,3 +110,26 @@ def test_every_acknowledgment_is_reasoned_and_used(scans):
 def test_the_scan_fails_on_a_bad_object(scans):
     left = {check for check, _ in unacknowledged(scans["bad:kubernetes"], acknowledgments())}
     assert {"CKV_K8S_16", "CKV_K8S_17", "CKV2_K8S_6"} <= left  # privileged, hostPID, no NetworkPolicy
+
+
+def test_the_alb_controller_acknowledgment_names_every_unconditioned_broad_write(prod_synth):
+    """CKV_AWS_111's reason must not claim a tag condition where there is none: every statement of the controller's
+    policy that writes on ``*`` or on any security group without a condition is named in it (by Sid or action)."""
+    ack = next(a for a in acknowledgments() if a["check"] == "CKV_AWS_111")
+    template = prod_synth.template_json(prod_synth.graph.platform)
+    policy = next(
+        r
+        for logical_id, r in template["Resources"].items()
+        if fnmatch.fnmatchcase(f"AWS::IAM::Policy.{logical_id}", ack["object"])
+    )
+    broad = []
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        writes = [a for a in actions if not a.split(":")[1].startswith(("Describe", "List", "Get"))]
+        if writes and "Condition" not in statement and ("*" in json.dumps(statement["Resource"])):
+            broad.append((statement.get("Sid", ""), writes))
+    assert broad, "the controller's policy has unconditioned writes on wildcards"
+    for sid, writes in broad:
+        if sid in ("TagListeners", "Targets"):  # listener and target-group ARNs of this account: not CKV_AWS_111's
+            continue
+        assert sid in ack["reason"] or all(a in ack["reason"] for a in writes), (sid, writes)

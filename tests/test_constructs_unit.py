@@ -297,7 +297,7 @@ def test_hyperpod_cluster_groups_storage_and_recovery(stack):
     assert cluster["TieredStorageConfig"] == {"Mode": "Enable", "InstanceMemoryAllocationPercentage": 10}
     gpu, tainted = cluster["InstanceGroups"]
     assert gpu["InstanceStorageConfigs"][0]["EbsVolumeConfig"]["VolumeSizeInGB"] == 500
-    assert gpu["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert gpu["OnStartDeepHealthChecks"] == ["InstanceStress"]  # ml.g6e.xlarge has no EFA for the NCCL test
     assert "InstanceStorageConfigs" not in tainted and "OnStartDeepHealthChecks" not in tainted
     assert tainted["KubernetesConfig"] == {
         "Labels": {"team": "a"},
@@ -550,6 +550,10 @@ RULES = {
     "instance_group_deep_health_checks_unique": (
         lambda: InstanceGroup(**GROUP, deep_health_checks=("InstanceStress", "InstanceStress")),
         "InstanceGroup 'gpu': deep_health_checks must be unique",
+    ),
+    "instance_group_connectivity_check_needs_efa": (
+        lambda: InstanceGroup(**GROUP, deep_health_checks=("InstanceStress", "InstanceConnectivity")),
+        "InstanceGroup 'gpu': deep_health_checks 'InstanceConnectivity' cannot run on ml.g6e.xlarge, which has no EFA",
     ),
     "instance_group_taints_exclude_deep_health_checks": (
         lambda: InstanceGroup(**GROUP, taints=(Taint(key="team"),)),

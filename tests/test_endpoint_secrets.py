@@ -6,6 +6,7 @@ loader (extracted from the engine image's wheel); the IAM is evaluated on the sy
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import subprocess
 from pathlib import Path
@@ -282,29 +283,76 @@ def test_each_endpoints_role_reads_only_its_own_secrets(prod_synth, prod_env_obj
             for a in associations
             if a["Properties"]["ServiceAccount"] in accounts
         }
-        assert len(roles) == 1, f"{endpoint.name}: router and engines share one role, got {roles}"
-        role = roles.pop()
-        statements = [
-            s
-            for p in policies
-            if role in _refs(p["Properties"].get("Roles", []))
-            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        assert len(roles) == 2, f"{endpoint.name}: the router and the engines have a role each, got {roles}"
+        for role in roles:
+            _check_reads_only_own_secrets(endpoint.name, _statements(policies, role), secrets, env)
+
+
+def _statements(policies, role: str) -> list[dict]:
+    return [
+        s
+        for p in policies
+        if role in _refs(p["Properties"].get("Roles", []))
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _check_reads_only_own_secrets(endpoint: str, statements: list[dict], secrets: dict, env) -> None:
+    reads = [s for s in statements if any(a.startswith("secretsmanager:") for a in _as_list(s["Action"]))]
+    assert reads and all(s["Effect"] == "Allow" for s in reads)
+    readable = set().union(*(_refs(s["Resource"]) for s in reads))
+    own = secrets[env.api_key_secret_name(endpoint)]
+    others = set(secrets.values()) - {own}
+    assert own in readable and not readable & others, f"{endpoint} reads {readable}"
+    assert not any(r == "*" for s in reads for r in _as_list(s["Resource"]))
+    decrypt = [s for s in statements if "kms:Decrypt" in _as_list(s["Action"])]
+    assert decrypt, endpoint
+    for s in decrypt:
+        assert s["Condition"]["StringEquals"]["kms:ViaService"] == {
+            "Fn::Join": ["", ["secretsmanager.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]
+        }
+        context = s["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]
+        assert own in _refs(context) and not _refs(context) & others
+
+
+def test_no_router_is_bound_to_its_engines_weights_role(prod_synth, prod_env_objects):
+    """A router reads no weights: its service account's role is not the engines', and may read (kvaware over S3)
+    the tokenizer files of the weights' prefix, never a weights shard."""
+    env, _ = prod_env_objects
+    template = prod_synth.template_json(prod_synth.graph.workloads)
+    role_of = {
+        a["Properties"]["ServiceAccount"]: next(iter(_refs(a["Properties"]["RoleArn"])))
+        for a in _resources(template, "AWS::EKS::PodIdentityAssociation").values()
+    }
+    policies = _resources(template, "AWS::IAM::Policy").values()
+    s3_endpoints = [e for e in env.serving.endpoints if e.serving == "self_managed" and e.source.type == "s3"]
+    assert {e.routing for e in s3_endpoints} >= {"kvaware", "session"}, "prod has both router kinds over S3"
+    for endpoint in s3_endpoints:
+        router, engines = names.router_name(endpoint.name), names.engine_service_account_name(endpoint.name)
+        assert role_of[router] != role_of[engines], f"{router} holds the engines' weights role"
+        patterns = [
+            _arn_pattern(r)
+            for s in _statements(policies, role_of[router])
+            if "s3:GetObject" in _as_list(s["Action"])
+            for r in _as_list(s["Resource"])
         ]
-        reads = [s for s in statements if any(a.startswith("secretsmanager:") for a in _as_list(s["Action"]))]
-        assert reads and all(s["Effect"] == "Allow" for s in reads)
-        readable = set().union(*(_refs(s["Resource"]) for s in reads))
-        own = secrets[env.api_key_secret_name(endpoint.name)]
-        others = set(secrets.values()) - {own}
-        assert own in readable and not readable & others, f"{endpoint.name} reads {readable}"
-        assert not any(r == "*" for s in reads for r in _as_list(s["Resource"]))
-        decrypt = [s for s in statements if "kms:Decrypt" in _as_list(s["Action"])]
-        assert decrypt, endpoint.name
-        for s in decrypt:
-            assert s["Condition"]["StringEquals"]["kms:ViaService"] == {
-                "Fn::Join": ["", ["secretsmanager.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]
-            }
-            context = s["Condition"]["StringLike"]["kms:EncryptionContext:SecretARN"]
-            assert own in _refs(context) and not _refs(context) & others
+        if endpoint.routing != "kvaware":
+            assert not patterns, (router, patterns)
+            continue
+        base = f"arn:aws:s3:::{endpoint.source.bucket}/{endpoint.source.prefix}"
+        assert any(fnmatch.fnmatchcase(f"{base}/tokenizer.json", p) for p in patterns), patterns
+        for shard in ("model-00001-of-00030.safetensors", "model.safetensors.index.json", "original/consolidated.pth"):
+            assert not any(fnmatch.fnmatchcase(f"{base}/{shard}", p) for p in patterns), (shard, patterns)
+
+
+def _arn_pattern(value) -> str:
+    """An ARN of the template as a glob: the partition resolved, the rest as written (``*`` wildcards)."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return {"AWS::Partition": "aws"}[value["Ref"]]
+    separator, parts = value["Fn::Join"]
+    return separator.join(_arn_pattern(p) for p in parts)
 
 
 def _as_list(value) -> list:

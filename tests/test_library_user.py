@@ -392,12 +392,13 @@ def pod_identities(template: dict) -> dict[str, object]:
 
 
 def test_s3_weights_and_an_api_key_get_the_apps_pod_identity_and_network_policies(s3_library, s3_app):
-    """The engines read the weights, the kvaware router the tokenizer from the same prefix, both their API key: one
-    role (a service account has one Pod Identity association), as the app wires it."""
+    """The engines read the weights, the kvaware router only the tokenizer from the same prefix, both their API key:
+    a role each (a service account has one Pod Identity association; a router holds no weights role), as the app
+    wires it."""
     template, endpoint = s3_library
     apps = s3_app.template_json(s3_app.graph.workloads)
     assert pod_identities(template) == pod_identities(apps)
-    assert pod_identities(template)["roles"] == 1
+    assert pod_identities(template)["roles"] == 2
     assert set(pod_identities(template)["accounts"]) == {"qwen2-7b-engine", "qwen2-7b-router"}
     assert endpoint.policies_objects == s3_app.graph.workloads.chart_objects["NetworkPoliciesQwen27b"]
     # The role's ARN, a token of each app, annotates the engines' service account in both.
@@ -410,11 +411,11 @@ def without_tokens(objects: list[dict]) -> str:
 
 
 def test_hub_weights_with_an_api_key_get_the_apps_secret_role(library, app_result):
-    """Without S3 weights the secrets get a role of their own, bound to the router and the engines."""
+    """Without S3 weights the secrets get a role of their own for the engines, and the router one of its own."""
     template, endpoint = library
     ours = pod_identities(template)
     assert ours == pod_identities(app_result.template_json(app_result.graph.workloads))
-    assert ours["roles"] == 1 and set(ours["accounts"]) == {"qwen2-7b-engine", "qwen2-7b-router"}
+    assert ours["roles"] == 2 and set(ours["accounts"]) == {"qwen2-7b-engine", "qwen2-7b-router"}
     assert endpoint.model_access is None and endpoint.secret_access is not None
 
 
@@ -476,7 +477,7 @@ def test_the_endpoint_comes_after_its_access_its_secret_and_its_policies(s3_libr
     } <= after
 
 
-def test_a_role_of_ones_own_reads_the_weights_bound_to_the_engines_and_the_kvaware_router(chart_dir):
+def test_a_role_of_ones_own_reads_the_weights_bound_to_the_engines_and_the_kvaware_router_gets_its_own(chart_dir):
     stack, _ = library_stack(chart_dir)
     eks = next(c for c in stack.node.children if isinstance(c, EksCluster))
     role = iam.Role(stack, "TeamModelRole", assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"))
@@ -490,14 +491,14 @@ def test_a_role_of_ones_own_reads_the_weights_bound_to_the_engines_and_the_kvawa
         model_role=role,
         network=network_of(stack),
     )
-    assert endpoint.model_access is None and endpoint.role is role
+    assert endpoint.model_access is None and endpoint.role is role and endpoint.router_access is not None
     template = assertions.Template.from_stack(stack)
-    for account in ("own-engine", "own-router"):
+    for account, account_role in (("own-engine", role), ("own-router", endpoint.router_access.role)):
         template.has_resource_properties(
             "AWS::EKS::PodIdentityAssociation",
             {
                 "ServiceAccount": account,
-                "RoleArn": {"Fn::GetAtt": [stack.get_logical_id(role.node.default_child), "Arn"]},
+                "RoleArn": {"Fn::GetAtt": [stack.get_logical_id(account_role.node.default_child), "Arn"]},
             },
         )
 

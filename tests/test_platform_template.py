@@ -196,6 +196,15 @@ def test_prod_groups_carry_labels_and_deep_health_checks_without_taints(prod_syn
     assert large["InstanceStorageConfigs"][0]["EbsVolumeConfig"]["VolumeSizeInGB"] == 1000
 
 
+def test_groups_without_efa_run_only_the_deep_health_checks_their_type_supports(prod_synth):
+    """SageMaker AI developer guide, "Deep health checks": the cluster-level NCCL test (``InstanceConnectivity``)
+    needs multi-node GPU communication, EFA on G6e; ml.g6e.2xlarge has none."""
+    cluster = props_of(prod_synth.template_json(prod_synth.graph.platform), "AWS::SageMaker::Cluster")[0]
+    checks = {g["InstanceType"]: g.get("OnStartDeepHealthChecks") for g in cluster["InstanceGroups"]}
+    assert checks["ml.g6e.2xlarge"] == ["InstanceStress"]
+    assert checks["ml.g6e.12xlarge"] == ["InstanceStress", "InstanceConnectivity"]
+
+
 def test_hyperpod_cluster_is_created_after_its_prerequisites(dev_synth):
     resources = dev_synth.template_json(dev_synth.graph.platform)["Resources"]
     cluster = next(r for r in resources.values() if r["Type"] == "AWS::SageMaker::Cluster")

@@ -89,7 +89,7 @@ REPELLING_TAINT_EFFECTS: frozenset[TaintEffect] = frozenset({"NoSchedule", "NoEx
 """Taint effects that keep pods without a toleration off a node (``PreferNoSchedule`` only prefers)."""
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 DEEP_HEALTH_CHECKS: tuple[DeepHealthCheck, ...] = ("InstanceStress", "InstanceConnectivity")
-"""Both deep health checks at node start."""
+"""Every deep health check at node start; a type without EFA runs ``InstanceStress`` only (``InstanceGroup``)."""
 ThreadsPerCore = Literal[1, 2]
 THREADS_PER_CORE: ThreadsPerCore = 2
 """SMT on, as G6e instances ship (EC2's default CPU options: two threads per core): every vCPU of the instance table.

@@ -188,7 +188,9 @@ class InstanceGroup(Strict):
     """Secondary EBS per node, mounted at /opt/sagemaker (container images, kubelet volumes, logs), encrypted with
     the stack key. 0: none, so /opt/sagemaker holds only what the AMI puts there (per AWS's EBS-CSI-on-HyperPod page,
     an LVM volume of the instance stores), which the Curvine worker's check then accepts."""
-    deep_health_checks: tuple[platform.DeepHealthCheck, ...] = platform.DEEP_HEALTH_CHECKS
+    deep_health_checks: tuple[platform.DeepHealthCheck, ...] | None = None
+    """Deep health checks at node start. Default: the checks the instance type supports, ``InstanceStress`` and,
+    where the type has EFA (ml.g6e.8xlarge and larger), ``InstanceConnectivity``, which a type without EFA refuses."""
     labels: dict[str, str] = {}
     taints: tuple[Taint, ...] = ()
     """Custom node taints. AWS does not allow them on a group with deep health checks, so a group with taints

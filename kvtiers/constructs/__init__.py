@@ -9,6 +9,7 @@ when it is built, and reads neither files nor the environment.
   lifecycle bucket.
 - :class:`CurvineJournalVolumes` - KMS-encrypted gp3 volumes for the Curvine masters' metadata and journal.
 - :class:`ModelReadAccess` - a Pod Identity role that reads one S3 prefix of model weights.
+- :class:`RouterAccess` - a router's own Pod Identity role: no weights, a kvaware router's tokenizer files only.
 - :class:`CurvineL2` - the Curvine L2 (masters, workers, CSI, claim, janitor) with its NetworkPolicies;
   ``CurvineL2.from_curvine_l2_attributes`` imports one another stack or team deployed (:class:`ICurvineL2`).
 - :class:`ServingEndpoint` - a self-managed vLLM + LMCache endpoint with its router, access, key and policies.
@@ -39,6 +40,7 @@ from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.constructs.network import ExistingVpcAttributes, HyperPodNetwork, NewVpcOptions
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
 from kvtiers.constructs.operator_serving import OperatorServingEndpoint
+from kvtiers.constructs.router_access import RouterAccess
 from kvtiers.constructs.serving import ServingEndpoint
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "NodeTraffic",
     "OperatorServingEndpoint",
     "PortRule",
+    "RouterAccess",
     "SecretsStoreCsi",
     "ServingEndpoint",
     "SystemNodegroup",

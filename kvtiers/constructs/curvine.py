@@ -262,7 +262,10 @@ class CurvineL2(Construct):
             snapshot_on_delete=snapshot_on_delete,
         )
         self.ebs_csi_role = pod_identity_role(
-            self, "EbsCsiRole", description="EBS CSI controller (Curvine journal volumes on HyperPod)"
+            self,
+            "EbsCsiRole",
+            cluster=eks_cluster.cluster,
+            description="EBS CSI controller (Curvine journal volumes on HyperPod)",
         )
         self.ebs_csi_role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(EBS_CSI_MANAGED_POLICY))
         self.journal.grant_attach(

@@ -44,6 +44,7 @@ from kvtiers.constructs.node_traffic import IpProtocol, NodeTraffic, PortRule
 from kvtiers.k8s_charts.names import pascal_case
 
 ClusterLike = eks.ICluster | eks.Cluster
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 """An EKS cluster. ``aws_eks_v2.Cluster`` implements ``ICluster``, but its Python class lacks
 ``kubectl_provider_options`` (a jsii binding gap), so type checkers need both named."""
 
@@ -485,13 +486,28 @@ def pinned_addon(
     )
 
 
-def pod_identity_role(scope: Construct, id: str, *, description: str) -> iam.Role:
-    """A role that EKS Pod Identity can hand to a service account."""
+def pod_identity_role(scope: Construct, id: str, *, cluster: ClusterLike, description: str) -> iam.Role:
+    """A role that EKS Pod Identity can hand to a service account of ``cluster``, and only of it.
+
+    The trust names this account (``aws:SourceAccount``, the confused-deputy guard IAM recommends for service
+    principals) and the cluster (``aws:RequestTag/eks-cluster-arn``: EKS Pod Identity tags every session with the
+    cluster's ARN, EKS User Guide "Create IAM role with trust policy required by EKS Pod Identity" and "Grant Pods
+    access to AWS resources based on tags"), so no other cluster of the account can be handed the role. Not
+    ``aws:SourceArn``: no AWS page says what EKS Pod Identity sets it to, and a wrong value denies every pod its
+    credentials (docs/security.md, "Pod Identity trust")."""
     return iam.Role(
         scope,
         id,
         description=description,
-        assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+        assumed_by=iam.ServicePrincipal(
+            POD_IDENTITY_PRINCIPAL,
+            conditions={
+                "StringEquals": {
+                    "aws:SourceAccount": cdk.Stack.of(scope).account,
+                    "aws:RequestTag/eks-cluster-arn": cluster.cluster_arn,
+                }
+            },
+        ).with_session_tags(),
     )
 
 

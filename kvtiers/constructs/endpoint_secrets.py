@@ -9,7 +9,7 @@ may read that secret (and the endpoint's Hugging Face token, if any), nothing el
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -144,6 +144,9 @@ class EndpointSecretAccess(Construct):
     :param service_accounts: the service accounts to bind to the role with Pod Identity associations. @default none
     :param role: a role that already has those service accounts' associations (for example the engines' S3 weights
         role), granted the reads instead of a new role. @default a new Pod Identity role
+    :param account_roles: roles of their own for some of ``service_accounts``, by account (a router, which must not
+        hold the engines' weights role): each of those accounts is bound to its role instead of ``role``, and the
+        role is granted the same reads. @default none: every account is bound to ``role``
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class EndpointSecretAccess(Construct):
         hf_token_secret_name: str | None = None,
         service_accounts: Sequence[str] = (),
         role: iam.IRole | None = None,
+        account_roles: Mapping[str, iam.IRole] | None = None,
     ) -> None:
         super().__init__(scope, id)
         check.matches("EndpointSecretAccess", "namespace", namespace, DNS1123_LABEL, "a Kubernetes namespace name")
@@ -191,7 +195,10 @@ class EndpointSecretAccess(Construct):
             role
             if role is not None
             else pod_identity_role(
-                self, "Role", description=f"read one kvtiers endpoint's secrets (namespace {namespace})"
+                self,
+                "Role",
+                cluster=cluster,
+                description=f"read one kvtiers endpoint's secrets (namespace {namespace})",
             )
         )
         policy = iam.Policy(
@@ -214,7 +221,15 @@ class EndpointSecretAccess(Construct):
                 ),
             ],
         )
-        policy.attach_to_role(self.role)
+        account_roles = dict(account_roles or {})
+        unknown = sorted(set(account_roles) - set(service_accounts))
+        if unknown:
+            raise ValueError(f"EndpointSecretAccess: account_roles names {unknown}, which are not in service_accounts")
+        readers: list[iam.IRole] = []
+        for reader in (self.role, *account_roles.values()):
+            if not any(reader is r for r in readers):
+                readers.append(reader)
+                policy.attach_to_role(reader)
         self.associations = [
             pod_identity_association(
                 self,
@@ -222,7 +237,7 @@ class EndpointSecretAccess(Construct):
                 cluster_name=cluster.cluster_name,
                 namespace=namespace,
                 service_account=account,
-                role=self.role,
+                role=account_roles.get(account, self.role),
             )
             for i, account in enumerate(service_accounts)
         ]

@@ -85,8 +85,9 @@ class InstanceGroup:
         kvtiers' pods pin no cores, and their many threads gain from SMT (``platform_defaults.THREADS_PER_CORE``)
     :param ebs_volume_gb: secondary EBS volume per node, mounted at /opt/sagemaker, encrypted with the cluster's
         key; 0 for none. @default 500 GB for container images, kubelet volumes and logs
-    :param deep_health_checks: deep health checks at node start. @default both, ``InstanceStress`` and
-        ``InstanceConnectivity``
+    :param deep_health_checks: deep health checks at node start. ``InstanceConnectivity`` (NCCL tests across nodes
+        over EFA) is refused on a type without EFA. @default the checks the type supports: ``InstanceStress``, and
+        ``InstanceConnectivity`` where the type has EFA (both on a type outside kvtiers' table)
     :param labels: Kubernetes labels on the group's nodes. @default none
     :param taints: Kubernetes taints on the group's nodes; AWS does not allow them together with deep health
         checks. @default none
@@ -100,7 +101,7 @@ class InstanceGroup:
     count: int
     threads_per_core: ThreadsPerCore = THREADS_PER_CORE
     ebs_volume_gb: int = EBS_VOLUME_GB
-    deep_health_checks: Sequence[DeepHealthCheck] = DEEP_HEALTH_CHECKS
+    deep_health_checks: Sequence[DeepHealthCheck] | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Taint] = ()
     max_pods: int | None = None
@@ -113,16 +114,38 @@ class InstanceGroup:
         check.in_range(owner, "ebs_volume_gb", self.ebs_volume_gb, 0, MAX_EBS_VOLUME_GB)
         if self.max_pods is not None:
             check.in_range(owner, "max_pods", self.max_pods, 1)
-        for health_check in self.deep_health_checks:
-            check.one_of(owner, "deep_health_checks", health_check, DeepHealthCheck)
-        check.distinct(owner, "deep_health_checks", self.deep_health_checks)
+        object.__setattr__(self, "deep_health_checks", _deep_health_checks(owner, self))
         # "Getting started with Amazon EKS support in SageMaker HyperPod": custom taints cannot be added to nodes in
         # instance groups that have deep health checks on (HyperPod taints those nodes itself while checking).
         if self.taints and self.deep_health_checks:
             raise ValueError(
-                f"{owner}: taints cannot be combined with deep_health_checks {list(self.deep_health_checks)} "
+                f"{owner}: taints cannot be combined with deep_health_checks {list(self.deep_health_checks or ())} "
                 "(AWS HyperPod EKS prerequisites); remove the taints or set deep_health_checks=()"
             )
+
+
+def _deep_health_checks(owner: str, group: InstanceGroup) -> tuple[DeepHealthCheck, ...]:
+    """The group's deep health checks, the type's default when none are given. SageMaker AI developer guide, "Deep
+    health checks" (HyperPod EKS and Slurm pages): the instance-level checks (``InstanceStress``: GPU count, DCGM
+    level 4, and the EFA benchmark on an attached EFA device) run on any GPU type; the cluster-level NCCL test
+    (``InstanceConnectivity``) "is only supported on instances with multi-node GPU communication capabilities", EFA
+    on G6e (``kvtiers.catalog.instance_types``)."""
+    instance = G6E_INSTANCE_TYPES.get(group.instance_type)
+    if group.deep_health_checks is None:
+        if instance is None or instance.efa:
+            return DEEP_HEALTH_CHECKS
+        return tuple(c for c in DEEP_HEALTH_CHECKS if c != "InstanceConnectivity")
+    checks = tuple(group.deep_health_checks)
+    for health_check in checks:
+        check.one_of(owner, "deep_health_checks", health_check, DeepHealthCheck)
+    check.distinct(owner, "deep_health_checks", checks)
+    if instance is not None and not instance.efa and "InstanceConnectivity" in checks:
+        raise ValueError(
+            f"{owner}: deep_health_checks 'InstanceConnectivity' cannot run on {group.instance_type}, which has no "
+            "EFA (the check runs NCCL tests across nodes over EFA); use ['InstanceStress'] or leave "
+            "deep_health_checks unset"
+        )
+    return checks
 
 
 class HyperPodCluster(Construct):
@@ -289,7 +312,7 @@ class HyperPodCluster(Construct):
 
     def _execution_role(self, cluster: ClusterLike, subnet: ec2.ISubnet, security_group: ec2.ISecurityGroup) -> None:
         """The nodes' role: image pulls, the nodes' network interfaces in the VPC (HyperPod's and the VPC CNI's),
-        Pod Identity, and reading the lifecycle scripts."""
+        the alarms of an AMI update's automatic rollback, Pod Identity, and reading the lifecycle scripts."""
         self.execution_role = iam.Role(
             self,
             "ExecutionRole",
@@ -311,6 +334,14 @@ class HyperPodCluster(Construct):
         )
         for statement in vpc_statements(subnet=subnet, security_group=security_group):
             self.execution_role.add_to_policy(statement)
+        # "Update your AMI version in your SageMaker HyperPod cluster": an AMI update in batches (UpdateClusterSoftware
+        # with a DeploymentConfig, or a scheduled update) rolls back on CloudWatch alarms only if the execution role
+        # may call cloudwatch:DescribeAlarms. kvtiers starts no AMI update itself; its operators do, on this role.
+        # On "*": DescribeAlarms returns composite alarms only with permission scoped to "*" (CloudWatch API
+        # reference, DescribeAlarms); alarm metadata only, no metric data.
+        self.execution_role.add_to_policy(
+            iam.PolicyStatement(sid="AmiUpdateRollbackAlarms", actions=["cloudwatch:DescribeAlarms"], resources=["*"])
+        )
         self.execution_role.add_to_policy(
             iam.PolicyStatement(
                 sid="PodIdentity",
@@ -403,7 +434,7 @@ class HyperPodCluster(Construct):
             ]
             if group.ebs_volume_gb
             else None,
-            on_start_deep_health_checks=list(group.deep_health_checks) or None,
+            on_start_deep_health_checks=list(group.deep_health_checks or ()) or None,
             kubernetes_config=sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
                 labels=dict(group.labels) or None,
                 taints=[

@@ -17,6 +17,16 @@ DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
 
 
+def list_prefix_statement(bucket: str, prefix: str) -> iam.PolicyStatement:
+    """``s3:ListBucket`` of ``bucket`` below ``prefix`` only (what ``aws s3 sync`` of the prefix lists)."""
+    return iam.PolicyStatement(
+        sid="ListWeightsPrefix",
+        actions=["s3:ListBucket"],
+        resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}"],
+        conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+    )
+
+
 class ModelReadAccess(Construct):
     """A Pod Identity role that reads one prefix of one bucket, bound to one service account.
 
@@ -49,24 +59,15 @@ class ModelReadAccess(Construct):
         check.matches("ModelReadAccess", "namespace", namespace, DNS1123_LABEL, "a Kubernetes namespace name")
         bucket_arn = f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}"
         self.weights_arn = f"{bucket_arn}/{prefix}/*"
-        self.role = pod_identity_role(self, "Role", description=f"read model weights s3://{bucket}/{prefix}/")
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ListWeightsPrefix",
-                actions=["s3:ListBucket"],
-                resources=[bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
-            )
+        self.role = pod_identity_role(
+            self, "Role", cluster=cluster, description=f"read model weights s3://{bucket}/{prefix}/"
         )
+        self.role.add_to_policy(list_prefix_statement(bucket, prefix))
         self.role.add_to_policy(
             iam.PolicyStatement(sid="ReadWeights", actions=["s3:GetObject"], resources=[self.weights_arn])
         )
         self._cluster, self._namespace = cluster, namespace
         self.association = self._bind("Association", service_account)
-
-    def add_service_account(self, service_account: str) -> eks_l1.CfnPodIdentityAssociation:
-        """Bind another service account of the namespace to the role (a kvaware router copying the tokenizer)."""
-        return self._bind(f"Association{service_account}", service_account)
 
     def _bind(self, id: str, service_account: str) -> eks_l1.CfnPodIdentityAssociation:
         check.matches(

@@ -33,6 +33,7 @@ from kvtiers.constructs.interfaces import ICurvineL2, IHyperPodCluster
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.constructs.network import HyperPodNetwork
 from kvtiers.constructs.node_traffic import NodeTraffic, PortRule
+from kvtiers.constructs.router_access import RouterAccess
 from kvtiers.k8s_charts.names import (
     ENGINE_PORT,
     LMCACHE_CONTROLLER_PULL_PORT,
@@ -59,11 +60,13 @@ class ServingEndpoint(Construct):
 
     Attributes: ``chart``, ``objects`` (the chart's, rendered once) and ``manifest``; ``model_access`` (the
     :class:`ModelReadAccess`, None without S3 weights or with ``model_role``), ``secret_access`` (the
-    :class:`EndpointSecretAccess`, None without ``secrets``), ``role`` (the Pod Identity role its pods read weights
-    and secrets with, None without either), ``policies`` (the NetworkPolicy manifest, None with
+    :class:`EndpointSecretAccess`, None without ``secrets``), ``role`` (the Pod Identity role its engines read weights
+    and secrets with, None without either), ``router_access`` (the :class:`RouterAccess`, the router's own role, None
+    when the router needs no AWS access), ``policies`` (the NetworkPolicy manifest, None with
     ``network_policies=False``), ``policies_chart`` and ``policies_objects``.
 
-    Construct ids (in ``access_scope``): ``<Name>ModelAccess``, ``<Name>Secrets`` and ``NetworkPolicies<Name>``,
+    Construct ids (in ``access_scope``): ``<Name>ModelAccess``, ``<Name>RouterAccess``, ``<Name>Secrets`` and
+    ``NetworkPolicies<Name>``,
     where ``<Name>`` is ``name`` in PascalCase.
 
     :param scope: the parent construct.
@@ -75,8 +78,9 @@ class ServingEndpoint(Construct):
     :param name: the endpoint's name (prefixes every object).
     :param engine: the vLLM pods. They also tolerate the custom taints of their HyperPod group. With
         :class:`~kvtiers.k8s_charts.vllm.S3Weights` the endpoint creates their read access (a
-        :class:`ModelReadAccess` bound to the engines' service account, and to a ``kvaware`` router's, which copies
-        the tokenizer) unless ``model_role`` is given; ``engine.model_role_arn`` is the endpoint's to set.
+        :class:`ModelReadAccess` bound to the engines' service account) unless ``model_role`` is given;
+        ``engine.model_role_arn`` is the endpoint's to set. The router never gets that role: a ``kvaware`` router,
+        which copies the tokenizer, gets a :class:`RouterAccess` that reads only the tokenizer files.
     :param router: the router in front of them.
     :param l2: the Curvine L2 to mount: the endpoint runs in its serving namespace, after its claim. @default None
         (no L2)
@@ -94,15 +98,16 @@ class ServingEndpoint(Construct):
         namespace). @default None: a directory of the endpoint's own
     :param secrets: the Secrets Manager secrets its pods read as files (API keys, a Hugging Face token): see
         :class:`~kvtiers.k8s_charts.serving.ServingChart`. The endpoint creates the API-key secret (a generated key,
-        under the name ``secrets.api_key_secret``) and the :class:`EndpointSecretAccess` that lets its router and
-        engines read their secrets, with the role of the S3 weights when there is one (a service account has one Pod
-        Identity association); it needs ``secrets_store``. @default None
+        under the name ``secrets.api_key_secret``) and the :class:`EndpointSecretAccess` that lets its router (with
+        its :class:`RouterAccess` role) and engines (with the role of the S3 weights when there is one: a service
+        account has one Pod Identity association) read their secrets; it needs ``secrets_store``. @default None
     :param secrets_store: the ASCP add-on that mounts the secrets and the KMS key they are encrypted with; required
         with ``secrets``, and the endpoint comes after the add-on. @default None
     :param model_role: a role of your own that reads the S3 weights (trusting ``pods.eks.amazonaws.com``), instead of
-        the :class:`ModelReadAccess` the endpoint creates; the endpoint binds its engines' service account (and a
-        ``kvaware`` router's, or the router's with ``secrets``) to it and grants it the secrets. Only with S3 weights.
-        @default None: a :class:`ModelReadAccess` of the endpoint's own
+        the :class:`ModelReadAccess` the endpoint creates; the endpoint binds its engines' service account to it and
+        grants it the secrets (the router has its own role). Give it the trust conditions of
+        :func:`~kvtiers.constructs.eks_cluster.pod_identity_role`. Only with S3 weights. @default None: a
+        :class:`ModelReadAccess` of the endpoint's own
     :param network: where the Kubernetes API and its pod proxy are, for the NetworkPolicies: the
         :class:`HyperPodNetwork` (its VPC CIDR and EKS subnets, with the ``kubernetes`` Service address from
         ``EksCluster(service_ipv4_cidr=)``), or a :class:`~kvtiers.k8s_charts.network_policies.ClusterNetwork`.
@@ -195,7 +200,8 @@ class ServingEndpoint(Construct):
         self.manifest = eks.KubernetesManifest(self, "Default", cluster=cluster, manifest=self.objects, overwrite=True)
         for dependency in (
             *before,
-            *(c for c in (self.policies, self.model_access, self.secret_access) if c is not None),
+            *(c for c in (self.policies, self.model_access, self.router_access, self.secret_access) if c is not None),
+            *self._associations,
             *(
                 [secrets_store.addon]
                 if secrets is not None and secrets_store is not None and secrets_store.addon
@@ -248,14 +254,15 @@ class ServingEndpoint(Construct):
         secrets: EndpointSecrets | None,
         secrets_store: SecretsStoreCsi | ImportedSecretsStore | None,
     ) -> None:
-        """One Pod Identity role per endpoint (a service account has one association): the weights' (its own or the
-        caller's), else the secrets'; bound to every service account that reads either."""
+        """The engines' Pod Identity role (the weights', their own or the caller's, else the secrets') and the
+        router's own (its secrets and a kvaware router's tokenizer files, never the weights): a service account has
+        one association, each bound to its role."""
         pascal = pascal_case(name)
         s3 = engine.weights if isinstance(engine.weights, S3Weights) else None
         self.model_access: ModelReadAccess | None = None
+        self._associations: list[Construct] = []
         self.role: iam.IRole | None = model_role
         engine_account, router_account = engine_service_account_name(name), router_name(name)
-        router_reads_s3 = s3 is not None and router.routing == "kvaware"
         if s3 is not None and model_role is None:
             self.model_access = ModelReadAccess(
                 self,
@@ -267,14 +274,20 @@ class ServingEndpoint(Construct):
                 prefix=s3.prefix,
             )
             self.role = self.model_access.role
-        # The service accounts the role still has to be bound to (one association each).
-        unbound = [
-            *([router_account] if secrets is not None or router_reads_s3 else []),
-            *([engine_account] if self.model_access is None and (secrets is not None or s3 is not None) else []),
-        ]
+        tokenizer = s3 if router.routing == "kvaware" else None
+        self.router_access: RouterAccess | None = None
+        if secrets is not None or tokenizer is not None:
+            self.router_access = RouterAccess(
+                self,
+                f"{pascal}RouterAccess",
+                cluster=cluster,
+                description=f"the router of kvtiers endpoint {name} (namespace {namespace})",
+                tokenizer_weights=tokenizer,
+            )
+        engine_unbound = self.model_access is None and (secrets is not None or s3 is not None)
         self.secret_access: EndpointSecretAccess | None = None
         if secrets is not None:
-            assert secrets_store is not None
+            assert secrets_store is not None and self.router_access is not None
             self.secret_access = EndpointSecretAccess(
                 self,
                 f"{pascal}Secrets",
@@ -283,23 +296,35 @@ class ServingEndpoint(Construct):
                 key=secrets_store.key,
                 api_key_secret_name=secrets.api_key_secret,
                 hf_token_secret_name=secrets.hf_token_secret,
-                service_accounts=unbound,
+                # The router first: its association keeps the logical ID it had when it shared the engines' role.
+                service_accounts=[router_account, *([engine_account] if engine_unbound else [])],
                 role=self.role,
+                account_roles={router_account: self.router_access.role},
             )
             self.role = self.secret_access.role
-        elif self.model_access is not None:
-            for account in unbound:
-                self.model_access.add_service_account(account)
-        elif self.role is not None:
-            for account in unbound:
+            return
+        if self.router_access is not None:
+            self._associations.append(
                 pod_identity_association(
                     self,
-                    f"ModelRole{pascal_case(account)}",
+                    f"RouterRole{pascal_case(router_account)}",
                     cluster_name=cluster.cluster_name,
                     namespace=namespace,
-                    service_account=account,
+                    service_account=router_account,
+                    role=self.router_access.role,
+                )
+            )
+        if engine_unbound and self.role is not None:
+            self._associations.append(
+                pod_identity_association(
+                    self,
+                    f"ModelRole{pascal_case(engine_account)}",
+                    cluster_name=cluster.cluster_name,
+                    namespace=namespace,
+                    service_account=engine_account,
                     role=self.role,
                 )
+            )
 
     def _deploy_policies(
         self,

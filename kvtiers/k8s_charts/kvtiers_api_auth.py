@@ -80,13 +80,16 @@ ROUTER_APP_MODULE = "vllm_router.app"
 class KeyFile:
     """The keys of a file, read again when it changes: a rotation writes a new file (a new inode), by default ASCP
     3.1.1 itself, a temporary file renamed over the old one (``server/server.go`` ``writeFile``), else the driver's
-    atomic writer, a new directory behind a swapped symlink (v1.6.0 ``pkg/util/fileutil/atomic_writer.go``)."""
+    atomic writer, a new directory behind a swapped symlink (v1.6.0 ``pkg/util/fileutil/atomic_writer.go``). ASCP
+    rewrites the file on every fetch, changed or not (each rotation poll, about every two minutes), so a new inode
+    alone is no rotation: the keys are logged only when the content differs."""
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._keys: tuple[bytes, ...] = ()
+        self._loaded = False
 
     def keys(self) -> tuple[bytes, ...]:
         try:
@@ -98,13 +101,15 @@ class KeyFile:
             if stamp != self._stamp:
                 try:
                     with open(self._path, "rb") as f:
-                        self._keys = tuple(f.read().split())
+                        keys = tuple(f.read().split())
                 except OSError:
                     return ()
                 self._stamp = stamp
-                # The count only, never a key: an empty secret shows here, not only as 401s.
-                loaded = f"{len(self._keys)} key(s)" if self._keys else "no key (every request that needs one: 401)"
-                print(f"kvtiers_api_auth: {self._path}: {loaded}", file=sys.stderr, flush=True)
+                if keys != self._keys or not self._loaded:
+                    self._keys, self._loaded = keys, True
+                    # The count only, never a key: an empty secret shows here, not only as 401s.
+                    loaded = f"{len(keys)} key(s)" if keys else "no key (every request that needs one: 401)"
+                    print(f"kvtiers_api_auth: {self._path}: {loaded}", file=sys.stderr, flush=True)
             return self._keys
 
 

@@ -15,6 +15,7 @@ from kvtiers.config import model
 from kvtiers.config.schema import Environment
 from kvtiers.constructs.endpoint_secrets import EndpointSecretAccess
 from kvtiers.constructs.model_access import ModelReadAccess
+from kvtiers.constructs.router_access import RouterAccess
 from kvtiers.placement import NodePlacement
 from kvtiers.stacks import nag as findings
 from kvtiers.stacks.hyperpod_chart import DeployGraphError, plan_hyperpod_chart
@@ -113,6 +114,8 @@ def acknowledge_findings(graph: DeployGraph) -> None:
         for access in graph.workloads.node.find_all():
             if isinstance(access, ModelReadAccess):
                 findings.acknowledge_model_access(access)
+            elif isinstance(access, RouterAccess):
+                findings.acknowledge_router_access(access)
             elif isinstance(access, EndpointSecretAccess):
                 findings.acknowledge_endpoint_secrets(access)
 

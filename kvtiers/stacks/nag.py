@@ -27,6 +27,7 @@ from kvtiers.constructs.hyperpod_cluster import HyperPodCluster
 from kvtiers.constructs.hyperpod_dependencies import HyperPodDependencies
 from kvtiers.constructs.model_access import ModelReadAccess
 from kvtiers.constructs.network import HyperPodNetwork
+from kvtiers.constructs.router_access import RouterAccess
 
 if TYPE_CHECKING:
     from kvtiers.constructs.hyperpod_inference import InferenceOperator
@@ -166,7 +167,9 @@ def acknowledge_hyperpod(hyperpod: HyperPodCluster) -> None:
     acknowledge(
         hyperpod.execution_role,
         "ecr:GetAuthorizationToken has no resource scope; image repositories are public or per-account and "
-        "pulled by any node; read-only S3/KMS actions come from grant_read on the lifecycle bucket and its key",
+        "pulled by any node; cloudwatch:DescribeAlarms (read-only alarm metadata for an AMI update's automatic "
+        "rollback) sees composite alarms only when scoped to *; read-only S3/KMS actions come from grant_read on the "
+        "lifecycle bucket and its key",
         "AwsSolutions-IAM5[Resource::*]",
         *ASSET_READS,
         lifecycle_objects,
@@ -280,6 +283,16 @@ def acknowledge_endpoint_secrets(access: EndpointSecretAccess) -> None:
             "the router read keys only when they start, so a new key needs an ordered restart of engines and routers "
             "with old and new key accepted together, which a Secrets Manager rotation Lambda cannot do",
             "AwsSolutions-SMG4",
+        )
+
+
+def acknowledge_router_access(access: RouterAccess) -> None:
+    if access.tokenizer_arns:
+        acknowledge(
+            access.role,
+            "read-only GetObject on the tokenizer files a kvaware router copies from the weights' prefix (name "
+            "patterns such as tokenizer*, which the copy's filters match the same way); no weights",
+            *(wildcard_resource(access, arn) for arn in access.tokenizer_arns),
         )
 
 
