@@ -64,3 +64,11 @@ def pytest_terminal_summary(terminalreporter):
     missing = [r for r in terminalreporter.stats.get("skipped", []) if MIRROR_SKIP in str(r.longrepr)]
     if missing:
         terminalreporter.write_line(f"{len(missing)} upstream checks skipped: {MIRROR_SKIP}", yellow=True, bold=True)
+
+
+@pytest.fixture(scope="session")
+def environment_assemblies(tmp_path_factory):
+    """The example environments as shipped or edited, each synthesized once (:mod:`tests.change_variants`)."""
+    from tests.change_variants import EnvironmentAssemblies
+
+    return EnvironmentAssemblies(tmp_path_factory)

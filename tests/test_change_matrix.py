@@ -13,14 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kvtiers.change.cloudformation import CfnAction, resource_changes
 from kvtiers.change.deploy import deploy
 from kvtiers.change.manifests import load_templates
 from kvtiers.change.report import EnvironmentChange, assembly_change
-from tests.conftest import CONFIG_DIR
-from tests.synth import synth
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 DEV_REVISION = "f2826a00ceef68f0f2b946d945ecc0477ce4450c"
@@ -71,24 +68,28 @@ VARIANTS: dict[str, dict[str, Callable[[dict], None]]] = {
 
 
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory) -> dict[str, Path]:
-    """Each environment as shipped, synthesized once."""
-    return {env: synth(CONFIG_DIR / f"{env}.yaml", tmp_path_factory.mktemp(env) / "cdk.out").outdir for env in VARIANTS}
+def shipped(environment_assemblies) -> dict[str, Path]:
+    """Each environment as shipped."""
+    return {env: environment_assemblies.shipped(env) for env in VARIANTS}
+
+
+def variant_changes(
+    environment_assemblies, variants: dict[tuple[str, str], Callable[[dict], None]]
+) -> dict[tuple[str, str], EnvironmentChange]:
+    """Each ``(environment, name)``'s edit as deployed over the shipped environment."""
+    return {
+        (env, name): assembly_change(
+            f"{env} {name}", environment_assemblies.shipped(env), environment_assemblies.edited(env, edit)
+        )
+        for (env, name), edit in variants.items()
+    }
 
 
 @pytest.fixture(scope="module")
-def changes(tmp_path_factory, shipped) -> dict[tuple[str, str], EnvironmentChange]:
-    """Each variant as deployed over the shipped environment."""
-    found = {}
-    for env, variants in VARIANTS.items():
-        for name, change in variants.items():
-            raw = yaml.safe_load((CONFIG_DIR / f"{env}.yaml").read_text())
-            change(raw)
-            folder = tmp_path_factory.mktemp(f"{env}-{name}")
-            (folder / "env.yaml").write_text(yaml.safe_dump(raw))
-            after = synth(folder / "env.yaml", folder / "cdk.out").outdir
-            found[env, name] = assembly_change(f"{env} {name}", shipped[env], after)
-    return found
+def changes(environment_assemblies) -> dict[tuple[str, str], EnvironmentChange]:
+    return variant_changes(
+        environment_assemblies, {(env, name): edit for env, named in VARIANTS.items() for name, edit in named.items()}
+    )
 
 
 ALL = [(env, name) for env, variants in VARIANTS.items() for name in variants]

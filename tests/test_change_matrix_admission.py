@@ -9,14 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kvtiers.change.manifests import ObjectRef, load_templates, manifest_resources
-from kvtiers.change.report import EnvironmentChange, assembly_change
-from tests.conftest import CONFIG_DIR
-from tests.synth import synth
+from kvtiers.change.report import EnvironmentChange
 from tests.test_change_admission import _table
-from tests.test_change_matrix import _endpoint, _endpoint_effect, shipped  # noqa: F401 (a fixture)
+from tests.test_change_matrix import _endpoint, _endpoint_effect, shipped, variant_changes  # noqa: F401 (a fixture)
 
 
 def _claim_grows(raw: dict) -> None:
@@ -44,16 +41,8 @@ VARIANTS: dict[tuple[str, str], Callable[[dict], None]] = {
 
 
 @pytest.fixture(scope="module")
-def changes(tmp_path_factory, shipped) -> dict[tuple[str, str], EnvironmentChange]:  # noqa: F811
-    found = {}
-    for (env, name), change in VARIANTS.items():
-        raw = yaml.safe_load((CONFIG_DIR / f"{env}.yaml").read_text())
-        change(raw)
-        folder = tmp_path_factory.mktemp(f"{env}-{name}")
-        (folder / "env.yaml").write_text(yaml.safe_dump(raw))
-        after = synth(folder / "env.yaml", folder / "cdk.out").outdir
-        found[env, name] = assembly_change(f"{env} {name}", shipped[env], after)
-    return found
+def changes(environment_assemblies) -> dict[tuple[str, str], EnvironmentChange]:
+    return variant_changes(environment_assemblies, VARIANTS)
 
 
 def test_growing_the_l2_claim_is_refused_by_the_resize_admission(changes):

@@ -13,12 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kvtiers.change.deletions import INTENDED_DELETIONS_FILE, read_intended_deletions
 from kvtiers.change.report import EnvironmentChange, assembly_change, markdown
-from tests.conftest import CONFIG_DIR
-from tests.synth import synth
 
 NLB = "Service serving/qwen25-32b-router-nlb"
 CLAIM = "PersistentVolumeClaim serving/curvine-l2"
@@ -41,23 +38,16 @@ ROWS: dict[str, tuple[str, Callable[[dict], None], str]] = {
 
 
 @pytest.fixture(scope="module")
-def assemblies(tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
+def assemblies(environment_assemblies, tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
     """Per row: the shipped environment's assembly, the change's (acknowledged), and the same without the
     acknowledgment."""
-    shipped: dict[str, Path] = {}
     found = {}
     for row, (env, change, _) in ROWS.items():
-        if env not in shipped:
-            shipped[env] = synth(CONFIG_DIR / f"{env}.yaml", tmp_path_factory.mktemp(env) / "cdk.out").outdir
-        raw = yaml.safe_load((CONFIG_DIR / f"{env}.yaml").read_text())
-        change(raw)
-        folder = tmp_path_factory.mktemp(row)
-        (folder / "env.yaml").write_text(yaml.safe_dump(raw))
-        acknowledged = synth(folder / "env.yaml", folder / "cdk.out").outdir
-        unacknowledged = folder / "unacknowledged"
+        acknowledged = environment_assemblies.edited(env, change)
+        unacknowledged = tmp_path_factory.mktemp(row) / "unacknowledged"
         shutil.copytree(acknowledged, unacknowledged)
         (unacknowledged / INTENDED_DELETIONS_FILE).write_text("[]\n")
-        found[row] = (shipped[env], acknowledged, unacknowledged)
+        found[row] = (environment_assemblies.shipped(env), acknowledged, unacknowledged)
     return found
 
 

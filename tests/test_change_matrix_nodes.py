@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 from kvtiers.change.cloudformation import CfnAction
 from kvtiers.change.report import EnvironmentChange, assembly_change
 from kvtiers.cli.main import app
+from tests.change_variants import shipped_file
 from tests.conftest import CONFIG_DIR
-from tests.synth import refused_by_app, synth
+from tests.synth import refused_by_app
 
 
 def _group(raw: dict, name: str) -> dict:
@@ -29,14 +30,6 @@ def _environment(folder: Path, env: str, change: Callable[[dict], None]) -> Path
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "env.yaml").write_text(yaml.safe_dump(raw))
     return folder / "env.yaml"
-
-
-def _synth(folder: Path, env: str, change: Callable[[dict], None]) -> Path:
-    return synth(_environment(folder, env, change), folder / "cdk.out").outdir
-
-
-def _unchanged(raw: dict) -> None:
-    pass
 
 
 def _mid_four(raw: dict) -> None:
@@ -53,25 +46,19 @@ def _larger_system_nodes(raw: dict) -> None:
 
 PAIRS: dict[str, tuple[str, Callable[[dict], None], Callable[[dict], None]]] = {
     # prod with a fourth g6e-mid node, then prod as shipped: one node of the Curvine worker group goes.
-    "scale-down": ("prod", _mid_four, _unchanged),
-    "instance-type": ("dev", _unchanged, _larger_dev_nodes),
-    "system-nodes": ("prod", _unchanged, _larger_system_nodes),
+    "scale-down": ("prod", _mid_four, shipped_file),
+    "instance-type": ("dev", shipped_file, _larger_dev_nodes),
+    "system-nodes": ("prod", shipped_file, _larger_system_nodes),
 }
 
 
 @pytest.fixture(scope="module")
-def assemblies(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    """Each pair's two cloud assemblies; each environment file synthesized once."""
-    done: dict[tuple[str, Callable[[dict], None]], Path] = {}
-    found = {}
-    for name, (env, before, after) in PAIRS.items():
-        sides = []
-        for change in (before, after):
-            if (env, change) not in done:
-                done[env, change] = _synth(tmp_path_factory.mktemp(f"{env}-{change.__name__}"), env, change)
-            sides.append(done[env, change])
-        found[name] = (sides[0], sides[1])
-    return found
+def assemblies(environment_assemblies) -> dict[str, tuple[Path, Path]]:
+    """Each pair's two cloud assemblies."""
+    return {
+        name: (environment_assemblies.edited(env, before), environment_assemblies.edited(env, after))
+        for name, (env, before, after) in PAIRS.items()
+    }
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,12 @@ workloads stacks deploy one after the other, each reading the earlier ones' outp
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-import yaml
 
 from kvtiers.change.cloudformation import CfnAction
-from kvtiers.change.report import EnvironmentChange, assembly_change
-from tests.conftest import CONFIG_DIR
-from tests.synth import synth
+from kvtiers.change.report import EnvironmentChange
+from tests.test_change_matrix import variant_changes
 
 
 def _network_cidr(raw: dict) -> None:
@@ -48,18 +45,10 @@ VARIANTS: dict[str, dict[str, Callable[[dict], None]]] = {
 
 
 @pytest.fixture(scope="module")
-def changes(tmp_path_factory) -> dict[tuple[str, str], EnvironmentChange]:
-    found = {}
-    for env, variants in VARIANTS.items():
-        base = synth(CONFIG_DIR / f"{env}.yaml", tmp_path_factory.mktemp(env) / "cdk.out").outdir
-        for name, edit in variants.items():
-            raw = yaml.safe_load((CONFIG_DIR / f"{env}.yaml").read_text())
-            edit(raw)
-            folder: Path = tmp_path_factory.mktemp(f"{env}-{name}")
-            (folder / "env.yaml").write_text(yaml.safe_dump(raw))
-            after = synth(folder / "env.yaml", folder / "cdk.out").outdir
-            found[env, name] = assembly_change(f"{env} {name}", base, after)
-    return found
+def changes(environment_assemblies) -> dict[tuple[str, str], EnvironmentChange]:
+    return variant_changes(
+        environment_assemblies, {(env, name): edit for env, named in VARIANTS.items() for name, edit in named.items()}
+    )
 
 
 @pytest.mark.parametrize("name", ["network-cidr", "hyperpod-subnet"])
