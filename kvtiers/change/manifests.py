@@ -109,8 +109,13 @@ def manifest_resources(templates: Templates) -> dict[tuple[str, str], ManifestRe
 
 
 def load_templates(assembly_dir: Path) -> dict[str, dict[str, Any]]:
-    """The templates of a synthesized cloud assembly (``cdk.out``), by stack name (the file name's stem)."""
-    return {
-        path.name.removesuffix(".template.json"): json.loads(path.read_text())
-        for path in sorted(assembly_dir.glob("*.template.json"))
-    }
+    """The templates of a synthesized cloud assembly (``cdk.out``), by stack name (the file name's stem): the stacks
+    its ``manifest.json`` lists (the last synth's: a folder that still holds another environment's templates is
+    read as that synth wrote it), or every ``*.template.json`` of a folder without one."""
+    manifest = assembly_dir / "manifest.json"
+    paths = sorted(assembly_dir.glob("*.template.json"))
+    if manifest.is_file():
+        artifacts = json.loads(manifest.read_text()).get("artifacts", {}).values()
+        files = {a["properties"]["templateFile"] for a in artifacts if a.get("type") == "aws:cloudformation:stack"}
+        paths = [path for path in paths if path.name in files]
+    return {path.name.removesuffix(".template.json"): json.loads(path.read_text()) for path in paths}

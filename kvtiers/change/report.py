@@ -5,10 +5,11 @@ afterwards, immutable fields, restarts and cache effects; the errors that must b
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvtiers.change.cloudformation import CfnAction, CfnChange, resource_changes
+from kvtiers.change.dependency_chart import ChartChange, chart_change, read_chart_record
 from kvtiers.change.deploy import DeployOutcome, deploy, orphan_reason
 from kvtiers.change.groups import GroupChange, group_changes
 from kvtiers.change.identity import association_conflicts
@@ -28,6 +29,9 @@ class EnvironmentChange:
     """Pod Identity associations that fail the deploy (:mod:`kvtiers.change.identity`)."""
     groups: tuple[GroupChange, ...] = ()
     """The HyperPod groups whose nodes or fullest node change (:mod:`kvtiers.change.groups`)."""
+    chart: ChartChange | None = None
+    """A new pin of the HyperPod dependency chart, which a review synth leaves out of the templates
+    (:mod:`kvtiers.change.dependency_chart`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -72,7 +76,7 @@ class EnvironmentChange:
         return (
             f"{self.name}: {verdict}; {', '.join(parts) or 'no resource changes'}; {restarts} workload(s) restart; "
             f"L0/L1 lost on {lost} engine pod(s); {cold} endpoint(s) with a cold L2"
-        )
+        ) + (f"; {self.chart.summary}" if self.chart else "")
 
 
 def environment_change(
@@ -100,7 +104,7 @@ def environment_change(
 
 def assembly_change(name: str, before_dir: Path, after_dir: Path) -> EnvironmentChange:
     """The change between two cloud assemblies (``cdk.out`` folders)."""
-    return environment_change(
+    change = environment_change(
         name,
         load_templates(before_dir),
         load_templates(after_dir),
@@ -108,6 +112,7 @@ def assembly_change(name: str, before_dir: Path, after_dir: Path) -> Environment
         read_endpoint_record(after_dir),
         (read_placement_record(before_dir), read_placement_record(after_dir)),
     )
+    return replace(change, chart=chart_change(read_chart_record(before_dir), read_chart_record(after_dir)))
 
 
 def _table(header: Iterable[str], rows: list[list[str]]) -> list[str]:
@@ -126,14 +131,16 @@ def _replicas(workload: Workload) -> str:
     return f"{text(workload.replicas_before)} -> {text(workload.replicas_after)}"
 
 
-def markdown(changes: Iterable[EnvironmentChange]) -> str:
-    """The pull-request comment: one summary line per environment first, then each environment's details."""
+def markdown(changes: Iterable[EnvironmentChange], *, preface: Iterable[str] = ()) -> str:
+    """The pull-request comment: one summary line per environment first, then ``preface`` (what concerns every
+    environment, such as the dependencies), then each environment's details."""
     changes = list(changes)
     total = sum(len(c.errors) for c in changes)
     lines = [
         f"**kvtiers diff**: {'no errors' if not total else f'{total} error(s)'} in {len(changes)} environment(s)",
         "",
         *(f"- {c.summary()}" for c in changes),
+        *preface,
     ]
     for change in changes:
         lines += ["", f"### {change.name}", ""]
@@ -141,6 +148,8 @@ def markdown(changes: Iterable[EnvironmentChange]) -> str:
             lines += ["**Errors**", "", *(f"- {e}" for e in change.errors), ""]
         if change.warnings:
             lines += ["Warnings", "", *(f"- {w}" for w in change.warnings), ""]
+        if change.chart:
+            lines += [change.chart.detail, ""]
         if change.groups:
             lines += _table(
                 ["HyperPod group", "nodes", "fullest node (asked of allocatable)"],

@@ -288,6 +288,7 @@ def diff(
     from kvtiers.change.report import assembly_change, markdown
     from kvtiers.cli import diff as differ
 
+    preface: list[str] = []
     try:
         if (before is None) != (after is None):
             raise differ.DiffError("give both --before and --after, or neither")
@@ -301,10 +302,11 @@ def diff(
             configs = config or sorted(Path("config").glob("*.yaml"))
             if not configs:
                 raise differ.DiffError("no environment files: give --config or run from the repository root")
-            changes = differ.diff_revision(repo, base, configs)
+            compared = differ.diff_revision(repo, base, configs)
+            changes, preface = compared.changes, compared.dependency_lines()
     except differ.DiffError as exc:
         output.fail(str(exc))
-    text = markdown(changes)
+    text = markdown(changes, preface=preface)
     if output_file is not None:
         output_file.write_text(text)
     output.console.print(text, markup=False, highlight=False, soft_wrap=True)
