@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 import textwrap
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from kvtiers.change.cloudformation import CfnAction
 from kvtiers.change.dependency_chart import read_chart_record
 from kvtiers.cli import diff as differ
 from kvtiers.cli.main import app
+from kvtiers.cli.synth_env import PinChange, pin_changes, read_lock
 from tests.conftest import ROOT
 from tests.test_cli_diff import assembly, engine
 
@@ -239,3 +241,21 @@ def test_the_synths_of_a_diff_are_the_same_whatever_vendor_holds(tmp_path, dev_e
     platform = json.loads((out / f"{dev_env.name}-platform.template.json").read_text())
     assert not [r for r in platform["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"]
     assert read_chart_record(out).revision == pinned
+
+
+def test_the_synth_lock_is_the_app_pins_and_node_and_a_test_tools_pin_is_no_part_of_it(tmp_path):
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    groups = tomllib.loads(pyproject)["dependency-groups"]
+    cdk = next(p for p in groups["app"] if p.startswith("aws-cdk-lib=="))
+    tool = groups["test"][-1]
+    lock = read_lock(ROOT)
+    assert cdk in lock.constraints and tool not in lock.constraints
+    assert lock.node == json.loads((ROOT / "package-lock.json").read_text())["packages"]["node_modules/node"]["version"]
+    other = tmp_path / "tree"
+    other.mkdir()
+    shutil.copy(ROOT / "package-lock.json", other)
+    (other / "pyproject.toml").write_text(pyproject.replace(f'"{tool}"', f'"{tool}.post1"'))
+    assert read_lock(other).python_key() == lock.python_key()
+    (other / "pyproject.toml").write_text(pyproject.replace(f'"{cdk}"', '"aws-cdk-lib==2.999.0"'))
+    assert read_lock(other).python_key() != lock.python_key()
+    assert pin_changes(read_lock(other), lock) == (PinChange("aws-cdk-lib", "2.999.0", cdk.split("==")[1]),)

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SYNTH_GROUP = "app"
 """The extra and the dependency group the app synthesizes with."""
@@ -94,17 +95,16 @@ def _digest(value: object) -> str:
 
 def read_lock(tree: Path) -> SynthLock:
     """The synth lock of ``tree`` (empty parts for a file it does not have)."""
-    pyproject: dict[str, object] = {}
+    pyproject: dict[str, Any] = {}
     if (tree / "pyproject.toml").is_file():
         pyproject = tomllib.loads((tree / "pyproject.toml").read_text())
-    project = pyproject.get("project") or {}
-    assert isinstance(project, dict)
-    own = _name(str(project.get("name", "kvtiers")))
-    extra = (project.get("optional-dependencies") or {}).get(SYNTH_GROUP, [])
-    requirements = [str(r) for r in [*project.get("dependencies", []), *extra] if _name(str(r)) != own]
-    groups = pyproject.get("dependency-groups") or {}
-    assert isinstance(groups, dict)
-    constraints = [str(c) for c in groups.get(SYNTH_GROUP, []) if isinstance(c, str)]
+    project = pyproject.get("project", {})
+    own = _name(project.get("name", "kvtiers"))
+    wanted = [*project.get("dependencies", []), *project.get("optional-dependencies", {}).get(SYNTH_GROUP, [])]
+    # A self-reference (as the `cli` extra's kvtiers[app]) is the tree itself, which app.py imports from its folder.
+    requirements = [str(r) for r in wanted if _name(str(r)) != own]
+    # tools/pins.py allows only requirement strings in a group (no include-group tables).
+    constraints = [c for c in pyproject.get("dependency-groups", {}).get(SYNTH_GROUP, []) if isinstance(c, str)]
     npm: dict[str, str] = {}
     if (tree / "package-lock.json").is_file():
         packages = json.loads((tree / "package-lock.json").read_text()).get("packages", {})
