@@ -40,7 +40,9 @@ def main() -> None:
                 f"-c kvtiers:stage={stage}: use 'eks' (first stage of an external-chart deploy) or 'all'"
             )
         # A review synth is the same whatever vendor/ holds (kvtiers diff compares two of them); it records the pin.
-        chart_dir = None if review else vendored_chart(HYPERPOD_CHECKOUT, environment.hyperpod.dependency_chart.revision)
+        chart_dir = (
+            None if review else vendored_chart(HYPERPOD_CHECKOUT, environment.hyperpod.dependency_chart.revision)
+        )
         graph = build_deploy_graph(
             app,
             environment,

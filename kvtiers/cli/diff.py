@@ -142,8 +142,8 @@ class RevisionDiff:
         if self.base.not_compared:
             reasons = "; ".join(self.base.not_compared)
             summary = (
-                "- **dependencies were not compared**: the base was synthesized with this change's dependencies, so "
-                f"what they change in the templates is not shown ({reasons})"
+                "- **dependencies were not compared**: the base's pins could not be installed, so the base was "
+                f"synthesized with this change's instead and what they change in the templates is not shown ({reasons})"
             )
         elif self.base.built:
             built = ", ".join(f"`{folder}`" for folder in self.base.built)

@@ -122,8 +122,8 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
     it (endpoints, placement, the dependency chart's pin); returns the assembly folder."""
     from kvtiers.change.dependency_chart import ChartRecord, write_chart_record
     from kvtiers.change.record import GroupRecord, write_endpoint_record, write_placement_record
-    from kvtiers.constructs.hyperpod_dependencies import CHART_REPOSITORY, NAMESPACE, RELEASE
     from kvtiers.config.model import l2_mount, l2_namespace
+    from kvtiers.constructs.hyperpod_dependencies import CHART_REPOSITORY, NAMESPACE, RELEASE
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
 
     outdir = Path(app.synth().directory)
