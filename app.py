@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """CDK entry point. The only module that reads the environment: the CDK context key ``config`` picks the
 environment file (default ``config/dev.yaml``), the clock dates the check of EKS's support for the Kubernetes
-version, ``vendor/`` supplies the HyperPod dependency chart if fetched,
-``-c kvtiers:review=true`` allows an offline review synth without it, and ``-c kvtiers:stage=eks`` is the first
-stage of a deploy whose chart is installed by hand (``dependency_chart.source: external``)."""
+version, ``vendor/`` supplies the HyperPod dependency chart if fetched, ``-c kvtiers:review=true`` is an offline
+review synth without it (whatever ``vendor/`` holds), and ``-c kvtiers:stage=eks`` is the first stage of a deploy
+whose chart is installed by hand (``dependency_chart.source: external``)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,10 @@ def main() -> None:
             raise DeployGraphError(
                 f"-c kvtiers:stage={stage}: use 'eks' (first stage of an external-chart deploy) or 'all'"
             )
-        chart_dir = vendored_chart(HYPERPOD_CHECKOUT, environment.hyperpod.dependency_chart.revision)
+        # A review synth is the same whatever vendor/ holds (kvtiers diff compares two of them); it records the pin.
+        chart_dir = (
+            None if review else vendored_chart(HYPERPOD_CHECKOUT, environment.hyperpod.dependency_chart.revision)
+        )
         graph = build_deploy_graph(
             app,
             environment,

@@ -5,12 +5,13 @@ afterwards, immutable fields, restarts and cache effects; the errors that must b
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvtiers.change.admission import RefusedResize, refused_resizes
 from kvtiers.change.cloudformation import CfnAction, CfnChange, resource_changes
 from kvtiers.change.deletions import Deletions, IntendedDeletion, deletions, read_intended_deletions
+from kvtiers.change.dependency_chart import ChartChange, chart_change, read_chart_record
 from kvtiers.change.deploy import DeployOutcome, deploy, orphan_reason
 from kvtiers.change.groups import GroupChange, group_changes
 from kvtiers.change.identity import association_conflicts
@@ -46,6 +47,9 @@ class EnvironmentChange:
     """Managed node groups replaced, with the pods on them (:mod:`kvtiers.change.system_nodes`)."""
     versions: tuple[str, ...] = ()
     """What a Kubernetes version change does to the nodes (:func:`kvtiers.change.system_nodes.version_changes`)."""
+    chart: ChartChange | None = None
+    """A new pin of the HyperPod dependency chart, which a review synth leaves out of the templates
+    (:mod:`kvtiers.change.dependency_chart`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -102,6 +106,7 @@ class EnvironmentChange:
             f"L0/L1 lost on {lost} engine pod(s); {cold} endpoint(s) with a cold L2"
             + (f"; {len(self.replacements)} operator endpoint(s) replaced (new name)" if self.replacements else "")
             + "".join(f"; {part}" for part in node_summary(self.groups, self.system_nodes))
+            + (f"; {self.chart.summary}" if self.chart else "")
         )
 
 
@@ -147,7 +152,7 @@ def environment_change(
 
 def assembly_change(name: str, before_dir: Path, after_dir: Path) -> EnvironmentChange:
     """The change between two cloud assemblies (``cdk.out`` folders)."""
-    return environment_change(
+    change = environment_change(
         name,
         load_templates(before_dir),
         load_templates(after_dir),
@@ -156,6 +161,7 @@ def assembly_change(name: str, before_dir: Path, after_dir: Path) -> Environment
         (read_placement_record(before_dir), read_placement_record(after_dir)),
         intended=read_intended_deletions(after_dir),
     )
+    return replace(change, chart=chart_change(read_chart_record(before_dir), read_chart_record(after_dir)))
 
 
 CHANGE_WORDS = {"on-delete": "restarts on next pod deletion (OnDelete)"}
@@ -189,14 +195,16 @@ def _deleted(found: Deletions) -> list[str]:
     return ["", "Deleted", "", *_table(["deleted", "by", "loses", "intended"], rows)]
 
 
-def markdown(changes: Iterable[EnvironmentChange]) -> str:
-    """The pull-request comment: one summary line per environment first, then each environment's details."""
+def markdown(changes: Iterable[EnvironmentChange], *, preface: Iterable[str] = ()) -> str:
+    """The pull-request comment: one summary line per environment first, then ``preface`` (what concerns every
+    environment, such as the dependencies), then each environment's details."""
     changes = list(changes)
     total = sum(len(c.errors) for c in changes)
     lines = [
         f"**kvtiers diff**: {'no errors' if not total else f'{total} error(s)'} in {len(changes)} environment(s)",
         "",
         *(f"- {c.summary()}" for c in changes),
+        *preface,
     ]
     for change in changes:
         lines += ["", f"### {change.name}", ""]
@@ -204,6 +212,8 @@ def markdown(changes: Iterable[EnvironmentChange]) -> str:
             lines += ["**Errors**", "", *(f"- {e}" for e in change.errors), ""]
         if change.warnings:
             lines += ["Warnings", "", *(f"- {w}" for w in change.warnings), ""]
+        if change.chart:
+            lines += [change.chart.detail, ""]
         if change.groups:
             lines += _table(
                 [

@@ -2,8 +2,9 @@
 what deploying one after the other does (:mod:`kvtiers.change.report`).
 
 The base revision is exported with ``git archive`` into a temporary folder (the repository's worktrees and index are
-not touched) and synthesized there with this Python, from that folder, so that its own ``kvtiers`` is imported. Both
-synths of an environment run at the same time: the diff costs about one synth on a machine with two cores.
+not touched) and synthesized there, from that folder, so that its own ``kvtiers`` is imported, with its own pinned
+dependencies (:mod:`kvtiers.cli.synth_env`). Both synths of an environment run at the same time: the diff costs about
+one synth on a machine with two cores.
 """
 
 from __future__ import annotations
@@ -16,9 +17,20 @@ import tarfile
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvtiers.change.report import EnvironmentChange, assembly_change
+from kvtiers.cli.synth_env import (
+    BaseEnv,
+    PinChange,
+    SynthEnv,
+    base_env,
+    cache_folder,
+    head_env,
+    pin_changes,
+    read_lock,
+)
 
 SYNTH_WORKERS = 2
 
@@ -37,15 +49,17 @@ def context_json(tree: Path, config: Path) -> str:
     return json.dumps(context)
 
 
-def synth(tree: Path, config: Path, outdir: Path) -> Path:
-    """``python app.py`` of ``tree`` for ``config`` (relative to the tree) into ``outdir``."""
+def synth(tree: Path, config: Path, outdir: Path, with_env: SynthEnv | None = None) -> Path:
+    """``python app.py`` of ``tree`` for ``config`` (relative to the tree) into ``outdir``, with this interpreter or
+    ``with_env``'s."""
+    using = with_env or SynthEnv(sys.executable)
     env = {
-        **os.environ,
+        **using.environ(os.environ),
         "CDK_OUTDIR": str(outdir),
         "CDK_CONTEXT_JSON": context_json(tree, config),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }
-    result = subprocess.run([sys.executable, "app.py"], cwd=tree, env=env, capture_output=True, text=True, check=False)
+    result = subprocess.run([using.python, "app.py"], cwd=tree, env=env, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise DiffError(f"synth of {config} in {tree} failed:\n{result.stderr[-3000:]}")
     return outdir
@@ -69,15 +83,22 @@ def export_revision(repo: Path, revision: str, folder: Path) -> Path:
     return tree
 
 
-def compare_trees(base: Path, head: Path, configs: Sequence[Path], folder: Path) -> list[EnvironmentChange]:
-    """Each environment file synthesized in both trees (a file missing from the base: every resource is new)."""
-    jobs: list[tuple[Path, Path, Path]] = []
+def compare_trees(
+    base: Path,
+    head: Path,
+    configs: Sequence[Path],
+    folder: Path,
+    with_envs: tuple[SynthEnv | None, SynthEnv | None] = (None, None),
+) -> list[EnvironmentChange]:
+    """Each environment file (relative to the trees) synthesized in both trees, with the base's and the head's
+    ``with_envs`` (default: this interpreter). A file missing from the base: every resource is new."""
+    jobs: list[tuple[Path, Path, Path, SynthEnv | None]] = []
     for config in configs:
-        for side, tree in (("before", base), ("after", head)):
+        for side, tree, env in (("before", base, with_envs[0]), ("after", head, with_envs[1])):
             outdir = folder / config.stem / side
             outdir.mkdir(parents=True)
             if (tree / config).is_file():
-                jobs.append((tree, config, outdir))
+                jobs.append((tree, config, outdir, env))
     with ThreadPoolExecutor(SYNTH_WORKERS) as pool:
         for future in [pool.submit(synth, *job) for job in jobs]:
             future.result()
@@ -87,9 +108,69 @@ def compare_trees(base: Path, head: Path, configs: Sequence[Path], folder: Path)
     ]
 
 
-def diff_revision(repo: Path, revision: str, configs: Sequence[Path]) -> list[EnvironmentChange]:
-    """``revision`` against the working tree at ``repo``."""
+def repository_root(repo: Path) -> Path:
+    result = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise DiffError(f"{repo}: not in a git repository ({result.stderr.strip()})")
+    return Path(result.stdout.strip()).resolve()
+
+
+def in_repository(root: Path, config: Path, cwd: Path) -> Path:
+    """``config`` (absolute, or relative to ``cwd``) as a path inside the repository at ``root``: the same file in
+    both trees."""
+    path = (cwd / config).resolve()
+    if not path.is_relative_to(root):
+        raise DiffError(
+            f"{config}: not inside the repository {root}, so the base revision has no version of it to compare "
+            "with (the same file would be synthesized on both sides); give an environment file of the repository"
+        )
+    return path.relative_to(root)
+
+
+@dataclass(frozen=True)
+class RevisionDiff:
+    changes: list[EnvironmentChange]
+    pins: tuple[PinChange, ...]
+    """The synth's pins that differ between the base and the working tree."""
+    base: BaseEnv
+    """What the base was synthesized with, and why its dependencies were not compared if they were not."""
+
+    def dependency_lines(self) -> list[str]:
+        """For the report: a summary line when the pins differ or were not compared, then a table of the pins."""
+        if self.base.not_compared:
+            reasons = "; ".join(self.base.not_compared)
+            summary = (
+                "- **dependencies were not compared**: the base's pins could not be installed, so the base was "
+                f"synthesized with this change's instead and what they change in the templates is not shown ({reasons})"
+            )
+        elif self.base.built:
+            built = ", ".join(f"`{folder}`" for folder in self.base.built)
+            summary = (
+                f"- dependencies: {len(self.pins)} pin(s) changed; the base was synthesized with its own ({built})"
+            )
+        elif self.pins:
+            summary = (
+                f"- dependencies: {len(self.pins)} pin(s) changed, none that the synth runs (the CDK CLI deploys, it "
+                "does not synthesize)"
+            )
+        else:
+            return []
+        table = ["| package | base | this change |", "|---|---|---|"]
+        table += [f"| {p.package} | {p.base} | {p.head} |" for p in self.pins]
+        return [summary, "", "### Dependencies", "", *table] if self.pins else [summary]
+
+
+def diff_revision(repo: Path, revision: str, configs: Sequence[Path]) -> RevisionDiff:
+    """``revision`` against the working tree of the repository ``repo`` is in, for ``configs`` (absolute or relative
+    to ``repo``), the base synthesized with its own pinned dependencies."""
+    root = repository_root(repo)
+    paths = [in_repository(root, config, repo) for config in configs]
     with tempfile.TemporaryDirectory(prefix="kvtiers-diff-") as tmp:
         folder = Path(tmp)
-        base = export_revision(repo, revision, folder)
-        return compare_trees(base, repo, configs, folder / "out")
+        base = export_revision(root, revision, folder)
+        base_lock, head_lock, head_with = read_lock(base), read_lock(root), head_env(root)
+        env = base_env(base, base_lock, head_lock, cache_folder(), head_with)
+        changes = compare_trees(base, root, paths, folder / "out", (env.env, head_with))
+        return RevisionDiff(changes, pin_changes(base_lock, head_lock), env)

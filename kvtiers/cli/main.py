@@ -275,19 +275,25 @@ def bench(
 def diff(
     base: str = typer.Option("main", "--base", help="Git revision to compare the working tree against."),
     config: list[Path] = typer.Option(
-        [], "--config", "-c", help="Environment file (repeatable). Default: every config/*.yaml of the working tree."
+        [],
+        "--config",
+        "-c",
+        help="Environment file of the repository, relative or absolute (repeatable). Default: every config/*.yaml of "
+        "the working tree.",
     ),
     before: Path | None = typer.Option(None, "--before", help="A cdk.out folder: compare it with --after instead."),
     after: Path | None = typer.Option(None, "--after", help="The cdk.out folder deployed after --before."),
     output_file: Path | None = typer.Option(None, "--output", "-o", help="Also write the Markdown to this file."),
 ) -> None:
     """What deploying the change does: CloudFormation replacements, orphaned or lost Kubernetes objects, immutable
-    fields, restarts, cache effects per endpoint and the HyperPod groups' nodes, as Markdown. Exit 1 on an error
+    fields, restarts, cache effects per endpoint, the HyperPod groups' nodes, the dependency chart and the pinned
+    dependencies (the base is synthesized with its own: docs/change-model.md), as Markdown. Exit 1 on an error
     (orphan, lost object, immutable field, failing update, data-losing replacement); 2 when a synth is refused (pods
     that do not fit their nodes, a bad environment file: its lines are printed) or the diff cannot be made."""
     from kvtiers.change.report import assembly_change, markdown
     from kvtiers.cli import diff as differ
 
+    preface: list[str] = []
     try:
         if (before is None) != (after is None):
             raise differ.DiffError("give both --before and --after, or neither")
@@ -301,10 +307,11 @@ def diff(
             configs = config or sorted(Path("config").glob("*.yaml"))
             if not configs:
                 raise differ.DiffError("no environment files: give --config or run from the repository root")
-            changes = differ.diff_revision(repo, base, configs)
+            compared = differ.diff_revision(repo, base, configs)
+            changes, preface = compared.changes, compared.dependency_lines()
     except differ.DiffError as exc:
         output.fail(str(exc))
-    text = markdown(changes)
+    text = markdown(changes, preface=preface)
     if output_file is not None:
         output_file.write_text(text)
     output.console.print(text, markup=False, highlight=False, soft_wrap=True)

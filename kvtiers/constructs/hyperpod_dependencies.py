@@ -25,8 +25,9 @@ from kvtiers.k8s_charts.tolerations import Toleration
 
 RELEASE = "hyperpod-dependencies"
 NAMESPACE = "kube-system"
+CHART_REPOSITORY = "https://github.com/aws/sagemaker-hyperpod-cli"
 CHART_PATH = Path("helm_chart") / "HyperPodHelmChart"
-"""Where the chart lives in aws/sagemaker-hyperpod-cli."""
+"""Where the chart lives in :data:`CHART_REPOSITORY`."""
 
 HEALTH_TAINT = {
     "key": "sagemaker.amazonaws.com/node-health-status",

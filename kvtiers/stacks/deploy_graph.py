@@ -121,11 +121,13 @@ def acknowledge_findings(graph: DeployGraph) -> None:
 
 
 def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
-    """Synthesize the cloud assembly, the per-object Kubernetes YAML, the endpoint record and the intended deletions
-    (what ``kvtiers diff`` reads) beside it; returns the assembly folder."""
+    """Synthesize the cloud assembly, the per-object Kubernetes YAML and the records ``kvtiers diff`` reads beside
+    it (endpoints, placement, the intended deletions, the dependency chart's pin); returns the assembly folder."""
     from kvtiers.change.deletions import IntendedDeletion, write_intended_deletions
+    from kvtiers.change.dependency_chart import ChartRecord, write_chart_record
     from kvtiers.change.record import GroupRecord, PlacedRecord, write_endpoint_record, write_placement_record
     from kvtiers.config.model import l2_mount, l2_namespace
+    from kvtiers.constructs.hyperpod_dependencies import CHART_REPOSITORY, NAMESPACE, RELEASE
     from kvtiers.stacks.k8s_yaml import write_k8s_yaml
 
     outdir = Path(app.synth().directory)
@@ -151,6 +153,14 @@ def synthesize(app: cdk.App, graph: DeployGraph) -> Path:
         },
     )
     write_intended_deletions(outdir, [IntendedDeletion(d.target, d.reason) for d in env.intended_deletions])
+    # Recorded even when the chart is not in the templates (a review synth): its pin is what a deploy installs.
+    chart = env.hyperpod.dependency_chart
+    write_chart_record(
+        outdir,
+        ChartRecord(
+            source=chart.source, revision=chart.revision, repository=CHART_REPOSITORY, release=f"{NAMESPACE}/{RELEASE}"
+        ),
+    )
     placement = graph.placement
     if placement is not None:
         write_placement_record(
