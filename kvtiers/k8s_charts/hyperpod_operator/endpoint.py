@@ -340,6 +340,8 @@ class OperatorEndpoint:
                     pipeline_parallel_size=self.pipeline_parallel_size,
                     max_model_len=self.max_model_len,
                     gpu_memory_utilization=self.gpu_memory_utilization,
+                    # One argument: the admission policy compares the last one the model server gets with it.
+                    inline_kv_transfer_config=True,
                 ),
                 "environmentVariables": self.worker_env,
                 "modelInvocationPort": {"containerPort": names.OPERATOR_PORT, "name": "http"},
