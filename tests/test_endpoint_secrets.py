@@ -118,10 +118,17 @@ def test_an_endpoint_without_api_key_renders_no_key_and_no_wrapper():
     assert "--middleware" not in engine["args"] and "KVTIERS_API_KEY_FILE" not in env_of(engine)
 
 
-def test_operator_endpoints_refuse_api_key_true_naming_the_field():
+def test_operator_endpoints_refuse_api_key_true_naming_the_field(tmp_path):
+    from kvtiers.constructs.operator_serving import check_client_authentication
+
+    # The construct's rule, as a library user meets it and as the app reports it for the file.
+    with pytest.raises(ValueError) as refused:
+        check_client_authentication("OperatorServingEndpoint 'qwen2-7b'", api_key=True, client_cidrs=None)
+    assert "api_key true is refused" in str(refused.value) and "InvokeEndpoint" in str(refused.value)
     operator = {**DEV["serving"]["endpoints"][0], "serving": "operator", "api_key": True}
-    with pytest.raises(ValueError, match=r"api_key: true applies to serving 'self_managed' only"):
-        Environment.model_validate({**DEV, "serving": {**DEV["serving"], "endpoints": [operator]}})
+    path = tmp_path / "env.yaml"
+    path.write_text(yaml.safe_dump({**DEV, "serving": {**DEV["serving"], "endpoints": [operator]}}))
+    assert str(refused.value) in refused_by_app(path)
 
 
 def test_secret_names_are_checked_where_the_props_are_built():

@@ -29,6 +29,7 @@ from tests.conftest import CONFIG_DIR, ROOT
 from tests.synth import refused_by_app
 from tests.test_config import rejected, set_path
 from tests.test_lmcache_contract import ENGINE_LMCACHE, STUBS, needs, venv_python
+from tests.upstream import require_upstream, vllm_routes
 
 SDK_MODULE = ROOT / ".venv-hyperpod-sdk/sagemaker/hyperpod/inference/config/hp_endpoint_config.py"
 
@@ -130,6 +131,25 @@ def test_metrics_are_scraped_on_the_invocation_port(operator_props):
     spec = operator_props.spec()
     port = spec["worker"]["modelInvocationPort"]["containerPort"]
     assert spec["metrics"]["modelMetrics"]["port"] == port != contract.METRICS_DEFAULT_PORT
+
+
+def test_the_alb_health_checks_a_path_its_target_serves(prod_synth):
+    iec = next(
+        o
+        for objs in prod_synth.graph.workloads.chart_objects.values()
+        for o in objs
+        if o["kind"] == "InferenceEndpointConfig"
+    )
+    assert iec["spec"]["intelligentRoutingSpec"]["enabled"] is True
+    # Without a loadBalancer block the CRD's default applies (chart 2.0.0, 51b8dd2: healthCheckPath default /ping).
+    path = iec["spec"].get("loadBalancer", {}).get("healthCheckPath", contract.CRD_DEFAULT_HEALTH_CHECK_PATH)
+    # With intelligent routing the ALB's target is the operator's router, production-stack's (its strategies'
+    # names); AWS's routing samples set /health (hyperpod-cli 3d2049b #290; sagemaker-genai-hosting-examples).
+    router = require_upstream("vllm-project/production-stack@vllm-stack-0.1.12:src/vllm_router/routers/main_router.py")
+    served = set(re.findall(r'@main_router\.get\("([^"]+)"\)', router))
+    assert path in served, f"the router serves GET {sorted(served)}, the ALB checks {path}"
+    # Without routing (or if the ALB targets the model pods' proxy) the target is vLLM, which serves it too.
+    assert ("get", path) in vllm_routes()
 
 
 def test_the_lmcache_sizing_reaches_the_engine_through_the_worker_env(operator_props, prod):

@@ -738,7 +738,12 @@ def operator_platform(
     smaller than a worker's cache, its CPUs fewer than a worker, a master and an engine ask), tiered storage off."""
     app = cdk.App(context=cdk_context())
     stack = cdk.Stack(app, "team-operator", env=cdk.Environment(account=ACCOUNT, region=REGION))
-    network = HyperPodNetwork(stack, "Network", vpc=NewVpcOptions(hyperpod_az_id="use1-az4"))
+    # prod's addresses: the operator pods admit the subnets its load balancer can be in.
+    network = HyperPodNetwork(
+        stack,
+        "Network",
+        vpc=NewVpcOptions(hyperpod_az_id="use1-az4", cidr="10.200.0.0/16", hyperpod_subnet_cidr="10.200.64.0/18"),
+    )
     eks = EksCluster(
         stack,
         "Eks",

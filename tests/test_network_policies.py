@@ -68,6 +68,8 @@ def endpoints(synth) -> dict[str, Endpoint]:
         # A pod of another namespace on a system node: its address is in an EKS subnet, like the control plane's.
         "system-pod": Endpoint("system-pod", str(vpc.network_address + 0x0220), "apps", {"app": "tools"}),
         "internet": Endpoint("internet", "52.94.0.10"),
+        # A host of a peered network or a VPN, routed into the VPC: neither a pod nor in a subnet of the VPC.
+        "peer": Endpoint("peer", "100.64.0.10"),
         "pod-identity": Endpoint("pod-identity", "169.254.170.23"),
         "coredns": Endpoint("coredns", system_ip, "kube-system", {"k8s-app": "kube-dns"}),
         "worker": Endpoint(
@@ -96,6 +98,9 @@ def endpoints(synth) -> dict[str, Endpoint]:
             # What the operator creates (not rendered by kvtiers): assumed labels, no kvtiers part-of label.
             found["op"] = Endpoint("op", hp_ip(30), env.serving.namespace, {"app": iec["metadata"]["name"]})
             found["op-router"] = Endpoint("op-router", system_ip, env.serving.namespace, {"app": f"{e.name}-router"})
+            # A pod of the serving namespace that neither kvtiers nor the operator made (`kubectl run` labels it
+            # `run: <name>`): not one of the operator's pods.
+            found["serving-debug"] = Endpoint("serving-debug", hp_ip(31), env.serving.namespace, {"run": "debug"})
     return found
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kvtiers.config import load_environment, model
@@ -135,8 +136,13 @@ def test_allowed_clients_must_be_cidrs(tmp_path):
 
 
 def test_allowed_clients_are_refused_for_an_operator_endpoint(tmp_path):
+    from kvtiers.constructs.operator_serving import check_client_authentication
+
     message = rejected(tmp_path, lambda eps, raw: eps[0].update(serving="operator", allowed_clients=["10.192.0.0/16"]))
-    assert "allowed_clients" in message and "operator" in message
+    with pytest.raises(ValueError) as refused:
+        check_client_authentication("OperatorServingEndpoint 'qwen2-7b'", api_key=False, client_cidrs=["10.0.0.0/8"])
+    # The construct's refusal, as the app reports it: the operator's load balancer has no source list kvtiers sets.
+    assert str(refused.value) in message and "allowed_clients" in message
 
 
 def test_allowed_clients_default_to_the_vpc(dev_env):

@@ -248,9 +248,10 @@ def test_both_serving_paths_run_one_vllm_command_line(l2):
         "lmcache": lmcache,
     }
     assert engine_args == vllm_args(model_path="org/model", dtype="bfloat16", port=8000, **common)
-    assert worker_args == vllm_args(model_path="/opt/ml/model", **common)
+    # the operator's worker passes the connector as one argument, the form its admission check compares
+    assert worker_args == vllm_args(model_path="/opt/ml/model", inline_kv_transfer_config=True, **common)
     # one serialisation of the JSON argument, byte for byte
-    assert flag(engine_args, "--kv-transfer-config") == flag(worker_args, "--kv-transfer-config")
+    assert f"--kv-transfer-config={flag(engine_args, '--kv-transfer-config')}" in worker_args
     assert flag(engine_args, "--kv-transfer-config") == kv_transfer_config(l2=l2)
 
 

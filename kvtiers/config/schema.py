@@ -482,14 +482,16 @@ class Endpoint(Strict):
     """Expose the router through an internal NLB as well as the ClusterIP Service. Default off."""
     allowed_clients: tuple[str, ...] | None = Field(default=None, min_length=1)
     """IPv4 CIDRs that may call the endpoint's router: its NetworkPolicy and, with ``internal_load_balancer``, the
-    load balancer's source ranges. Self-managed endpoints only. Default: internal, the VPC's CIDR (``network.cidr``).
+    load balancer's source ranges. Self-managed endpoints only (the operator owns its load balancer's sources:
+    refused by ``OperatorServingEndpoint``). Default: internal, the VPC's CIDR (``network.cidr``).
     ``kvtiers verify`` also reaches the router through the API server's proxy (the EKS subnets)."""
     api_key: bool | None = None
     """Clients must send ``Authorization: Bearer <key>``: kvtiers generates the endpoint's key in Secrets Manager
     (``kvtiers/<environment>/<endpoint>/api-key``, encrypted with the environment's serving-secrets KMS key) and
     delivers it to the engines and the router as a file. ``false`` serves without a key (anyone the NetworkPolicy
-    admits may call it). Self-managed endpoints only: an operator endpoint's clients authenticate with IAM
-    (SageMaker ``InvokeEndpoint``), so ``true`` is refused there. Default: on for self-managed endpoints."""
+    admits may call it). Self-managed endpoints only: nothing checks a key on an operator endpoint, whose clients
+    are authenticated only through its SageMaker endpoint (``InvokeEndpoint`` with IAM), so ``true`` is refused there
+    (``OperatorServingEndpoint``). Default: on for self-managed endpoints."""
     startup_timeout_seconds: int = serving_defaults.STARTUP_TIMEOUT_SECONDS
     """Startup-probe budget: weight download plus load plus CUDA-graph capture."""
     ttft_p95_alert_seconds: float = Field(default=2.0, gt=0, le=600)
@@ -523,17 +525,6 @@ class Endpoint(Strict):
                     f"kvaware_min_cached_tokens must be below expected_prompt_tokens ({self.expected_prompt_tokens}), "
                     f"got {self.kvaware_min_cached_tokens} (the router's threshold is their difference, at least 1)"
                 )
-        if self.serving == "operator" and self.api_key:
-            raise ValueError(
-                "api_key: true applies to serving 'self_managed' only: the Inference Operator's InferenceEndpointConfig "
-                "has no API-key field; clients of an operator endpoint authenticate with IAM (SageMaker InvokeEndpoint). "
-                "Remove api_key or set it to false"
-            )
-        if self.serving == "operator" and self.allowed_clients is not None:
-            raise ValueError(
-                "allowed_clients applies to serving 'self_managed' only: clients reach an operator endpoint through "
-                "its SageMaker endpoint and the operator's load balancer, whose sources kvtiers does not set yet"
-            )
         assert self.dtype in DTYPE_BYTES
         return self
 

@@ -39,4 +39,15 @@ def cluster_network(
         node_cidr=network.cidr,
         api_service_ip=str(ipaddress.IPv4Network(service_cidr).network_address + 1),
         control_plane_cidrs=network.control_plane_cidrs,
+        load_balancer_cidrs=load_balancer_cidrs(network),
     )
+
+
+def load_balancer_cidrs(network: HyperPodNetwork) -> tuple[str, ...]:
+    """Where the Inference Operator's internal ALB can have its addresses: the subnets tagged for internal load
+    balancers (the HyperPod subnet) and the EKS cluster's subnets (the cluster's subnets, which the operator records
+    for its SageMaker endpoint). () when any of them is unknown at synth (the whole VPC)."""
+    cidrs = (*network.control_plane_cidrs, *((network.hyperpod_subnet_cidr,) if network.hyperpod_subnet_cidr else ()))
+    if not network.control_plane_cidrs or not network.hyperpod_subnet_cidr or any(unresolved(c) for c in cidrs):
+        return ()
+    return cidrs

@@ -56,6 +56,29 @@ POLICY_READY_TIMEOUT = cdk.Duration.minutes(10)
 """How long the endpoint waits for Kyverno to report its policy Ready (the handler's wait; Kyverno takes seconds)."""
 
 
+def check_client_authentication(where: str, *, api_key: bool, client_cidrs: Sequence[str] | None) -> None:
+    """Refuse a promise about an operator endpoint's clients that nothing keeps (docs/security.md, "Operator
+    endpoints: who is authenticated"). Clients are authenticated only through the SageMaker endpoint
+    (``InvokeEndpoint``, SigV4, IAM ``sagemaker:InvokeEndpoint`` on its ARN); the operator's internal ALB forwards
+    over HTTPS with no authenticate action to the router or the pods, and the ``InferenceEndpointConfig`` (chart
+    2.0.0) has no key and no source field."""
+    if api_key:
+        raise ValueError(
+            f"{where}: api_key true is refused: the InferenceEndpointConfig has no API-key field and nothing on the "
+            "operator's paths checks a key (its internal ALB forwards to the router without authentication); "
+            "clients are authenticated only by calling the SageMaker endpoint (InvokeEndpoint, signed with IAM "
+            "credentials allowed sagemaker:InvokeEndpoint on it). Leave api_key false, or serve the endpoint "
+            "self-managed (its router and engines check a key)"
+        )
+    if client_cidrs is not None:
+        raise ValueError(
+            f"{where}: client_cidrs (allowed_clients) is refused: the operator creates its internal ALB and the "
+            "ALB's security group itself, so kvtiers cannot narrow who calls it; the endpoint's pods admit the "
+            "subnets that ALB can be in. Restrict callers with IAM on the SageMaker endpoint, or serve the endpoint "
+            "self-managed"
+        )
+
+
 class OperatorServingEndpoint(Construct):
     """An operator endpoint: the ``InferenceEndpointConfig`` manifest and, with ``l2``, its L2 policy manifest and
     the wait for the policy's Ready.
@@ -103,8 +126,13 @@ class OperatorServingEndpoint(Construct):
         :class:`~kvtiers.k8s_charts.network_policies.ClusterNetwork`. Required unless ``network_policies=False``.
         @default None
     :param network_policies: deploy the endpoint's NetworkPolicy (its pods admit the invocation port from the
-        operator's namespace and pods only) in a manifest of its own, before its pods. ``False`` leaves them to the
-        namespace's own policies; only an app that deploys equivalent ones itself should say so. @default True
+        operator's namespace and pods, the subnets its load balancer can be in and the API server's proxy only) in a
+        manifest of its own, before its pods. ``False`` leaves them to the namespace's own policies; only an app that
+        deploys equivalent ones itself should say so. @default True
+    :param api_key: clients must present an API key. ``True`` is refused: nothing on the operator's paths checks
+        one (see :func:`check_client_authentication`). @default False
+    :param client_cidrs: who may call the endpoint. Any value is refused: the operator owns its load balancer and
+        its sources. @default None
     :param after: what the endpoint (and its policy) wait for besides Kyverno and the L2 claim: the namespace's
         manifest without ``l2``, the namespace's NetworkPolicies. @default none
     """
@@ -128,10 +156,13 @@ class OperatorServingEndpoint(Construct):
         weights_region: str | None = None,
         network: HyperPodNetwork | ClusterNetwork | None = None,
         network_policies: bool = True,
+        api_key: bool = False,
+        client_cidrs: Sequence[str] | None = None,
         after: Sequence[Construct] = (),
     ) -> None:
         super().__init__(scope, id)
         where = f"OperatorServingEndpoint {name!r}"
+        check_client_authentication(where, api_key=api_key, client_cidrs=client_cidrs)
         hash_seed = endpoint_hash_seed(where, hash_seed, l2)
         namespace = endpoint_namespace(where, namespace, l2)
         if l2 is not None and l2.serving_namespace_enforce not in (None, "privileged"):

@@ -8,9 +8,12 @@ What NetworkPolicies can and cannot see:
   so such a rule admits them too (for pods of the kvtiers namespaces their own egress policies still say no).
 - Traffic needs both sides: the sender's egress and the receiver's ingress. Default deny covers both directions.
 
-Operator endpoints: the HyperPod Inference Operator creates their pods. They are keyed by the label
-``app: <InferenceEndpointConfig name>`` (ASSUMED: the operator's CLI lists an endpoint's pods by it; not confirmed on
-a cluster), and the operator's other pods in the namespace (its router) by carrying no kvtiers ``part-of`` label.
+Operator endpoints: the HyperPod Inference Operator creates their pods. It labels them ``app: <InferenceEndpointConfig
+name>`` (sagemaker-hyperpod SDK ``hp_endpoint.py`` ``list_pods`` selects an endpoint's pods by that key; not confirmed
+on a cluster); its other pods in the namespace (the intelligent router, whose labels are not public) are taken to
+carry an ``app`` label too and no kvtiers ``part-of`` label. Their invocation port is admitted only from the operator's
+namespace, those pods, the subnets the operator's internal load balancer can be in and the API server's pod proxy
+(docs/operator-contract.md, "Who reaches the operator's pods").
 
 The policies are cdk8s's typed ``KubeNetworkPolicy``: cdk8s-plus's ``NetworkPolicy`` writes one rule per peer, and
 several rules here admit two peers (the API server's Service address and its endpoints) in one.
@@ -39,13 +42,15 @@ POD_IDENTITY_AGENT = "169.254.170.23/32"
 ANYWHERE = "0.0.0.0/0"
 HTTPS_PORT = 443
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-NOT_KVTIERS = k8s.LabelSelector(
+OPERATOR_PODS = k8s.LabelSelector(
     match_expressions=[
+        k8s.LabelSelectorRequirement(key=names.OPERATOR_POD_LABEL, operator="Exists"),
         k8s.LabelSelectorRequirement(key=names.PART_OF_KEY, operator="NotIn", values=[names.PART_OF]),
     ]
 )
-"""Pods the project does not render (the operator's): their ``app.kubernetes.io/part-of`` label is absent or another
-project's (``NotIn`` matches both; the operator might set the label to its own name)."""
+"""The operator's pods: they carry its ``app`` label (``names.OPERATOR_POD_LABEL``), and are not rendered by kvtiers
+(their ``app.kubernetes.io/part-of`` label is absent or another project's: ``NotIn`` matches both). Another pod of the
+namespace (a debugging pod, another tool's) is not selected and keeps the default deny."""
 
 
 def tcp(*ports: int) -> list[k8s.NetworkPolicyPort]:
@@ -87,11 +92,16 @@ class ClusterNetwork:
     control_plane_cidrs: tuple[str, ...] = ()
     """Subnets of the control plane's ENIs, from which the API server's pod proxy connects (``kvtiers verify``).
     @default () (the whole ``node_cidr``: an imported VPC's subnet ranges are not known at synth)"""
+    load_balancer_cidrs: tuple[str, ...] = ()
+    """Subnets the Inference Operator's internal ALB can have its addresses in (target type ``ip``: its health checks
+    and requests come from them): the subnets tagged ``kubernetes.io/role/internal-elb`` and the EKS cluster's subnets.
+    @default () (the whole ``node_cidr``)"""
 
     def __post_init__(self) -> None:
         checks.ipv4_network("ClusterNetwork", "node_cidr", self.node_cidr)
-        for cidr in self.control_plane_cidrs:
-            checks.ipv4_network("ClusterNetwork", "control_plane_cidrs", cidr)
+        for field in ("control_plane_cidrs", "load_balancer_cidrs"):
+            for cidr in getattr(self, field):
+                checks.ipv4_network("ClusterNetwork", field, cidr)
         try:
             ipaddress.ip_address(self.api_service_ip)
         except ValueError:
@@ -106,6 +116,11 @@ class ClusterNetwork:
     def api_proxy(self) -> list[k8s.NetworkPolicyPeer]:
         """Peers the API server's pod proxy connects from."""
         return [ip_peer(c) for c in self.control_plane_cidrs] or [ip_peer(self.node_cidr)]
+
+    @property
+    def load_balancer(self) -> list[k8s.NetworkPolicyPeer]:
+        """Peers the operator's internal load balancer connects from."""
+        return [ip_peer(c) for c in self.load_balancer_cidrs] or [ip_peer(self.node_cidr)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -304,7 +319,7 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         operator = [e for e in endpoints if isinstance(e, OperatorTraffic)]
         shared = namespace_wide and (operator_managed if operator_managed is not None else bool(operator))
         if shared or (operator and per_endpoint):
-            self._operator(ns, operator_namespace, operator, shared=shared, own=per_endpoint)
+            self._operator(ns, operator_namespace, network, operator, shared=shared, own=per_endpoint)
         if janitor is not None and namespace_wide:
             masters = k8s.NetworkPolicyPeer(
                 namespace_selector=in_namespace(janitor.curvine_namespace),
@@ -324,22 +339,35 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
             )
 
     def _operator(
-        self, namespace: str, operator_namespace: str, endpoints: list[OperatorTraffic], *, shared: bool, own: bool
+        self,
+        namespace: str,
+        operator_namespace: str,
+        network: ClusterNetwork,
+        endpoints: list[OperatorTraffic],
+        *,
+        shared: bool,
+        own: bool,
     ) -> None:
-        """Pods the operator creates. Its documentation names no ports beyond the invocation port, so its own pods
-        (router, sidecars) may talk to each other and to the operator's namespace on any port; clients reach the
-        invocation port; egress is HTTPS (S3, Hugging Face, AWS APIs) and the operator's namespace."""
+        """Pods the operator creates. Its chart and CRD name no ports beyond the invocation port, and neither the
+        router's port nor the port its ALB targets (AWS's walkthrough shows targets on 8081 of the model pods, its
+        nginx proxy in front of the invocation port) is public. So its own pods (router, sidecars) may talk to each
+        other and to the operator's namespace on any port, and the load balancer's subnets reach them on any port;
+        nothing else reaches them but the API server's pod proxy on the invocation port. Egress is HTTPS (S3,
+        Hugging Face, AWS APIs) and the operator's namespace."""
         operator_ns = k8s.NetworkPolicyPeer(namespace_selector=in_namespace(operator_namespace))
-        operator_pods = k8s.NetworkPolicyPeer(pod_selector=NOT_KVTIERS)
+        operator_pods = k8s.NetworkPolicyPeer(pod_selector=OPERATOR_PODS)
         if shared:
             _policy(
                 self,
                 "operator-managed",
                 namespace,
-                NOT_KVTIERS,
+                OPERATOR_PODS,
                 ingress=[
                     k8s.NetworkPolicyIngressRule(from_=[operator_ns, operator_pods]),
-                    k8s.NetworkPolicyIngressRule(ports=tcp(names.OPERATOR_PORT)),
+                    # The ALB (target type ip), whose target is the router or the model pods' proxy.
+                    k8s.NetworkPolicyIngressRule(from_=network.load_balancer),
+                    # `kvtiers verify` and the managed collector read /metrics through the API server's proxy.
+                    k8s.NetworkPolicyIngressRule(from_=network.api_proxy, ports=tcp(names.OPERATOR_PORT)),
                 ],
                 egress=[
                     k8s.NetworkPolicyEgressRule(to=[operator_ns, operator_pods]),
@@ -347,15 +375,18 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
                 ],
             )
         for e in endpoints if own else ():
-            # The endpoint's own pods, keyed by the (assumed) app label: the same, stated for each endpoint so
-            # that a wrong assumption shows as one missing match in `kubectl describe networkpolicy`.
+            # The endpoint's own model pods, keyed by the operator's app label: who reaches their invocation port,
+            # stated for each endpoint so that a wrong label shows as one missing match in `kubectl describe`.
             _policy(
                 self,
                 f"{e.name}-operator-endpoint",
                 namespace,
                 k8s.LabelSelector(match_labels=names.operator_pod_labels(e.object_name)),
                 ingress=[
-                    k8s.NetworkPolicyIngressRule(from_=[operator_ns, operator_pods], ports=tcp(names.OPERATOR_PORT))
+                    k8s.NetworkPolicyIngressRule(
+                        from_=[operator_ns, operator_pods, *network.load_balancer, *network.api_proxy],
+                        ports=tcp(names.OPERATOR_PORT),
+                    )
                 ],
             )
 

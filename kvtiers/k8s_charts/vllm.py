@@ -46,6 +46,10 @@ L2_GUARD_MODULE = Path(kvtiers_l2_guard.__file__).stem
 serving charts ship its file in a ConfigMap on the engines' ``PYTHONPATH``."""
 
 
+KV_TRANSFER_CONFIG_OPTION = "--kv-transfer-config"
+"""vLLM's option naming the KV connector (``vllm/engine/arg_utils.py`` @ v0.12.0)."""
+
+
 def kv_transfer_config(*, l2: bool) -> str:
     """vLLM's ``--kv-transfer-config``: LMCache stores and loads every request's KV; with an L2, through the kvtiers
     L2 guard (``kvtiers_l2_guard``: an unreadable chunk costs a recompute, never a wrong answer)."""
@@ -192,6 +196,7 @@ def vllm_args(
     dtype: Dtype | None = None,
     port: int | None = None,
     revision: str | None = None,
+    inline_kv_transfer_config: bool = False,
 ) -> list[str]:
     """``vllm serve`` arguments with LMCache as the KV connector and prefix caching on.
 
@@ -203,6 +208,8 @@ def vllm_args(
     :param dtype: ``--dtype``. @default None (vLLM's ``auto``: the model's own dtype)
     :param port: listen on all interfaces at this port. @default None (vLLM's default address and port 8000)
     :param revision: ``--revision`` of a Hugging Face model. @default None (the main branch)
+    :param inline_kv_transfer_config: pass the KV connector as one ``--kv-transfer-config=<json>`` argument, the form
+        the operator path's admission check compares (hyperpod_operator/engine_args.py). @default False (two arguments)
     """
     args = [model_path]
     if port is not None:
@@ -218,8 +225,11 @@ def vllm_args(
         "--gpu-memory-utilization",
         str(gpu_memory_utilization),
         "--enable-prefix-caching",
-        "--kv-transfer-config",
-        lmcache.kv_transfer_config,
+        *(
+            [f"{KV_TRANSFER_CONFIG_OPTION}={lmcache.kv_transfer_config}"]
+            if inline_kv_transfer_config
+            else [KV_TRANSFER_CONFIG_OPTION, lmcache.kv_transfer_config]
+        ),
     ]
     if revision is not None:
         args += ["--revision", revision]

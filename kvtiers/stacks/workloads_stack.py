@@ -93,6 +93,8 @@ class WorkloadsStack(cdk.Stack):
                 l2_share_group=endpoint.l2_share_group,
                 weights_region=env.region,
                 network=platform.network,
+                api_key=endpoint.authenticated,
+                client_cidrs=endpoint.allowed_clients,
                 # Without the L2 the namespace (and its default deny) is still the L2's to create.
                 after=self.curvine.serving_namespace_ready,
             )

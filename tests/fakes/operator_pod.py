@@ -26,6 +26,10 @@ SHM_MOUNT = "/dev/shm"
 LMCACHE_CONFIG_MOUNT = "/lmcache"  # ASSUMED
 OPERATOR_ENV = [{"name": "LMCACHE_CONFIG_FILE", "value": f"{LMCACHE_CONFIG_MOUNT}/config.yaml"}]  # ASSUMED
 SIDECAR_IMAGE = "hyperpod-inference-sidecar:v3.0"  # ASSUMED name and image; only its existence is documented
+OPERATOR_KV_TRANSFER_CONFIG = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+"""ASSUMED: the connector the operator would pass with ``enableL1Cache`` (AWS's samples set no
+``--kv-transfer-config`` yet get LMCache; LMCache's own vLLM examples use this value). Where and how the operator adds
+it is not public: the tests add it in every form vLLM's parser accepts, before and after kvtiers' own."""
 
 
 def model_container_name(props: OperatorEndpoint) -> str:

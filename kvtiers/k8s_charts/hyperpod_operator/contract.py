@@ -39,6 +39,20 @@ container restart (vLLM never wipes a directory the user sets), so such an endpo
 dead process's values until the pod is replaced. With the Curvine L2, the policy mounts a directory of its own
 (``serving.endpoint.PROMETHEUS_MULTIPROC_DIR``) and points the variable there."""
 
+CRD_DEFAULT_HEALTH_CHECK_PATH = "/ping"
+"""``spec.loadBalancer.healthCheckPath`` default (CRD of chart 2.0.0, aws/sagemaker-hyperpod-cli 51b8dd2, lines
+718-719; unchanged at 011ca92): the SageMaker container contract's ping, which vLLM serves
+(``vllm/entrypoints/sagemaker/routes.py`` @ v0.12.0) but production-stack's router does not."""
+
+ALB_HEALTH_CHECK_PATH = "/health"
+"""The path the operator's ALB checks on its targets, set explicitly. kvtiers always enables intelligent routing, and
+the ALB's target is then the operator's router, production-stack's (``src/vllm_router/routers/main_router.py`` @
+vllm-stack-0.1.12: ``GET /health``, no ``/ping``); AWS's intelligent-routing samples set the same
+(``config/samples/v1_llama31_8b_intelligent_routing.yaml`` lines 44-45, added with routing in 3d2049b, #290;
+aws-samples/sagemaker-genai-hosting-examples ``Hyperpod_Inference_KV_Cache_Admin_Notebook_S3.ipynb`` @ 67c1f00).
+vLLM serves it as well (``vllm/entrypoints/openai/api_server.py`` @ v0.12.0), should the ALB target the model pods'
+proxy instead. Which of the two the ALB targets with routing is not public (only AWS can say)."""
+
 MODEL_VOLUME = "model-weights"
 """``spec.worker.modelVolumeMount.name`` as the CRD samples set it; the operator mounts the weights under it."""
 

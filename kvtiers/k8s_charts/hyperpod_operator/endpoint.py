@@ -326,6 +326,8 @@ class OperatorEndpoint:
                 **({"l2CacheSpec": {"l2CacheBackend": "tieredstorage"}} if operator_l2 else {}),
             },
             "intelligentRoutingSpec": {"enabled": True, "routingStrategy": self.routing},
+            # The ALB's target with routing is the router, which serves no /ping (the CRD's default).
+            "loadBalancer": {"healthCheckPath": contract.ALB_HEALTH_CHECK_PATH},
             # The CRD's default metrics port is 8080; vLLM serves /metrics on its invocation port.
             "metrics": {"enabled": True, "modelMetrics": {"port": names.OPERATOR_PORT, "path": "/metrics"}},
             "worker": {
@@ -338,6 +340,8 @@ class OperatorEndpoint:
                     pipeline_parallel_size=self.pipeline_parallel_size,
                     max_model_len=self.max_model_len,
                     gpu_memory_utilization=self.gpu_memory_utilization,
+                    # One argument: the admission policy compares the last one the model server gets with it.
+                    inline_kv_transfer_config=True,
                 ),
                 "environmentVariables": self.worker_env,
                 "modelInvocationPort": {"containerPort": names.OPERATOR_PORT, "name": "http"},

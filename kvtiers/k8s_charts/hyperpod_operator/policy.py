@@ -19,7 +19,8 @@ How it avoids depending on anything unconfirmed about the operator's pods:
 - The check is CEL: at least one model-server container, each with the L2 mount of the endpoint's own directory
   (``subPath``) and every ``LMCACHE_*`` variable equal to the endpoint's (the L2's URL among them), no container
   mounting the claim any other way, and the pod's L2 volume from the claim. A pod the mutation missed is refused, not started without
-  its L2.
+  its L2. Each model server's effective ``--kv-transfer-config`` must be kvtiers' (the L2 guard), whatever the
+  operator added to its arguments (engine_args.py).
 - Fail-closed for these pods only: ``webhookConfiguration`` with match conditions gives the policy a webhook of its
   own (Kyverno v1.15.2 ``newWebhookPerPolicy``), so a Kyverno outage blocks this endpoint's pods and nothing else.
 """
@@ -42,6 +43,7 @@ from kvtiers.k8s_charts.hyperpod_operator.endpoint import (
     MODEL_MOUNT,
     OperatorEndpoint,
 )
+from kvtiers.k8s_charts.hyperpod_operator.engine_args import kv_connector_expressions
 from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.k8s_charts.serving.endpoint import (
     PROMETHEUS_MULTIPROC_DIR,
@@ -264,7 +266,10 @@ def policy(endpoint: OperatorEndpoint) -> dict[str, Any]:
                         "failureAction": "Enforce",
                         "cel": {
                             "variables": cel_variables(),
-                            "expressions": cel_expressions(endpoint.l2, env),
+                            "expressions": [
+                                *cel_expressions(endpoint.l2, env),
+                                *kv_connector_expressions(endpoint.lmcache.kv_transfer_config),
+                            ],
                         },
                     },
                 },
