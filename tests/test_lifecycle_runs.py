@@ -197,6 +197,28 @@ def test_a_node_set_up_by_an_earlier_kvtiers_loses_its_boot_blocking_fstab_line_
     assert fstab_lines(root) == ["UUID=0a1b / xfs defaults,noatime 1 1"]
 
 
+def test_a_rerun_on_a_root_an_earlier_kvtiers_moved_with_fstab_moves_nothing_even_unbound(node):
+    # Those versions installed no unit: the fstab line alone says the volume holds this root's images and pods.
+    root, _, _, running = node
+    first_boot(node)
+    systemd = root / "etc" / "systemd" / "system"
+    (systemd / "kvtiers-node-volume.service").unlink()
+    for dropin in systemd.glob("*.service.d/90-kvtiers-node-volume.conf"):
+        dropin.unlink()
+    (root / "etc" / "fstab").write_text(
+        "/opt/sagemaker/kubelet /var/lib/kubelet none bind,x-systemd.requires-mounts-for=/opt/sagemaker 0 0\n"
+    )
+    (root.parent / "mounts").write_text("")  # not bound, say from an emergency shell
+    (root.parent / "binds").write_text("")
+    running.write_text("")
+    result = run(node)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (root / DATA_ROOT.lstrip("/") / "snapshots" / "1" / "fs" / "old-image-file").read_text() == "old"
+    assert (root / DISK.lstrip("/") / "kubelet" / "pods" / "old-pod-uid").is_dir()
+    assert fstab_lines(root) == [] and (systemd / "kvtiers-node-volume.service").is_file()
+    assert bound(node, "/var/lib/kubelet")
+
+
 def test_after_nodeadm_a_kubelet_running_pods_is_not_stopped_and_the_node_fails_loudly(node):
     # Stopping it and binding a copy over /var/lib/kubelet would leave the running device plugins watching the old
     # directory: the node would advertise no GPUs until they restart.
