@@ -209,6 +209,7 @@ def boot_blocking_mounts(root: Path, out: Path) -> list[str]:
         env={"SYSTEMD_FSTAB": str(fstab), "PATH": "/usr/bin:/bin"},
         check=True,
         capture_output=True,
+        timeout=HANG_BOUND_SECONDS,
     )
     required = out / "normal" / "local-fs.target.requires"
     return sorted(p.name for p in required.iterdir()) if required.is_dir() else []
