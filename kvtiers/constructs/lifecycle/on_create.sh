@@ -5,8 +5,9 @@
 # onto the instance group's volume at /opt/sagemaker, as the HyperPod reference lifecycle scripts do, and records where
 # the NVMe instance store is mounted (the Curvine worker checks it itself). It gives the same node whether it runs
 # before or after nodeadm configures containerd, but refuses to move a kubelet that already runs pods. A re-run on a
-# new root starts from the new root only; a re-run on the same root stops and moves nothing. Nothing it adds can hold
-# up the node's boot. Any failure fails the node loudly, after a pause that lets the log reach CloudWatch.
+# new root starts from the new root only; a re-run on the same root moves nothing. Nothing it adds can fail the
+# node's boot: on every boot containerd and the kubelet wait for the volume, however long it takes, and start once it
+# is mounted. Any failure fails the node loudly, after a pause that lets the log reach CloudWatch.
 #
 # KVTIERS_ROOT, KVTIERS_WAIT_SECONDS and KVTIERS_FAIL_PAUSE_SECONDS exist for the offline tests only.
 set -Eeuo pipefail
@@ -22,10 +23,9 @@ data_root=$DISK/containerd/data-root
 # so no fstab entry may need it: a failed fstab mount without nofail fails local-fs.target, whose OnFailure is
 # emergency mode, and automatic node recovery then replaces the node and its NVMe cache. Instead containerd and the
 # kubelet require a unit of their own (UNIT), which waits for the volume and binds /var/lib/kubelet onto it (HELPER):
-# neither starts from the root disk, and the rest of the boot never waits.
+# neither starts from the root disk, and nothing fails while they wait.
 HELPER=/usr/local/sbin/kvtiers-node-volume
 UNIT=kvtiers-node-volume.service
-BOOT_WAIT_SECONDS=600
 mkdir -p "$LOG_DIR"
 exec > >(tee -a "$LOG") 2>&1
 
@@ -38,9 +38,12 @@ on_failure() {
 }
 trap 'on_failure $LINENO' ERR
 
-# `wait SECONDS`: until the volume is mounted, or fail. `bind`: the kubelet's directory on the volume, shared
-# (CSI drivers mount below it with bidirectional propagation). A bind mount, not AWS's symlink: the kubelet compares
-# mount paths without resolving a symlinked root directory everywhere (kubernetes/kubernetes#96888, #96917).
+# `wait DISK [SECONDS]`: until DISK is mounted, saying so every minute in the journal and under /var/log/provision;
+# with SECONDS, fail after that long. `bind DISK`: the kubelet's directory on DISK, shared (CSI drivers mount below it
+# with bidirectional propagation). A bind mount, not AWS's symlink: the kubelet compares mount paths without resolving
+# a symlinked root directory everywhere (kubernetes/kubernetes#96888, #96917). nodeadm writes the kubelet's kubeconfig
+# (or, on Outposts, its bootstrap kubeconfig) under /var/lib/kubelet on every boot before cloud-init, which can be
+# before the bind: the bind carries this boot's copy onto DISK first.
 write_helper() {
   mkdir -p "$ROOT${HELPER%/*}"
   cat > "$ROOT$HELPER" <<'HELPER_EOF'
@@ -48,21 +51,36 @@ write_helper() {
 # kvtiers (written by the HyperPod lifecycle script): the instance group's volume for containerd and the kubelet.
 set -euo pipefail
 root=${KVTIERS_ROOT:-}
+disk=$2
+say() {
+  echo "$1"
+  mkdir -p "$root/var/log/provision"
+  echo "$(date -u +%FT%TZ) $1" >> "$root/var/log/provision/kvtiers-node-volume.log"
+}
 case "$1" in
   wait)
     waited=0
-    until mountpoint -q "$root/opt/sagemaker"; do
-      if (( waited >= $2 )); then
-        echo "kvtiers: /opt/sagemaker is not mounted after ${2}s (instance group ebs_volume_gb set?)"
+    until mountpoint -q "$root$disk"; do
+      if [[ -n ${3:-} ]] && (( waited >= $3 )); then
+        say "kvtiers: $disk is not mounted after ${waited}s (instance group ebs_volume_gb set?)"
         exit 1
+      fi
+      if (( waited % 60 == 0 )); then
+        say "kvtiers: $disk is not mounted yet (${waited}s); containerd and the kubelet wait for it"
       fi
       sleep 5
       waited=$((waited + 5))
     done
     ;;
   bind)
+    mkdir -p "$root/var/lib/kubelet" "$root$disk/kubelet"
     if ! mountpoint -q "$root/var/lib/kubelet"; then
-      mount --bind "$root/opt/sagemaker/kubelet" "$root/var/lib/kubelet"
+      for file in kubeconfig bootstrap-kubeconfig; do
+        if [[ -f "$root/var/lib/kubelet/$file" ]]; then
+          cp -p "$root/var/lib/kubelet/$file" "$root$disk/kubelet/$file"
+        fi
+      done
+      mount --bind "$root$disk/kubelet" "$root/var/lib/kubelet"
       mount --make-rshared "$root/var/lib/kubelet"
     fi
     ;;
@@ -71,13 +89,16 @@ HELPER_EOF
   chmod 0755 "$ROOT$HELPER"
 }
 
-# No [Install] section: only containerd and the kubelet pull the unit in, so a volume that never comes stops them
-# and nothing else. The helper bounds the wait; systemd does not kill it halfway through a bind.
+# No [Install] section: only the starts of containerd and the kubelet pull the unit in. Its wait has no bound, and
+# systemd none either (TimeoutStartSec): nodeadm-run restarts containerd and then the kubelet on every boot and polls
+# until each is active, without limit, and nothing starts a service again whose required unit failed; a bound would
+# only turn a late volume into a node without containerd until the next reboot. While it waits, nodeadm-run and
+# multi-user.target wait with it; units not ordered after them run.
 install_units() {
   local service
   printf '%s\n' "[Unit]" "Description=kvtiers: the instance group volume for containerd and the kubelet" \
     "[Service]" "Type=oneshot" "RemainAfterExit=yes" "TimeoutStartSec=infinity" \
-    "ExecStart=$HELPER wait $BOOT_WAIT_SECONDS" "ExecStart=$HELPER bind" > "$ROOT/etc/systemd/system/$UNIT"
+    "ExecStart=$HELPER wait $DISK" "ExecStart=$HELPER bind $DISK" > "$ROOT/etc/systemd/system/$UNIT"
   for service in containerd kubelet; do
     mkdir -p "$ROOT/etc/systemd/system/$service.service.d"
     printf '[Unit]\nRequires=%s\nAfter=%s\n' "$UNIT" "$UNIT" \
@@ -173,14 +194,10 @@ EOF
 # The volume's containerd and kubelet directories, if any, are from an earlier root: UpdateClusterSoftware replaces
 # the root volume and keeps this one. Merged with the new root's, containerd would read the new meta.db over the old
 # snapshots and the kubelet would find old pods and CPU assignments, so they go first, as in AWS's reference.
-# --one-file-system: never through a mount below them. Nothing may hold the directories while they move.
+# --one-file-system: never through a mount below them.
 move_onto_volume() {
-  local service
-  for service in "${running[@]}"; do
-    systemctl stop "$service"
-  done
   rm -rf --one-file-system "$ROOT$data_root" "$ROOT$DISK/kubelet"
-  mkdir -p "$ROOT$data_root" "$ROOT$DISK/kubelet"
+  mkdir -p "$ROOT$data_root" "$ROOT$DISK/kubelet" "$ROOT/var/lib/kubelet"
   if [[ -d "$ROOT/var/lib/containerd" ]]; then
     cp -a "$ROOT/var/lib/containerd/." "$ROOT$data_root/"
   fi
@@ -190,30 +207,52 @@ move_onto_volume() {
 echo "kvtiers: on_create start"
 mkdir -p "$ROOT/etc/systemd/system"
 write_helper
-"$ROOT$HELPER" wait "$WAIT_SECONDS"
+"$ROOT$HELPER" wait "$DISK" "$WAIT_SECONDS"
 . "$ROOT/etc/os-release"
+# Running is anything systemd does not report inactive or failed: a kubelet between two restarts is "activating".
 running=()
 for service in kubelet containerd; do
-  if systemctl is-active --quiet "$service"; then
+  state=$(systemctl is-active "$service" || true)
+  if [[ $state != inactive && $state != failed ]]; then
     running+=("$service")
   fi
 done
 
-# A bound /var/lib/kubelet: this root already runs from the volume. Otherwise a kubelet running pods is left alone:
-# binding a copy over its directory would leave the running device plugins watching the old one (no GPUs
-# advertised until they restart). AWS's reference stops and restarts nothing, so OnCreate runs before nodeadm starts
-# the kubelet (after cloud-init, on the EKS AL2023 AMI); a kubelet with pods means that no longer holds, and the node
-# fails loudly instead.
-moved=false
+# This root has been moved onto the volume before if it holds the unit (installed once the move is done) or, from
+# kvtiers versions before the unit, the fstab line (written once the copy was done). Both are files on the root disk,
+# so they still say so after a boot that left /var/lib/kubelet unbound; a new root (UpdateClusterSoftware) has neither.
+same_root=false
+if [[ -f "$ROOT/etc/systemd/system/$UNIT" ]] || grep -qs "^$DISK/kubelet /var/lib/kubelet " "$ROOT/etc/fstab"; then
+  same_root=true
+fi
+bound=false
 if mountpoint -q "$ROOT/var/lib/kubelet"; then
-  moved=true
-  echo "kvtiers: /var/lib/kubelet is on $DISK already (a re-run on this root): nothing is stopped or moved"
-elif [[ " ${running[*]} " == *" kubelet "* ]] && compgen -G "$ROOT/var/lib/kubelet/pods/*" > /dev/null; then
+  bound=true
+fi
+# A kubelet running pods from the root disk is left alone: binding a copy over its directory would leave the running
+# device plugins watching the old one (no GPUs advertised until they restart). AWS's reference stops and restarts
+# nothing, so OnCreate runs before nodeadm starts the kubelet (after cloud-init, on the EKS AL2023 AMI); a kubelet
+# with pods means that no longer holds, and the node fails loudly instead.
+if [[ $bound == false && " ${running[*]} " == *" kubelet "* ]] \
+  && compgen -G "$ROOT/var/lib/kubelet/pods/*" > /dev/null; then
   echo "kvtiers: the kubelet already runs pods from the root disk; OnCreate must run before nodeadm starts it"
   false
 fi
+# Someone else's mount on a new root (the EKS AMI's setup-local-disks, for one, binds it onto the instance stores).
+if [[ $bound == true && $same_root == false ]]; then
+  echo "kvtiers: /var/lib/kubelet is already a mount that this script did not make; refusing to move it"
+  false
+fi
 configure_containerd
-if [[ $moved == false ]]; then
+# Nothing may hold the kubelet's directory while it is copied or bound over.
+if [[ $bound == false ]]; then
+  for service in "${running[@]}"; do
+    systemctl stop "$service"
+  done
+fi
+if [[ $same_root == true ]]; then
+  echo "kvtiers: a re-run on this root: the containerd data root and kubelet directory on $DISK stay as they are"
+else
   move_onto_volume
 fi
 # Earlier kvtiers versions bound the kubelet's directory from /etc/fstab, without nofail.
@@ -222,8 +261,8 @@ if [[ -f "$ROOT/etc/fstab" ]]; then
 fi
 install_units
 systemctl daemon-reload
-"$ROOT$HELPER" bind
-if [[ $moved == false ]]; then
+"$ROOT$HELPER" bind "$DISK"
+if [[ $bound == false ]]; then
   for service in containerd kubelet; do
     if [[ " ${running[*]} " == *" $service "* ]]; then
       systemctl start "$service"
