@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
 from kvtiers.change.cloudformation import CfnAction, resource_changes
 from kvtiers.change.deploy import deploy
-from kvtiers.change.manifests import load_templates
-from kvtiers.change.report import environment_change
+from kvtiers.change.manifests import AssemblyError, load_templates
+from kvtiers.change.report import assembly_change, environment_change
+from kvtiers.cli.main import app
 from tests.test_change_model import manifest, obj
 
 NETWORK, PLATFORM, WORKLOADS = "env-network", "env-platform", "env-workloads"
@@ -209,3 +213,48 @@ def test_an_ingress_rule_replaced_by_an_equal_one_under_another_logical_id_takes
         WORKLOADS: _manifests(manifest("Engine", [_engine(secrets=False, ports=(8000,))])),
     }
     assert not [w for w in environment_change("env", before, after, None, None).warnings if "takes away" in w]
+
+
+def _named_assembly(folder: Path, templates: dict[str, dict]) -> Path:
+    """An assembly whose stacks' CloudFormation names (the dict's keys) differ from their artifact ids, as a construct
+    user's ``Stack(app, "Net", stack_name="team-net")``: the files are named by the id."""
+    folder.mkdir()
+    artifacts = {}
+    for number, (name, template) in enumerate(templates.items()):
+        artifact = f"Stack{number}"
+        (folder / f"{artifact}.template.json").write_text(json.dumps(template))
+        artifacts[artifact] = {
+            "type": "aws:cloudformation:stack",
+            "properties": {"templateFile": f"{artifact}.template.json", "stackName": name},
+            "dependencies": [f"Stack{number - 1}"] if number else [],
+        }
+    (folder / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
+    return folder
+
+
+def test_stacks_are_named_as_cloudformation_names_them_so_a_reference_across_them_is_followed(tmp_path):
+    """``Fn::GetStackOutput`` names the stack's CloudFormation name, not its construct id."""
+    platform = _hyperpod(_read(SUBNET_OUTPUT))
+    before = _named_assembly(tmp_path / "before", {NETWORK: _network("10.0.0.0/18"), PLATFORM: platform})
+    after = _named_assembly(tmp_path / "after", {NETWORK: _network("10.0.64.0/18"), PLATFORM: platform})
+    assert list(load_templates(after)) == [NETWORK, PLATFORM]
+    change = assembly_change("team", before, after)
+    assert [e for e in change.errors if e.startswith(f"{PLATFORM} is not deployed")], change.errors
+
+
+def test_an_assembly_whose_stacks_are_in_a_stage_is_refused_with_where_they_are(tmp_path):
+    """A ``cdk.Stage`` puts its stacks in a nested assembly: read as it is, the assembly has no stacks and every
+    change would read as none."""
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(
+            {
+                "artifacts": {
+                    "assembly-Prod": {"type": "cdk:cloud-assembly", "properties": {"directoryName": "assembly-Prod"}}
+                }
+            }
+        )
+    )
+    with pytest.raises(AssemblyError, match=r"nested assemblies \(assembly-Prod: a cdk.Stage\).*/assembly-Prod"):
+        load_templates(tmp_path)
+    result = CliRunner().invoke(app, ["diff", "--before", str(tmp_path), "--after", str(tmp_path)])
+    assert result.exit_code == 2 and "nested assemblies" in result.output, result.output

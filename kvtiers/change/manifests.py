@@ -108,37 +108,55 @@ def manifest_resources(templates: Templates) -> dict[tuple[str, str], ManifestRe
     return found
 
 
-def stack_order(assembly_dir: Path) -> list[str]:
-    """The template files' stack names (file stems) in the order ``cdk deploy --all`` deploys them: each stack after
-    every stack its ``manifest.json`` artifact depends on (the CDK CLI's ``StackCollection`` runs them so), the
-    artifacts' order otherwise. An assembly without a ``manifest.json`` (a hand-made one) is taken in name order."""
+class AssemblyError(ValueError):
+    """A cloud assembly the change model cannot read as one environment's stacks."""
+
+
+def stack_order(assembly_dir: Path) -> list[tuple[str, str]]:
+    """Each stack's CloudFormation name and template file, in the order ``cdk deploy --all`` deploys them: each stack
+    after every stack its ``manifest.json`` artifact depends on (the CDK CLI's ``StackCollection`` runs them so), the
+    artifacts' order otherwise. The name is the artifact's ``stackName`` (what ``Fn::GetStackOutput`` and
+    ``Fn::ImportValue`` name), which a construct user may set apart from the construct id that names the file. An
+    assembly without a ``manifest.json`` (a hand-made one) is taken in file-name order, each stack named by its file."""
     manifest = assembly_dir / "manifest.json"
-    files = sorted(p.name.removesuffix(".template.json") for p in assembly_dir.glob("*.template.json"))
     if not manifest.is_file():
-        return files
+        return [(p.name.removesuffix(".template.json"), p.name) for p in sorted(assembly_dir.glob("*.template.json"))]
     artifacts = json.loads(manifest.read_text()).get("artifacts") or {}
+    nested = sorted(
+        str((a.get("properties") or {}).get("directoryName", name))
+        for name, a in artifacts.items()
+        if a.get("type") == "cdk:cloud-assembly"
+    )
+    if nested:
+        raise AssemblyError(
+            f"{assembly_dir}: its stacks are in nested assemblies ({', '.join(nested)}: a cdk.Stage); compare each "
+            f"as its own: --before <before>/{nested[0]} --after <after>/{nested[0]}"
+        )
     stacks = {
-        name: ((a.get("properties") or {}).get("templateFile", f"{name}.template.json"), a.get("dependencies") or [])
+        name: (
+            str(properties.get("stackName", name)),
+            str(properties.get("templateFile", f"{name}.template.json")),
+            a.get("dependencies") or [],
+        )
         for name, a in artifacts.items()
         if a.get("type") == "aws:cloudformation:stack"
+        for properties in [a.get("properties") or {}]
     }
     ordered: list[str] = []
     while len(ordered) < len(stacks):
         ready = [
-            n for n, (_, deps) in stacks.items() if n not in ordered and all(d in ordered for d in deps if d in stacks)
+            n for n, (*_, deps) in stacks.items() if n not in ordered and all(d in ordered for d in deps if d in stacks)
         ]
         if not ready:
-            raise ValueError(f"{manifest}: the stacks' dependencies form a cycle")
+            raise AssemblyError(f"{manifest}: the stacks' dependencies form a cycle")
         ordered.append(ready[0])
-    return [str(stacks[n][0]).removesuffix(".template.json") for n in ordered]
+    return [(stacks[n][0], stacks[n][1]) for n in ordered]
 
 
 def load_templates(assembly_dir: Path) -> dict[str, dict[str, Any]]:
-    """The templates of a synthesized cloud assembly (``cdk.out``), by stack name (the file name's stem), in deploy
-    order (:func:`stack_order`): the change model deploys them in the order of this mapping."""
-    return {
-        name: json.loads((assembly_dir / f"{name}.template.json").read_text()) for name in stack_order(assembly_dir)
-    }
+    """The templates of a synthesized cloud assembly (``cdk.out``), by CloudFormation stack name, in deploy order
+    (:func:`stack_order`): the change model deploys them in the order of this mapping."""
+    return {name: json.loads((assembly_dir / file).read_text()) for name, file in stack_order(assembly_dir)}
 
 
 def deploy_order(before: Templates, after: Templates) -> list[str]:

@@ -290,6 +290,7 @@ def diff(
     dependencies (the base is synthesized with its own: docs/change-model.md), as Markdown. Exit 1 on an error
     (orphan, lost object, immutable field, failing update, data-losing replacement); 2 when a synth is refused (pods
     that do not fit their nodes, a bad environment file: its lines are printed) or the diff cannot be made."""
+    from kvtiers.change.manifests import AssemblyError
     from kvtiers.change.report import assembly_change, markdown
     from kvtiers.cli import diff as differ
 
@@ -309,7 +310,7 @@ def diff(
                 raise differ.DiffError("no environment files: give --config or run from the repository root")
             compared = differ.diff_revision(repo, base, configs)
             changes, preface = compared.changes, compared.dependency_lines()
-    except differ.DiffError as exc:
+    except (differ.DiffError, AssemblyError) as exc:
         output.fail(str(exc))
     text = markdown(changes, preface=preface)
     if output_file is not None:
