@@ -16,7 +16,15 @@ from kvtiers.change.groups import GroupChange, group_changes
 from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
 from kvtiers.change.operator import operator_replacements
-from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
+from kvtiers.change.record import (
+    RECORD_FILE,
+    GroupRecord,
+    Record,
+    missing_records,
+    not_computed,
+    read_endpoint_record,
+    read_placement_record,
+)
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, renames, workloads
 from kvtiers.change.stacks import StackFinding, stack_findings
 from kvtiers.change.system_nodes import NodegroupReplacement, node_summary, nodegroup_replacements, version_changes
@@ -46,6 +54,8 @@ class EnvironmentChange:
     """Managed node groups replaced, with the pods on them (:mod:`kvtiers.change.system_nodes`)."""
     versions: tuple[str, ...] = ()
     """What a Kubernetes version change does to the nodes (:func:`kvtiers.change.system_nodes.version_changes`)."""
+    missing_records: tuple[str, ...] = ()
+    """The kvtiers records a side's assembly lacks (:func:`kvtiers.change.record.missing_records`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -77,6 +87,7 @@ class EnvironmentChange:
     @property
     def warnings(self) -> tuple[str, ...]:
         found = [f.message for f in self.stack_order if not f.error]
+        found += list(self.deletions.warnings)
         found += [
             f"may remain: {ref} (its deletion waits for a finalizer; the handler ignores kubectl delete errors)"
             for ref in self.outcome.may_remain
@@ -102,6 +113,7 @@ class EnvironmentChange:
             f"L0/L1 lost on {lost} engine pod(s); {cold} endpoint(s) with a cold L2"
             + (f"; {len(self.replacements)} operator endpoint(s) replaced (new name)" if self.replacements else "")
             + "".join(f"; {part}" for part in node_summary(self.groups, self.system_nodes))
+            + "".join(f"; {part}" for part in [not_computed(self.missing_records)] if part)
         )
 
 
@@ -114,6 +126,7 @@ def environment_change(
     groups: tuple[dict[str, GroupRecord] | None, dict[str, GroupRecord] | None] = (None, None),
     *,
     intended: tuple[IntendedDeletion, ...] = (),
+    intended_before: tuple[IntendedDeletion, ...] = (),
 ) -> EnvironmentChange:
     outcome = deploy(before, after)
     old = {ObjectRef.of(o): o for r in manifest_resources(before).values() for o in r.objects}
@@ -140,7 +153,8 @@ def environment_change(
         ),
         system_nodes=nodegroup_replacements(resources, before),
         versions=version_changes(before, after),
-        deletions=deletions(outcome, resources, before, intended),
+        missing_records=missing_records((before_record, after_record), groups),
+        deletions=deletions(outcome, resources, before, intended, intended_before),
         stack_order=stack_findings(before, after, outcome),
     )
 
@@ -155,6 +169,7 @@ def assembly_change(name: str, before_dir: Path, after_dir: Path) -> Environment
         read_endpoint_record(after_dir),
         (read_placement_record(before_dir), read_placement_record(after_dir)),
         intended=read_intended_deletions(after_dir),
+        intended_before=read_intended_deletions(before_dir),
     )
 
 
@@ -220,11 +235,13 @@ def markdown(changes: Iterable[EnvironmentChange]) -> str:
         for replaced in change.system_nodes:
             lines += ["Node group replaced", "", *(f"- {line}" for line in replaced.lines()), ""]
         endpoints = [e for e in change.endpoints if e.status != "unchanged"]
+        unknown = any(m.startswith(RECORD_FILE) for m in change.missing_records)
+        kept = "unknown: no kvtiers endpoint record" if unknown else "kept"
         if endpoints:
             lines += _table(
                 ["endpoint", "status", "L0/L1 lost on", "L2", "why"],
                 [
-                    [e.name, e.status, f"{e.l0_l1_lost} pod(s)", e.l2 or "kept", "; ".join(e.l2_reasons) or "-"]
+                    [e.name, e.status, f"{e.l0_l1_lost} pod(s)", e.l2 or kept, "; ".join(e.l2_reasons) or "-"]
                     for e in endpoints
                 ],
             ) + [""]
