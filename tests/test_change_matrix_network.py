@@ -1,6 +1,6 @@
 """A new ``network.cidr`` replaces the VPC and with it every subnet and security group; the EKS cluster reads them
 (``ResourcesVpcConfig``), which its schema lets update, but EKS takes only subnets of the cluster's own VPC: the
-update fails (docs/change-contract.md, "EKS cluster network")."""
+update fails (docs/change-contract.md, "CloudFormation")."""
 
 from __future__ import annotations
 
