@@ -7,6 +7,9 @@ A deletion loses something when the object is (sources in docs/change-contract.m
   ``EnsureLoadBalancerDeleted``; the AWS Load Balancer Controller v2.13.4 likewise), and a load balancer's name
   derives from the Service's UID (kubernetes/cloud-provider v0.34.0 ``DefaultLoadBalancerName``; the controller's
   ``buildLoadBalancerName`` hashes the UID in), so a Service created again gets another DNS name;
+- an endpoint's router Service (``app.kubernetes.io/component: router``): its in-cluster DNS name
+  (``<name>.<namespace>.svc``), the address in-cluster clients call; an engine Service is the router's own business
+  (its discovery), not a client's, and loses nothing;
 - a PersistentVolumeClaim or PersistentVolume: the claim's volume is released (kept unbound with ``Retain``, deleted
   with ``Delete``), and a new claim binds a new, empty volume;
 - a Secret: its keys;
@@ -33,6 +36,7 @@ from typing import Any
 from kvtiers.change.cloudformation import DATA_TYPES, CfnAction, CfnChange
 from kvtiers.change.deploy import Action, DeployOutcome
 from kvtiers.change.manifests import ObjectRef, Templates, manifest_resources
+from kvtiers.change.rollout import COMPONENT_LABEL, ROUTER_COMPONENT
 
 INTENDED_DELETIONS_FILE = "kvtiers-intended-deletions.json"
 
@@ -161,6 +165,12 @@ def object_loss(ref: ObjectRef, declared_before: Mapping[ObjectRef, Mapping[str,
         return (
             "its load balancer and DNS name: the cloud provider deletes the load balancer, and one created again is "
             "named after the new Service's UID, so clients must switch to another DNS name"
+        )
+    labels = (declared.get("metadata") or {}).get("labels") or {}
+    if kind == ("", "Service") and labels.get(COMPONENT_LABEL) == ROUTER_COMPONENT:
+        return (
+            f"its in-cluster name {ref.name}.{ref.namespace}.svc, the address in-cluster clients call the endpoint "
+            "at: they must switch to another name"
         )
     if kind == ("", "PersistentVolumeClaim"):
         return f"its volume: {_claim_volume(spec, declared_before)}; a new claim binds a new, empty volume"

@@ -88,6 +88,8 @@ class EnvironmentChange:
     def warnings(self) -> tuple[str, ...]:
         found = [f.message for f in self.stack_order if not f.error]
         found += list(self.deletions.warnings)
+        found += [w for g in self.groups for w in g.warnings]
+        found += [w for r in self.system_nodes for w in r.warnings]
         found += [
             f"may remain: {ref} (its deletion waits for a finalizer; the handler ignores kubectl delete errors)"
             for ref in self.outcome.may_remain
