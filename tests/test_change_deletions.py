@@ -84,6 +84,18 @@ def test_a_stale_acknowledgment_is_an_error_even_when_nothing_is_deleted():
     assert error.startswith(f"stale acknowledgment: intended_deletions names {NLB}")
 
 
+def test_an_acknowledgment_the_base_carries_too_that_matches_nothing_is_a_warning_not_an_error():
+    """The pull request after the one that merged the entry: the base already has it and nothing is deleted."""
+    same = stack(manifest("Chat", router(nlb=False)))
+    entry = IntendedDeletion(NLB, "clients moved to the ClusterIP Service")
+    found = environment_change("env", same, same, None, None, intended=(entry,), intended_before=(entry,))
+    assert found.errors == ()
+    (warning,) = found.warnings
+    assert warning.startswith(f"acknowledgment left over: intended_deletions names {NLB}")
+    assert "acknowledged in an earlier change" in warning and "remove it" in warning
+    assert "is deployed" not in warning
+
+
 def test_a_renamed_claim_deletes_the_old_claim_and_says_what_its_storage_class_keeps():
     found = change(stack(manifest("Storage", storage("curvine-l2"))), stack(manifest("Storage", storage("l2-next"))))
     (deleted,) = found.deletions.deleted

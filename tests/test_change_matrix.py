@@ -131,9 +131,10 @@ def test_an_engine_change_restarts_the_engines_one_at_a_time_and_another_revisio
 
 def test_a_renamed_endpoint_removes_the_old_one_and_adds_the_new_one(changes):
     change = changes["dev", "rename"]
-    # The old endpoint's API key goes with it: its clients need the new endpoint's key (kvtiers.change.deletions).
-    (error,) = change.errors
-    assert error.startswith("deleted: AWS::SecretsManager::Secret kvtiers-dev-workloads/EndpointQwen27b")
+    # The old endpoint's API key and router Service (the name clients call) go with it (kvtiers.change.deletions).
+    key, router = sorted(change.errors)
+    assert key.startswith("deleted: AWS::SecretsManager::Secret kvtiers-dev-workloads/EndpointQwen27b")
+    assert router.startswith("deleted: Service serving/qwen2-7b-router ")
     assert (_endpoint_effect(change, "qwen2-7b").status, _endpoint_effect(change, "qwen2-7b-next").status) == (
         "removed",
         "added",
@@ -167,8 +168,9 @@ def test_an_operator_endpoint_rename_replaces_it_and_its_old_config_may_remain(c
 def test_switching_observability_off_is_an_error_it_deletes_the_metrics_workspace(changes):
     change = changes["prod", "shrink"]
     assert [e for e in change.errors if "AWS::APS::Workspace" in e and "metrics workspace" in e]
-    # Removing qwen25-32b deletes its NLB Service and its API key too (kvtiers.change.deletions).
-    assert len(change.errors) == 3
+    # Removing qwen25-32b deletes its NLB and router Services and its API key too (kvtiers.change.deletions).
+    assert len(change.errors) == 4
+    assert [e for e in change.errors if e.startswith("deleted: Service serving/qwen25-32b-router ")]
     assert [e for e in change.errors if e.startswith("deleted: Service serving/qwen25-32b-router-nlb ")]
     key = "deleted: AWS::SecretsManager::Secret kvtiers-prod-workloads/EndpointQwen2532b"
     assert [e for e in change.errors if e.startswith(key)]

@@ -88,9 +88,22 @@ def test_renaming_the_claim_says_its_storage_class_keeps_the_data(assemblies):
     assert "StorageClass curvine-l2's reclaimPolicy Retain" in error
 
 
-def test_an_acknowledgment_carried_into_an_unchanged_environment_is_stale(assemblies):
-    """The change deployed, its acknowledgment left in the file: the next diff (the same assembly on both sides)
-    says to remove it."""
+def test_an_acknowledgment_carried_into_the_next_change_is_a_warning_to_remove_it(assemblies):
+    """The change merged, its acknowledgment left in the file: the next pull request's diff (the merged assembly on
+    both sides) passes and says to remove it."""
     _, acknowledged, _ = assemblies["claim-renamed"]
-    (error,) = assembly_change("next", acknowledged, acknowledged).errors
-    assert error.startswith(f"stale acknowledgment: intended_deletions names {CLAIM}")
+    following = assembly_change("next", acknowledged, acknowledged)
+    assert following.errors == ()
+    (warning,) = [w for w in following.warnings if CLAIM in w]
+    assert warning.startswith(f"acknowledgment left over: intended_deletions names {CLAIM}")
+
+
+def test_an_acknowledgment_new_in_a_change_that_deletes_nothing_is_stale(assemblies, tmp_path):
+    """An entry added with a change that does not delete it (a wrong name): an error."""
+    shipped, acknowledged, _ = assemblies["claim-renamed"]
+    misnamed = tmp_path / "misnamed"
+    shutil.copytree(shipped, misnamed)
+    shutil.copy(acknowledged / INTENDED_DELETIONS_FILE, misnamed / INTENDED_DELETIONS_FILE)
+    (error,) = assembly_change("misnamed", shipped, misnamed).errors
+    assert error.startswith(f"stale acknowledgment: intended_deletions names {CLAIM}, which this change adds")
+    assert "is deployed" not in error

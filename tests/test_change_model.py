@@ -457,6 +457,10 @@ def test_an_immutable_field_changed_in_place_is_reported(old, new, field):
             obj("apps/v1", "StatefulSet", "m", replicas=3, template={"a": 2}),
         ),
         (
+            obj("apps/v1", "StatefulSet", "m", revisionHistoryLimit=10),
+            obj("apps/v1", "StatefulSet", "m", revisionHistoryLimit=2),
+        ),
+        (
             obj("v1", "PersistentVolumeClaim", "c", resources={"requests": {"storage": "5Gi"}}),
             obj("v1", "PersistentVolumeClaim", "c", resources={"requests": {"storage": "10Gi"}}),
         ),

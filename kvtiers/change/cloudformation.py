@@ -22,6 +22,9 @@ Rules beyond the schemas (docs/change-contract.md has their sources):
   ``Fn::GetStackOutput`` (what kvtiers synthesizes: CDK's weak cross-stack references). An exported output that
   another stack imports (``Fn::ImportValue``) cannot change: the update fails.
 - Replacing or deleting a resource that holds data (:data:`DATA_TYPES`) loses it: an error.
+- An EKS cluster's ``ResourcesVpcConfig`` ``SubnetIds`` or ``SecurityGroupIds`` that change in a deploy replacing a
+  VPC fail the update (:func:`_cluster_vpc_move`): the schema lets them update, but EKS accepts only subnets of the
+  cluster's own VPC.
 """
 
 from __future__ import annotations
@@ -364,7 +367,8 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
                 break
             replaced = {**earlier, **now}
         found.extend(CfnChange(stack, i, str(new[i]["Type"]), CfnAction.CREATE) for i in sorted(set(new) - set(old)))
-        found.extend(changes[i] for i in sorted(changes))
+        vpc_replaced = any(c.type == VPC_TYPE and c.action is CfnAction.REPLACE for c in [*found, *changes.values()])
+        found.extend(_cluster_vpc_move(changes[i]) if vpc_replaced else changes[i] for i in sorted(changes))
         for logical_id in sorted(set(old) - set(new)):
             kind = str(old[logical_id]["Type"])
             policy = old[logical_id].get("DeletionPolicy", "Delete")
@@ -382,6 +386,27 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
             else:
                 outputs.append(output)
     return tuple(found), tuple(outputs)
+
+
+VPC_TYPE = "AWS::EC2::VPC"
+EKS_CLUSTER_TYPE = "AWS::EKS::Cluster"
+CLUSTER_NETWORK = ("/properties/ResourcesVpcConfig/SubnetIds", "/properties/ResourcesVpcConfig/SecurityGroupIds")
+
+
+def _cluster_vpc_move(change: CfnChange) -> CfnChange:
+    """An EKS cluster update whose subnets or security groups change while the deploy replaces a VPC: a failing
+    update. EKS lets a cluster's subnets change only to subnets "in the same VPC as the original subnets" (AWS EKS
+    User Guide, "View Amazon EKS networking requirements for VPC and subnets", network-reqs), and the cluster's VPC is
+    fixed at creation; kvtiers has one VPC per environment, so a replaced VPC is the one the new subnets are in."""
+    moved = [p for p in change.paths if p.startswith(CLUSTER_NETWORK)]
+    if change.type != EKS_CLUSTER_TYPE or change.action is not CfnAction.UPDATE or not moved:
+        return change
+    error = (
+        "its subnets or security groups move to a new VPC, which EKS refuses (UpdateClusterConfig takes only subnets "
+        "of the cluster's own VPC): the update fails; deploy a new environment in the new network instead"
+    )
+    because = tuple(f"{p} (resources of a replaced VPC)" for p in moved)
+    return CfnChange(change.stack, change.logical_id, change.type, CfnAction.FAIL, change.paths, because, error)
 
 
 OUTPUT_TYPE = "Output"

@@ -7,6 +7,9 @@ A deletion loses something when the object is (sources in docs/change-contract.m
   ``EnsureLoadBalancerDeleted``; the AWS Load Balancer Controller v2.13.4 likewise), and a load balancer's name
   derives from the Service's UID (kubernetes/cloud-provider v0.34.0 ``DefaultLoadBalancerName``; the controller's
   ``buildLoadBalancerName`` hashes the UID in), so a Service created again gets another DNS name;
+- an endpoint's router Service (``app.kubernetes.io/component: router``): its in-cluster DNS name
+  (``<name>.<namespace>.svc``), the address in-cluster clients call; an engine Service is the router's own business
+  (its discovery), not a client's, and loses nothing;
 - a PersistentVolumeClaim or PersistentVolume: the claim's volume is released (kept unbound with ``Retain``, deleted
   with ``Delete``), and a new claim binds a new, empty volume;
 - a Secret: its keys;
@@ -16,8 +19,10 @@ A deletion loses something when the object is (sources in docs/change-contract.m
 
 Such a deletion is an error unless the change acknowledges it: the environment file's ``intended_deletions`` names
 it exactly as the report does, with a reason, and the synth writes them into the cloud assembly
-(:data:`INTENDED_DELETIONS_FILE`), so ``kvtiers diff`` reads them from the assembly it deploys. An acknowledgment that
-matches nothing this change deletes is an error too (stale), so that it cannot hide a later loss of the same object.
+(:data:`INTENDED_DELETIONS_FILE`), so ``kvtiers diff`` reads them from the assembly it deploys. An acknowledgment new in
+this change that matches nothing it deletes is an error too (stale: a wrong name, or nothing to acknowledge); one the
+base's assembly carries too was reviewed with an earlier change, and matching nothing now is a warning to remove it,
+so that it cannot hide a later loss of the same object.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 from kvtiers.change.cloudformation import DATA_TYPES, CfnAction, CfnChange
 from kvtiers.change.deploy import Action, DeployOutcome
 from kvtiers.change.manifests import ObjectRef, Templates, manifest_resources
+from kvtiers.change.rollout import COMPONENT_LABEL, ROUTER_COMPONENT
 
 INTENDED_DELETIONS_FILE = "kvtiers-intended-deletions.json"
 
@@ -70,7 +76,9 @@ class Deletion:
 class Deletions:
     deleted: tuple[Deletion, ...] = ()
     stale: tuple[IntendedDeletion, ...] = ()
-    """Acknowledgments that match no deletion of this change."""
+    """Acknowledgments new in this change that match none of its deletions."""
+    carried: tuple[IntendedDeletion, ...] = ()
+    """Acknowledgments the base carries too (an earlier change's) that match none of this change's deletions."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -81,11 +89,21 @@ class Deletions:
             if d.loses and d.intended is None
         ]
         found += [
-            f"stale acknowledgment: intended_deletions names {i.target}, which this change does not delete; remove it "
-            "(its deletion is deployed, or the name is wrong), else it would hide a later loss of that object"
+            f"stale acknowledgment: intended_deletions names {i.target}, which this change adds but which matches no "
+            "deletion between the base and this change; fix the name or remove the entry, else it would hide a later "
+            "loss of that object"
             for i in self.stale
         ]
         return tuple(found)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(
+            f"acknowledgment left over: intended_deletions names {i.target}, acknowledged in an earlier change (the "
+            "base carries it too) and deleted by none of this one; remove it, else it would hide a later loss of "
+            "that object"
+            for i in self.carried
+        )
 
     def covers(self, change: CfnChange) -> bool:
         """Whether the deletion section reports ``change``'s loss (so its own error would say it twice)."""
@@ -101,9 +119,11 @@ def deletions(
     resources: Iterable[CfnChange],
     before: Templates,
     intended: Iterable[IntendedDeletion] = (),
+    intended_before: Iterable[IntendedDeletion] = (),
 ) -> Deletions:
     """Every Kubernetes object ``outcome`` deletes and every CloudFormation resource ``resources`` deletes when
-    ``before`` was deployed, in the order they go, with the acknowledgments of ``intended``."""
+    ``before`` was deployed, in the order they go, with the acknowledgments of ``intended`` (the change's;
+    ``intended_before``: the base's, to tell an earlier change's leftover from a new one)."""
     declared_before = {ObjectRef.of(o): o for r in manifest_resources(before).values() for o in r.objects}
     intended = tuple(intended)
     reasons = {i.target: i.reason for i in intended}
@@ -127,8 +147,13 @@ def deletions(
         lost = None if kept else LOSSES.get(resource.type)
         found.append(Deletion(cfn_target(resource), how, lost, reasons.get(cfn_target(resource))))
     targets = {d.target for d in found}
-    stale = tuple(i for i in intended if i.target not in targets)
-    return Deletions(deleted=tuple(found), stale=stale)
+    earlier = {i.target for i in intended_before}
+    unmatched = [i for i in intended if i.target not in targets]
+    return Deletions(
+        deleted=tuple(found),
+        stale=tuple(i for i in unmatched if i.target not in earlier),
+        carried=tuple(i for i in unmatched if i.target in earlier),
+    )
 
 
 def object_loss(ref: ObjectRef, declared_before: Mapping[ObjectRef, Mapping[str, Any]]) -> str | None:
@@ -140,6 +165,12 @@ def object_loss(ref: ObjectRef, declared_before: Mapping[ObjectRef, Mapping[str,
         return (
             "its load balancer and DNS name: the cloud provider deletes the load balancer, and one created again is "
             "named after the new Service's UID, so clients must switch to another DNS name"
+        )
+    labels = (declared.get("metadata") or {}).get("labels") or {}
+    if kind == ("", "Service") and labels.get(COMPONENT_LABEL) == ROUTER_COMPONENT:
+        return (
+            f"its in-cluster name {ref.name}.{ref.namespace}.svc, the address in-cluster clients call the endpoint "
+            "at: they must switch to another name"
         )
     if kind == ("", "PersistentVolumeClaim"):
         return f"its volume: {_claim_volume(spec, declared_before)}; a new claim binds a new, empty volume"

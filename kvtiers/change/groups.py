@@ -119,6 +119,25 @@ class GroupChange:
             lines.append(f"may run there and restart on another node: {', '.join(others)}")
         return (*lines, *self.unplaceable)
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The outages among :attr:`pods`: the Curvine masters losing their Raft quorum (the only master stopping
+        included), and an endpoint whose every engine pod stops with the nodes."""
+        found = [
+            f"{self.name}: up to {s.pods} of {s.of} Curvine master(s) stop with the nodes that go: "
+            + ("the only master" if s.of == 1 else "no Raft quorum")
+            + ", so the L2 is down for every endpoint (engines fall back to prefill) until they are back"
+            for s in self.stopped
+            if s.workload.endswith(f"/{CURVINE_MASTER}") and s.of - s.pods < s.of // 2 + 1
+        ]
+        found += [
+            f"{self.name}: all {s.pods} engine pod(s) of {s.engines_of} stop at once with the nodes that go (at worst): "
+            f"an outage of {s.engines_of} until they are scheduled again and have loaded the model"
+            for s in self.stopped
+            if s.engines_of and s.pods >= s.of
+        ]
+        return tuple(found)
+
     def _worker_line(self, s: Stopped) -> str:
         of = max(self.curvine_workers, s.of)
         endpoints = ", ".join(self.l2_endpoints) or "no endpoint"

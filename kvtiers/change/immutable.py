@@ -52,7 +52,8 @@ RULES: tuple[Rule, ...] = (
         "apps",
         "StatefulSet",
         "pkg/apis/apps/validation/validation.go ValidateStatefulSetUpdate: 'updates to statefulset spec for fields "
-        "other than ... are forbidden'",
+        "other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', "
+        "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden'",
         all_of="spec",
         except_keys=frozenset(
             {
@@ -62,6 +63,7 @@ RULES: tuple[Rule, ...] = (
                 "minReadySeconds",
                 "ordinals",
                 "persistentVolumeClaimRetentionPolicy",
+                "revisionHistoryLimit",
             }
         ),
     ),

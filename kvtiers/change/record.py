@@ -132,3 +132,33 @@ def read_placement_record(outdir: Path) -> dict[str, GroupRecord] | None:
         placed = [PlacedRecord(**w) for w in g.pop("placed", [])]
         groups[name] = GroupRecord(**g, placed=placed)
     return groups
+
+
+def missing_records(
+    endpoints: tuple[Record | None, Record | None], placements: tuple[dict[str, GroupRecord] | None, ...]
+) -> tuple[str, ...]:
+    """The records a side lacks, ``<file> (base|change)``: an assembly of a construct user's own app has none (only
+    the kvtiers app writes them), and what needs them is then not computed (:func:`not_computed`)."""
+    files = ((RECORD_FILE, endpoints), (PLACEMENT_FILE, placements))
+    return tuple(
+        f"{file} ({side})"
+        for file, records in files
+        for side, record in zip(("base", "change"), records, strict=True)
+        if record is None
+    )
+
+
+def not_computed(missing: tuple[str, ...]) -> str | None:
+    """The report's plain statement of what ``missing`` (:func:`missing_records`) leaves out: without endpoint
+    records no L2 effect (cold, renamed, abandoned directories); without placement records no node effect and no
+    operator endpoint's capacity."""
+    if not missing:
+        return None
+    effects = set()
+    if any(m.startswith(PLACEMENT_FILE) for m in missing):
+        effects |= {"node", "operator-capacity"}
+    if any(m.startswith(RECORD_FILE) for m in missing):
+        effects.add("L2")
+    named = sorted(effects, key=["node", "L2", "operator-capacity"].index)
+    listed = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]
+    return f"no kvtiers records ({', '.join(missing)} missing): {listed} effects not computed"

@@ -17,7 +17,15 @@ from kvtiers.change.groups import GroupChange, group_changes
 from kvtiers.change.identity import association_conflicts
 from kvtiers.change.manifests import ObjectRef, Templates, load_templates, manifest_resources
 from kvtiers.change.operator import operator_replacements
-from kvtiers.change.record import GroupRecord, Record, read_endpoint_record, read_placement_record
+from kvtiers.change.record import (
+    RECORD_FILE,
+    GroupRecord,
+    Record,
+    missing_records,
+    not_computed,
+    read_endpoint_record,
+    read_placement_record,
+)
 from kvtiers.change.rollout import EndpointEffect, Workload, endpoint_effects, renames, workloads
 from kvtiers.change.stacks import StackFinding, stack_findings
 from kvtiers.change.system_nodes import NodegroupReplacement, node_summary, nodegroup_replacements, version_changes
@@ -50,6 +58,8 @@ class EnvironmentChange:
     chart: ChartChange | None = None
     """A new pin of the HyperPod dependency chart, which a review synth leaves out of the templates
     (:mod:`kvtiers.change.dependency_chart`)."""
+    missing_records: tuple[str, ...] = ()
+    """The kvtiers records a side's assembly lacks (:func:`kvtiers.change.record.missing_records`)."""
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -81,6 +91,9 @@ class EnvironmentChange:
     @property
     def warnings(self) -> tuple[str, ...]:
         found = [f.message for f in self.stack_order if not f.error]
+        found += list(self.deletions.warnings)
+        found += [w for g in self.groups for w in g.warnings]
+        found += [w for r in self.system_nodes for w in r.warnings]
         found += [
             f"may remain: {ref} (its deletion waits for a finalizer; the handler ignores kubectl delete errors)"
             for ref in self.outcome.may_remain
@@ -107,6 +120,7 @@ class EnvironmentChange:
             + (f"; {len(self.replacements)} operator endpoint(s) replaced (new name)" if self.replacements else "")
             + "".join(f"; {part}" for part in node_summary(self.groups, self.system_nodes))
             + (f"; {self.chart.summary}" if self.chart else "")
+            + "".join(f"; {part}" for part in [not_computed(self.missing_records)] if part)
         )
 
 
@@ -119,6 +133,7 @@ def environment_change(
     groups: tuple[dict[str, GroupRecord] | None, dict[str, GroupRecord] | None] = (None, None),
     *,
     intended: tuple[IntendedDeletion, ...] = (),
+    intended_before: tuple[IntendedDeletion, ...] = (),
 ) -> EnvironmentChange:
     outcome = deploy(before, after)
     old = {ObjectRef.of(o): o for r in manifest_resources(before).values() for o in r.objects}
@@ -145,7 +160,8 @@ def environment_change(
         ),
         system_nodes=nodegroup_replacements(resources, before),
         versions=version_changes(before, after),
-        deletions=deletions(outcome, resources, before, intended),
+        missing_records=missing_records((before_record, after_record), groups),
+        deletions=deletions(outcome, resources, before, intended, intended_before),
         stack_order=stack_findings(before, after, outcome),
     )
 
@@ -160,6 +176,7 @@ def assembly_change(name: str, before_dir: Path, after_dir: Path) -> Environment
         read_endpoint_record(after_dir),
         (read_placement_record(before_dir), read_placement_record(after_dir)),
         intended=read_intended_deletions(after_dir),
+        intended_before=read_intended_deletions(before_dir),
     )
     return replace(change, chart=chart_change(read_chart_record(before_dir), read_chart_record(after_dir)))
 
@@ -230,11 +247,13 @@ def markdown(changes: Iterable[EnvironmentChange], *, preface: Iterable[str] = (
         for replaced in change.system_nodes:
             lines += ["Node group replaced", "", *(f"- {line}" for line in replaced.lines()), ""]
         endpoints = [e for e in change.endpoints if e.status != "unchanged"]
+        unknown = any(m.startswith(RECORD_FILE) for m in change.missing_records)
+        kept = "unknown: no kvtiers endpoint record" if unknown else "kept"
         if endpoints:
             lines += _table(
                 ["endpoint", "status", "L0/L1 lost on", "L2", "why"],
                 [
-                    [e.name, e.status, f"{e.l0_l1_lost} pod(s)", e.l2 or "kept", "; ".join(e.l2_reasons) or "-"]
+                    [e.name, e.status, f"{e.l0_l1_lost} pod(s)", e.l2 or kept, "; ".join(e.l2_reasons) or "-"]
                     for e in endpoints
                 ],
             ) + [""]

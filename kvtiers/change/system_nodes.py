@@ -85,6 +85,17 @@ class NodegroupReplacement:
         addons = [f"add-on {a} (pinned to the group) restarts" for a in self.addons]
         return (head, *(p.line() for p in self.pods), *addons)
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The routers whose every pod stops with the old group: one replica, so its endpoint has no router (an
+        outage of the endpoint) until the new pod is ready."""
+        return tuple(
+            f"{self.logical_id} is replaced: {p.ref} has one pod, which stops with the old group's nodes: its "
+            "endpoint has no router (an outage) until the new pod is ready"
+            for p in self.pods
+            if p.routing is not None and p.replicas == 1
+        )
+
 
 def nodegroup_replacements(changes: Sequence[CfnChange], before: Templates) -> tuple[NodegroupReplacement, ...]:
     """Each replaced managed node group, with the pods of synth A that run on it."""
