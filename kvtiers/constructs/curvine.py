@@ -566,10 +566,11 @@ def _checked_worker_groups(hyperpod: HyperPodCluster, worker_groups: Sequence[st
 def _check_master_nodes(hyperpod: HyperPodCluster, workers: tuple[str, ...], masters: int) -> None:
     """Every master needs a node of its own in the worker groups: the chart gives the masters a required
     anti-affinity on ``kubernetes.io/hostname``, so a master beyond the node count stays Pending for good, and a Raft
-    group that lost one more master has no quorum."""
+    group that lost one more master has no quorum. Worker groups without a node at all are ``CurvineCluster``'s own
+    refusal (``worker_nodes`` at least 1), the more exact message."""
     counts = {g.name: g.count for g in hyperpod.instance_groups}
     nodes = sum(counts[name] for name in workers)
-    if masters > nodes:
+    if 0 < nodes < masters:
         groups = ", ".join(f"{name} ({counts[name]})" for name in workers)
         raise ValueError(
             f"CurvineL2: masters {masters} need {masters} nodes in worker_groups (one master to a node: required "
