@@ -163,6 +163,19 @@ def test_allowed_clients_in_an_existing_vpc_need_the_control_plane_subnets(tmp_p
     assert "private_subnet_cidrs must list one CIDR per entry of private_subnet_ids" in message
 
 
+def test_an_existing_vpcs_load_balancer_subnets_reach_the_construct(tmp_path):
+    """The rule is ExistingVpcAttributes': the app reports its message, naming the field."""
+    env = load_environment(
+        write_variant(
+            tmp_path, lambda raw: raw.update(network={**EXISTING_VPC, "load_balancer_subnet_cidrs": ["10.0.200.0/24"]})
+        )
+    )
+    assert env.network.load_balancer_subnet_cidrs == ("10.0.200.0/24",)
+    outside = {**EXISTING_VPC, "load_balancer_subnet_cidrs": ["10.9.0.0/24"]}
+    message = refused_by_app(write_variant(tmp_path, lambda raw: raw.update(network=outside)))
+    assert "load_balancer_subnet_cidrs 10.9.0.0/24 is not inside cidr 10.0.0.0/16" in message
+
+
 def test_hyperpod_subnet_outside_the_vpc(tmp_path):
     message = rejected(tmp_path, lambda raw: set_path(raw, "network.hyperpod_subnet_cidr", "10.1.0.0/16"))
     assert "network: Value error, hyperpod_subnet_cidr 10.1.0.0/16 is not inside cidr 10.192.0.0/16" in message or (

@@ -651,6 +651,18 @@ RULES = {
         lambda: existing_vpc(availability_zones=("eu-west-1a",)),
         "ExistingVpcAttributes: availability_zones must list one AZ per entry of private_subnet_ids",
     ),
+    "existing_vpc_load_balancer_subnets_inside_the_vpc": (
+        lambda: existing_vpc(load_balancer_subnet_cidrs=("10.0.4.0/24", "10.9.0.0/24")),
+        "ExistingVpcAttributes: load_balancer_subnet_cidrs 10.9.0.0/24 is not inside cidr 10.0.0.0/16",
+    ),
+    "existing_vpc_load_balancer_subnets_not_empty": (
+        lambda: existing_vpc(load_balancer_subnet_cidrs=()),
+        "ExistingVpcAttributes: load_balancer_subnet_cidrs must be a non-empty list of IPv4 CIDRs; leave it None",
+    ),
+    "existing_vpc_load_balancer_subnets_are_cidrs": (
+        lambda: existing_vpc(load_balancer_subnet_cidrs=("subnet-d",)),
+        "ExistingVpcAttributes: load_balancer_subnet_cidrs 'subnet-d' is not an IPv4 CIDR",
+    ),
     "port_rule_protocol_is_tcp_or_udp": (lambda: port(protocol="icmp"), "PortRule 'r': protocol must be one of"),
     "port_rule_range_is_ordered": (lambda: port(to_port=7000), "PortRule 'r': bad port range 8000-7000"),
     "operator_addon_versions_are_exact": (

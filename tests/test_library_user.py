@@ -1032,3 +1032,54 @@ def test_an_operator_endpoint_with_weights_in_a_bucket_the_operator_was_not_gran
         r"\(example-prod-models\)",
     ):
         another_operator_endpoint(stack, "Other", engine=engine, hyperpod=hyperpod)
+
+
+def test_an_imported_vpc_with_load_balancer_subnets_of_its_own_admits_them(chart_dir):
+    """A team's VPC whose internal load balancers have subnets of their own, outside the EKS and HyperPod subnets:
+    the operator's ALB connects from there, so the endpoint's pods admit those subnets on the invocation port."""
+    platform = operator_platform(chart_dir)
+    stack, eks, hyperpod = platform["stack"], platform["eks"], platform["hyperpod"]
+    assert isinstance(stack, cdk.Stack) and isinstance(eks, EksCluster) and isinstance(hyperpod, HyperPodCluster)
+    operator = InferenceOperator(
+        stack,
+        "Operator",
+        cluster=eks,
+        hyperpod_cluster_arn="arn",
+        environment_name="team",
+        model_buckets=["example-prod-models"],
+    )
+    team_vpc = HyperPodNetwork(
+        stack,
+        "TeamNetwork",
+        vpc=ExistingVpcAttributes(
+            vpc_id="vpc-1",
+            cidr="10.50.0.0/16",
+            private_subnet_ids=["subnet-1", "subnet-2"],
+            availability_zones=["us-east-1a", "us-east-1b"],
+            hyperpod_subnet_id="subnet-3",
+            hyperpod_availability_zone="us-east-1a",
+            private_subnet_cidrs=["10.50.0.0/24", "10.50.1.0/24"],
+            hyperpod_subnet_cidr="10.50.64.0/18",
+            load_balancer_subnet_cidrs=["10.50.200.0/24", "10.50.201.0/24"],
+        ),
+    )
+    endpoint = OperatorServingEndpoint(
+        stack,
+        "Chat",
+        eks_cluster=eks,
+        operator=operator,
+        name="chat",
+        engine=Engine(
+            model="Qwen/Qwen2-7B-Instruct",
+            weights=S3Weights(bucket="example-prod-models", prefix="Qwen/Qwen2-7B-Instruct"),
+            instance_group="g6e-small",
+            l1_gib=8,
+        ),
+        routing="prefixaware",
+        hyperpod=hyperpod,
+        network=team_vpc,
+    )
+    (policy,) = (o for o in endpoint.objects["NetworkPoliciesChat"] if o["kind"] == "NetworkPolicy")
+    blocks = [p["ipBlock"]["cidr"] for rule in policy["spec"]["ingress"] for p in rule["from"] if "ipBlock" in p]
+    # The load balancer's subnets, and the EKS subnets for the API server's pod proxy; not the HyperPod subnet.
+    assert blocks == ["10.50.200.0/24", "10.50.201.0/24", "10.50.0.0/24", "10.50.1.0/24"]

@@ -7,9 +7,11 @@ import ipaddress
 import re
 from pathlib import Path
 
+import cdk8s
 import kubernetes_validate
 import pytest
 
+from kvtiers.k8s_charts.network_policies import ClusterNetwork, OperatorTraffic, ServingNetworkPolicyChart
 from tests.netpol_eval import Cluster, Endpoint
 
 SECURITY_DOC = Path(__file__).resolve().parent.parent / "docs" / "security.md"
@@ -97,7 +99,26 @@ def endpoints(synth) -> dict[str, Endpoint]:
             iec = next(o for o in objs if o["kind"] == "InferenceEndpointConfig")
             # What the operator creates (not rendered by kvtiers): assumed labels, no kvtiers part-of label.
             found["op"] = Endpoint("op", hp_ip(30), env.serving.namespace, {"app": iec["metadata"]["name"]})
-            found["op-router"] = Endpoint("op-router", system_ip, env.serving.namespace, {"app": f"{e.name}-router"})
+            # The operator's router as production-stack's chart labels it (vllm-stack-0.1.12
+            # helm/templates/_helpers.tpl chart.routerStandardLabels, values.yaml routerSpec.labels): no `app` label.
+            found["op-router"] = Endpoint(
+                "op-router",
+                system_ip,
+                env.serving.namespace,
+                {
+                    "app.kubernetes.io/name": "router",
+                    "app.kubernetes.io/instance": "router",
+                    "app.kubernetes.io/component": "router",
+                    "app.kubernetes.io/part-of": "vllm-stack",
+                    "app.kubernetes.io/managed-by": "helm",
+                    "environment": "router",
+                    "release": "router",
+                },
+            )
+            # The same router, should the operator label it `app` as it labels the model pods.
+            found["op-router-app"] = Endpoint(
+                "op-router-app", system_ip, env.serving.namespace, {"app": f"{e.name}-router"}
+            )
             # A pod of the serving namespace that neither kvtiers nor the operator made (`kubectl run` labels it
             # `run: <name>`): not one of the operator's pods.
             found["serving-debug"] = Endpoint("serving-debug", hp_ip(31), env.serving.namespace, {"run": "debug"})
@@ -226,3 +247,64 @@ def test_only_the_endpoints_router_and_the_api_proxy_reach_its_engines_unauthent
         # system-pod: a pod on a system node has an address in the EKS subnets, where the control plane's ENIs are,
         # so the API-proxy rule admits it too (docs/security.md, "API keys": the known gap, and how to close it).
         assert reach == {router, "api", "system-pod"}, f"{env_name}: {engine}:8000 is reachable from {sorted(reach)}"
+
+
+def _operator_policies(network: ClusterNetwork) -> list[dict]:
+    chart = ServingNetworkPolicyChart(
+        cdk8s.App(),
+        "np",
+        namespace="serving",
+        network=network,
+        endpoints=(OperatorTraffic(name="op", object_name="op-1234abcd"),),
+    )
+    return [o for o in chart.to_json() if o["metadata"]["name"] in ("operator-managed", "op-operator-endpoint")]
+
+
+def _blocks_by_port(policy: dict) -> dict[int, list[str]]:
+    found: dict[int, list[str]] = {}
+    for rule in policy["spec"]["ingress"]:
+        blocks = [p["ipBlock"]["cidr"] for p in rule.get("from", []) if "ipBlock" in p]
+        for port in rule.get("ports", []):
+            found.setdefault(port["port"], []).extend(blocks)
+    return found
+
+
+@pytest.mark.parametrize(
+    "load_balancer_cidrs, expected",
+    [
+        # A new VPC: the pod proxy's EKS subnets are among the load balancer's.
+        (("10.0.0.0/24", "10.0.1.0/24", "10.0.64.0/18"), ["10.0.0.0/24", "10.0.1.0/24", "10.0.64.0/18"]),
+        # An imported VPC without its load-balancer subnets: the whole VPC holds the EKS subnets.
+        ((), ["10.0.0.0/16"]),
+    ],
+)
+def test_an_operator_policy_names_each_address_block_once_per_port(load_balancer_cidrs, expected):
+    network = ClusterNetwork(
+        node_cidr="10.0.0.0/16",
+        api_service_ip="172.20.0.1",
+        control_plane_cidrs=("10.0.0.0/24", "10.0.1.0/24"),
+        load_balancer_cidrs=load_balancer_cidrs,
+    )
+    for policy in _operator_policies(network):
+        by_port = _blocks_by_port(policy)
+        assert by_port[8000] == expected, policy["metadata"]["name"]
+        for port, blocks in by_port.items():
+            networks = [ipaddress.ip_network(b) for b in blocks]
+            assert len(set(networks)) == len(networks), (policy["metadata"]["name"], port, blocks)
+            assert not any(a != b and a.subnet_of(b) for a in networks for b in networks), (port, blocks)
+
+
+def test_the_load_balancer_reaches_operator_pods_only_on_the_ports_it_can_target():
+    """AWS's walkthrough (aws/sagemaker-hyperpod-cli 51b8dd2, examples/end_to_end_walkthrough): a model server on
+    `--container-port 8080` (02-inference-deployment/01-custom-model-endpoint.md) behind ALB targets on 8081
+    (images/alb-resource-map.png); kvtiers' model server listens on 8000."""
+    network = ClusterNetwork(
+        node_cidr="10.0.0.0/16",
+        api_service_ip="172.20.0.1",
+        control_plane_cidrs=("10.0.0.0/24",),
+        load_balancer_cidrs=("10.0.64.0/18",),
+    )
+    (shared,) = (p for p in _operator_policies(network) if p["metadata"]["name"] == "operator-managed")
+    by_port = _blocks_by_port(shared)
+    assert {port for port, blocks in by_port.items() if "10.0.64.0/18" in blocks} == {8000, 8080, 8081}
+    assert all("ports" in rule for rule in shared["spec"]["ingress"] if any("ipBlock" in p for p in rule["from"]))

@@ -299,7 +299,15 @@ def test_the_network_policy_charts_in_a_bare_app():
         ).to_json()
     )
     names = [o["metadata"]["name"] for o in objs]
-    assert names == ["default-deny", "allow-dns", "ep-router", "ep-engine", "operator-managed", "op-operator-endpoint"]
+    assert names == [
+        "default-deny",
+        "allow-dns",
+        "ep-router",
+        "ep-engine",
+        "operator-managed",
+        "operator-routers",
+        "op-operator-endpoint",
+    ]
     deny = objs[0]["spec"]
     assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     assert objs[-1]["spec"]["podSelector"] == {"matchLabels": {"app": "op-1234abcd"}}

@@ -107,6 +107,10 @@ class ExistingVpc(Strict):
     the whole VPC (``cidr``)."""
     hyperpod_availability_zone: str
     """AZ name of the HyperPod subnet; the Curvine journal volumes are created there."""
+    load_balancer_subnet_cidrs: tuple[str, ...] | None = None
+    """CIDRs of every subnet the Inference Operator's internal ALB may use (those tagged
+    ``kubernetes.io/role/internal-elb``), inside ``cidr``: operator endpoints' pods admit their ALB ports from them.
+    Default: none, so they admit the whole VPC (which subnets carry the tag is not known at synth)."""
     security_group_id: str | None = Field(default=None, pattern=r"^sg-[0-9a-f]{8,17}$")
     """Security group for EKS and HyperPod. Default: none, so the stack creates the EFA/FSx group."""
 

@@ -44,10 +44,8 @@ def cluster_network(
 
 
 def load_balancer_cidrs(network: HyperPodNetwork) -> tuple[str, ...]:
-    """Where the Inference Operator's internal ALB can have its addresses: the subnets tagged for internal load
-    balancers (the HyperPod subnet) and the EKS cluster's subnets (the cluster's subnets, which the operator records
-    for its SageMaker endpoint). () when any of them is unknown at synth (the whole VPC)."""
-    cidrs = (*network.control_plane_cidrs, *((network.hyperpod_subnet_cidr,) if network.hyperpod_subnet_cidr else ()))
-    if not network.control_plane_cidrs or not network.hyperpod_subnet_cidr or any(unresolved(c) for c in cidrs):
-        return ()
-    return cidrs
+    """Where the Inference Operator's internal ALB can have its addresses: the network's
+    ``load_balancer_subnet_cidrs`` (a new VPC's EKS and HyperPod subnets, an imported VPC's as given). () when they
+    are not given or not known at synth: the policies then admit the whole VPC."""
+    cidrs = network.load_balancer_subnet_cidrs
+    return () if any(unresolved(c) for c in cidrs) else cidrs

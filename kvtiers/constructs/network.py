@@ -76,6 +76,12 @@ class ExistingVpcAttributes:
         ``client_cidrs`` narrower than the VPC needs them. @default none: those rules admit the whole VPC
     :param hyperpod_subnet_cidr: the HyperPod subnet's CIDR, inside ``cidr``: the only peers Curvine's masters
         admit by address (host-network workers and FUSE clients). @default none: the whole VPC
+    :param load_balancer_subnet_cidrs: CIDRs of every subnet the Inference Operator's internal ALB may have its
+        addresses in (its target type is ``ip``: requests and health checks come from them), inside ``cidr``: the
+        subnets tagged ``kubernetes.io/role/internal-elb``, dedicated load-balancer subnets included. The operator's
+        pods admit their invocation and proxy ports from them. @default none: the whole VPC, because which subnets
+        of an imported VPC carry the tag (and may gain it later) is not known at synth, and the EKS and HyperPod
+        subnets alone would drop an ALB placed in subnets of its own
     """
 
     vpc_id: str
@@ -87,6 +93,7 @@ class ExistingVpcAttributes:
     security_group_id: str | None = None
     private_subnet_cidrs: Sequence[str] | None = None
     hyperpod_subnet_cidr: str | None = None
+    load_balancer_subnet_cidrs: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         owner = "ExistingVpcAttributes"
@@ -105,6 +112,18 @@ class ExistingVpcAttributes:
             subnet = check.ipv4_network(owner, "hyperpod_subnet_cidr", self.hyperpod_subnet_cidr)
             if not check.unresolved(self.cidr) and not subnet.subnet_of(check.ipv4_network(owner, "cidr", self.cidr)):
                 raise ValueError(f"{owner}: hyperpod_subnet_cidr {subnet} is not inside cidr {self.cidr}")
+        if self.load_balancer_subnet_cidrs is not None:
+            if isinstance(self.load_balancer_subnet_cidrs, str) or not self.load_balancer_subnet_cidrs:
+                raise ValueError(
+                    f"{owner}: load_balancer_subnet_cidrs must be a non-empty list of IPv4 CIDRs; leave it None for "
+                    "the whole VPC"
+                )
+            for cidr in self.load_balancer_subnet_cidrs:
+                subnet = check.ipv4_network(owner, "load_balancer_subnet_cidrs", cidr)
+                if not check.unresolved(self.cidr) and not subnet.subnet_of(
+                    check.ipv4_network(owner, "cidr", self.cidr)
+                ):
+                    raise ValueError(f"{owner}: load_balancer_subnet_cidrs {subnet} is not inside cidr {self.cidr}")
 
 
 class HyperPodNetwork(Construct):
@@ -114,7 +133,10 @@ class HyperPodNetwork(Construct):
     Attributes: ``vpc``, ``cidr`` (the VPC's IPv4 CIDR as given, known at synth where ``vpc.vpc_cidr_block`` of a
     new VPC is not), ``eks_subnets``, ``hyperpod_subnet``, ``hyperpod_availability_zone`` (AZ *name* of the HyperPod
     subnet, a deploy-time value for a new VPC), ``hyperpod_subnet_cidr`` (None when an imported VPC does not give it),
-    ``control_plane_cidrs`` (the EKS subnets' CIDRs, () when an imported VPC does not give them) and
+    ``control_plane_cidrs`` (the EKS subnets' CIDRs, () when an imported VPC does not give them),
+    ``load_balancer_subnet_cidrs`` (where the Inference Operator's internal ALB can have its addresses: in a new VPC
+    the EKS subnets and the HyperPod subnet, which carries the ``kubernetes.io/role/internal-elb`` tag; in an imported
+    one ``ExistingVpcAttributes.load_balancer_subnet_cidrs``; () when unknown at synth, for the whole VPC) and
     ``security_group``.
 
     :param scope: the parent construct.
@@ -130,6 +152,7 @@ class HyperPodNetwork(Construct):
         self.hyperpod_availability_zone: str
         self.security_group: ec2.ISecurityGroup
         self.hyperpod_subnet_cidr: str | None
+        self.load_balancer_subnet_cidrs: tuple[str, ...]
         self.cidr = vpc.cidr
         if isinstance(vpc, NewVpcOptions):
             self._create(vpc)
@@ -176,6 +199,10 @@ class HyperPodNetwork(Construct):
         subnet.add_default_nat_route(nat.ref)
         cdk.Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1")
         self.hyperpod_subnet = subnet
+        # The tagged subnet and the cluster's subnets (which the operator records for its SageMaker endpoint); none
+        # (the whole VPC) if the EKS subnets' CIDRs are not known at synth.
+        eks = self.control_plane_cidrs
+        self.load_balancer_subnet_cidrs = (*eks, options.hyperpod_subnet_cidr) if eks else ()
         self.hyperpod_availability_zone = cfn_subnet.attr_availability_zone
         self.vpc.add_gateway_endpoint(
             "S3",
@@ -205,6 +232,7 @@ class HyperPodNetwork(Construct):
             ipv4_cidr_block=attributes.hyperpod_subnet_cidr,
         )
         self.hyperpod_subnet_cidr = attributes.hyperpod_subnet_cidr
+        self.load_balancer_subnet_cidrs = tuple(attributes.load_balancer_subnet_cidrs or ())
         self.hyperpod_availability_zone = attributes.hyperpod_availability_zone
         if attributes.security_group_id:
             self.security_group = ec2.SecurityGroup.from_security_group_id(

@@ -10,10 +10,12 @@ What NetworkPolicies can and cannot see:
 
 Operator endpoints: the HyperPod Inference Operator creates their pods. It labels them ``app: <InferenceEndpointConfig
 name>`` (sagemaker-hyperpod SDK ``hp_endpoint.py`` ``list_pods`` selects an endpoint's pods by that key; not confirmed
-on a cluster); its other pods in the namespace (the intelligent router, whose labels are not public) are taken to
-carry an ``app`` label too and no kvtiers ``part-of`` label. Their invocation port is admitted only from the operator's
-namespace, those pods, the subnets the operator's internal load balancer can be in and the API server's pod proxy
-(docs/operator-contract.md, "Who reaches the operator's pods").
+on a cluster). Its intelligent router's labels are not public; its routing strategies are production-stack's, whose
+chart labels the router ``app.kubernetes.io/component: router`` and gives it no ``app`` label (vllm-stack-0.1.12
+``helm/templates/_helpers.tpl`` ``chart.routerStandardLabels``), so the operator's pods are selected both ways: by
+``app`` and by that component, neither with kvtiers' ``part-of``. Their invocation port is admitted only from the
+operator's namespace, those pods, the subnets the operator's internal load balancer can be in (on the ports it can
+target) and the API server's pod proxy (docs/operator-contract.md, "Who reaches the operator's pods").
 
 The policies are cdk8s's typed ``KubeNetworkPolicy``: cdk8s-plus's ``NetworkPolicy`` writes one rule per peer, and
 several rules here admit two peers (the API server's Service address and its endpoints) in one.
@@ -51,6 +53,23 @@ OPERATOR_PODS = k8s.LabelSelector(
 """The operator's pods: they carry its ``app`` label (``names.OPERATOR_POD_LABEL``), and are not rendered by kvtiers
 (their ``app.kubernetes.io/part-of`` label is absent or another project's: ``NotIn`` matches both). Another pod of the
 namespace (a debugging pod, another tool's) is not selected and keeps the default deny."""
+OPERATOR_ROUTER_PODS = k8s.LabelSelector(
+    match_labels={names.COMPONENT: names.ROUTER_COMPONENT},
+    match_expressions=[
+        k8s.LabelSelectorRequirement(key=names.PART_OF_KEY, operator="NotIn", values=[names.PART_OF]),
+    ],
+)
+"""The operator's intelligent router, should it carry no ``app`` label: production-stack's chart labels its router
+``app.kubernetes.io/component: router`` and ``part-of: <chart name>`` and sets no ``app`` (vllm-stack-0.1.12
+``helm/templates/_helpers.tpl`` ``chart.routerStandardLabels``, ``values.yaml`` ``routerSpec.labels``); kvtiers' own
+routers carry the same component with kvtiers' ``part-of`` and are not selected. Which labels the operator gives
+its router is not public: a router with neither label would keep the default deny (docs/operator-contract.md)."""
+OPERATOR_LOAD_BALANCER_PORTS = (names.OPERATOR_PORT, 8080, 8081)
+"""The ports the operator's ALB (target type ``ip``) can target on its pods: the invocation port kvtiers renders
+(``modelInvocationPort``, also production-stack's router port, ``routerSpec.containerPort``), and the two of AWS's
+walkthrough (aws/sagemaker-hyperpod-cli ``examples/end_to_end_walkthrough`` at ``51b8dd2``: a model server on
+``--container-port 8080``, ``02-inference-deployment/01-custom-model-endpoint.md``, and ALB targets on port 8081,
+``images/alb-resource-map.png``). Nothing public names the operator's target port for a model server on 8000."""
 
 
 def tcp(*ports: int) -> list[k8s.NetworkPolicyPort]:
@@ -94,8 +113,8 @@ class ClusterNetwork:
     @default () (the whole ``node_cidr``: an imported VPC's subnet ranges are not known at synth)"""
     load_balancer_cidrs: tuple[str, ...] = ()
     """Subnets the Inference Operator's internal ALB can have its addresses in (target type ``ip``: its health checks
-    and requests come from them): the subnets tagged ``kubernetes.io/role/internal-elb`` and the EKS cluster's subnets.
-    @default () (the whole ``node_cidr``)"""
+    and requests come from them): the subnets tagged ``kubernetes.io/role/internal-elb`` and the EKS cluster's subnets
+    (``HyperPodNetwork.load_balancer_subnet_cidrs``). @default () (the whole ``node_cidr``)"""
 
     def __post_init__(self) -> None:
         checks.ipv4_network("ClusterNetwork", "node_cidr", self.node_cidr)
@@ -115,12 +134,17 @@ class ClusterNetwork:
     @property
     def api_proxy(self) -> list[k8s.NetworkPolicyPeer]:
         """Peers the API server's pod proxy connects from."""
-        return [ip_peer(c) for c in self.control_plane_cidrs] or [ip_peer(self.node_cidr)]
+        return [ip_peer(c) for c in self.api_proxy_blocks]
 
     @property
-    def load_balancer(self) -> list[k8s.NetworkPolicyPeer]:
-        """Peers the operator's internal load balancer connects from."""
-        return [ip_peer(c) for c in self.load_balancer_cidrs] or [ip_peer(self.node_cidr)]
+    def api_proxy_blocks(self) -> tuple[str, ...]:
+        """CIDRs the API server's pod proxy connects from (``api_proxy`` as addresses)."""
+        return self.control_plane_cidrs or (self.node_cidr,)
+
+    @property
+    def load_balancer_blocks(self) -> tuple[str, ...]:
+        """CIDRs the operator's internal load balancer connects from."""
+        return self.load_balancer_cidrs or (self.node_cidr,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,32 +372,35 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
         shared: bool,
         own: bool,
     ) -> None:
-        """Pods the operator creates. Its chart and CRD name no ports beyond the invocation port, and neither the
-        router's port nor the port its ALB targets (AWS's walkthrough shows targets on 8081 of the model pods, its
-        nginx proxy in front of the invocation port) is public. So its own pods (router, sidecars) may talk to each
-        other and to the operator's namespace on any port, and the load balancer's subnets reach them on any port;
-        nothing else reaches them but the API server's pod proxy on the invocation port. Egress is HTTPS (S3,
-        Hugging Face, AWS APIs) and the operator's namespace."""
+        """Pods the operator creates. Its chart and CRD name no ports beyond the invocation port, and neither its
+        router's port nor the port its ALB targets is public. So its own pods (model pods, router, sidecars) may talk
+        to each other and to the operator's namespace on any port; the load balancer's subnets reach them only on
+        the ports the ALB can target, and the API server's pod proxy on the invocation port. Egress is HTTPS (S3,
+        Hugging Face, AWS APIs, the Kubernetes API for the router's discovery) and the operator's namespace; DNS is
+        the namespace's ``allow-dns``. One set of rules under two policies: a label selector cannot say "``app``
+        or the router's component", and the router may carry either. ``operator-routers``, a name no endpoint's
+        policy can take (theirs end in ``-router``, ``-engine`` or ``-operator-endpoint``)."""
         operator_ns = k8s.NetworkPolicyPeer(namespace_selector=in_namespace(operator_namespace))
-        operator_pods = k8s.NetworkPolicyPeer(pod_selector=OPERATOR_PODS)
+        operator_pods = [
+            k8s.NetworkPolicyPeer(pod_selector=OPERATOR_PODS),
+            k8s.NetworkPolicyPeer(pod_selector=OPERATOR_ROUTER_PODS),
+        ]
         if shared:
-            _policy(
-                self,
-                "operator-managed",
-                namespace,
-                OPERATOR_PODS,
-                ingress=[
-                    k8s.NetworkPolicyIngressRule(from_=[operator_ns, operator_pods]),
+            ingress = [
+                k8s.NetworkPolicyIngressRule(from_=[operator_ns, *operator_pods]),
+                *address_rules(
                     # The ALB (target type ip), whose target is the router or the model pods' proxy.
-                    k8s.NetworkPolicyIngressRule(from_=network.load_balancer),
+                    (network.load_balancer_blocks, OPERATOR_LOAD_BALANCER_PORTS),
                     # `kvtiers verify` and the managed collector read /metrics through the API server's proxy.
-                    k8s.NetworkPolicyIngressRule(from_=network.api_proxy, ports=tcp(names.OPERATOR_PORT)),
-                ],
-                egress=[
-                    k8s.NetworkPolicyEgressRule(to=[operator_ns, operator_pods]),
-                    k8s.NetworkPolicyEgressRule(to=[ip_peer(ANYWHERE)], ports=tcp(HTTPS_PORT)),
-                ],
-            )
+                    (network.api_proxy_blocks, (names.OPERATOR_PORT,)),
+                ),
+            ]
+            egress = [
+                k8s.NetworkPolicyEgressRule(to=[operator_ns, *operator_pods]),
+                k8s.NetworkPolicyEgressRule(to=[ip_peer(ANYWHERE)], ports=tcp(HTTPS_PORT)),
+            ]
+            for name, selector in (("operator-managed", OPERATOR_PODS), ("operator-routers", OPERATOR_ROUTER_PODS)):
+                _policy(self, name, namespace, selector, ingress=ingress, egress=egress)
         for e in endpoints if own else ():
             # The endpoint's own model pods, keyed by the operator's app label: who reaches their invocation port,
             # stated for each endpoint so that a wrong label shows as one missing match in `kubectl describe`.
@@ -383,12 +410,40 @@ class ServingNetworkPolicyChart(cdk8s.Chart):
                 namespace,
                 k8s.LabelSelector(match_labels=names.operator_pod_labels(e.object_name)),
                 ingress=[
-                    k8s.NetworkPolicyIngressRule(
-                        from_=[operator_ns, operator_pods, *network.load_balancer, *network.api_proxy],
-                        ports=tcp(names.OPERATOR_PORT),
-                    )
+                    k8s.NetworkPolicyIngressRule(from_=[operator_ns, *operator_pods], ports=tcp(names.OPERATOR_PORT)),
+                    *address_rules(
+                        (network.load_balancer_blocks, (names.OPERATOR_PORT,)),
+                        (network.api_proxy_blocks, (names.OPERATOR_PORT,)),
+                    ),
                 ],
             )
+
+
+def address_rules(*grants: tuple[Sequence[str], Sequence[int]]) -> list[k8s.NetworkPolicyIngressRule]:
+    """Ingress rules that admit each ``(cidrs, ports)`` grant, every address block named once per port: a block equal
+    to or inside another admitted on the same port is left out (the pod proxy's EKS subnets are among the load
+    balancer's), and ports admitting the same blocks share a rule."""
+    blocks_by_port: dict[int, list[str]] = {}
+    for cidrs, ports in grants:
+        for port in ports:
+            blocks_by_port.setdefault(port, []).extend(cidrs)
+    ports_by_blocks: dict[tuple[str, ...], list[int]] = {}
+    for port, cidrs in blocks_by_port.items():
+        ports_by_blocks.setdefault(outermost(cidrs), []).append(port)
+    return [
+        k8s.NetworkPolicyIngressRule(from_=[ip_peer(c) for c in blocks], ports=tcp(*ports))
+        for blocks, ports in ports_by_blocks.items()
+    ]
+
+
+def outermost(cidrs: Sequence[str]) -> tuple[str, ...]:
+    """``cidrs`` in their order without repeats and without the blocks inside another of them."""
+    networks = [ipaddress.IPv4Network(c) for c in cidrs]
+    return tuple(
+        cidr
+        for i, (cidr, net) in enumerate(zip(cidrs, networks, strict=True))
+        if net not in networks[:i] and not any(net != other and net.subnet_of(other) for other in networks)
+    )
 
 
 def _check_clients_not_voided(endpoint: SelfManagedTraffic, network: ClusterNetwork) -> None:

@@ -46,6 +46,7 @@ def network_vpc(env: Environment) -> NewVpcOptions | ExistingVpcAttributes:
             security_group_id=net.security_group_id,
             private_subnet_cidrs=net.private_subnet_cidrs,
             hyperpod_subnet_cidr=net.hyperpod_subnet_cidr,
+            load_balancer_subnet_cidrs=net.load_balancer_subnet_cidrs,
         )
     return NewVpcOptions(
         hyperpod_az_id=net.hyperpod_az_id,
