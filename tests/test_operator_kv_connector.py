@@ -141,6 +141,15 @@ def test_the_operator_pod_of_lmcache_2732_is_admitted_with_kvtiers_connector_in_
     assert effective_kv_transfer_config(args) == json.loads(props.lmcache.kv_transfer_config)
 
 
+def test_an_operator_connector_followed_by_a_number_is_overridden(
+    kubectl, l2_policy, props, effective_kv_transfer_config
+):
+    # AWS's samples end worker.args with `--max-model-len 4096`: a last argument Kyverno would compare as a quantity.
+    pod = with_args(props, after=["--kv-transfer-config", OPERATORS, "--max-model-len", "4096"])
+    args = admitted_args(kubectl, l2_policy, props, pod)
+    assert effective_kv_transfer_config(args) == json.loads(props.lmcache.kv_transfer_config)
+
+
 @pytest.mark.parametrize(
     "added",
     [

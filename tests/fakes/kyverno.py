@@ -32,6 +32,7 @@ import yaml
 
 VARIABLE = re.compile(r"\{\{\s*(.+?)\s*\}\}")
 ANCHOR = re.compile(r"^[+^<=X]?\(.*\)$")
+NUMERIC = re.compile(r"^[+-]?\.?[0-9]")
 
 
 class Denied(Exception):
@@ -82,6 +83,10 @@ def _conditions_hold(conditions: dict | None, context: dict) -> bool:
             raise NotImplementedError(f"operator {condition['operator']}")
         if isinstance(value, str) and any(ch in value for ch in "*?"):
             raise NotImplementedError(f"Equals with a wildcard value {value!r}")
+        # Kyverno compares strings that parse as a quantity or a duration as such (pkg/engine/variables/operator/
+        # equal.go, notequal.go @ v1.15.2); every quantity and duration starts with a sign, a digit or a dot.
+        if any(isinstance(v, str) and NUMERIC.match(v) for v in (key, value)):
+            raise NotImplementedError(f"Equals on a possible quantity or duration: {key!r}, {value!r}")
         if (key == value) != (condition["operator"] == "Equals"):
             return False
     return True

@@ -181,7 +181,10 @@ def kv_connector_mutations(kv_transfer_config: str, *, is_model_server: dict[str
         entry(
             [
                 has("args", True),
-                {"key": "{{ element.args[-1] || '' }}", "operator": "NotEquals", "value": expected},
+                # Prefixed: Kyverno compares a key that parses as a quantity or a duration ("4096", the value of
+                # --max-model-len in AWS's samples) as one, and NotEquals with a non-quantity is then false
+                # (pkg/engine/variables/operator/notequal.go @ v1.15.2).
+                {"key": "last={{ element.args[-1] || '' }}", "operator": "NotEquals", "value": f"last={expected}"},
             ],
             f"{container}/-",
             expected,
