@@ -230,7 +230,7 @@ def test_the_mutation_has_no_anchors_and_is_keyed_by_container_name(l2_policy):
     mutate = next(r for r in l2_policy["spec"]["rules"] if "mutate" in r)["mutate"]
     text = json.dumps(mutate)
     assert "(image)" not in text and '"(' not in text and "+(" not in text
-    (each,) = mutate["foreach"]
+    (each,) = [e for e in mutate["foreach"] if "patchStrategicMerge" in e]
     containers = each["patchStrategicMerge"]["spec"]["containers"]
     assert containers == [
         {

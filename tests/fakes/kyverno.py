@@ -2,6 +2,10 @@
 
 - webhook match conditions and ``validate.cel`` expressions: CEL, evaluated by cel-python (``celpy``);
 - ``foreach`` preconditions and ``{{ }}`` variables: JMESPath, evaluated by the ``jmespath`` package;
+- ``patchesJson6902``: the ``jsonpatch`` package (RFC 6902), in the list's order with ``elementIndex`` the element's
+  index, as Kyverno v1.15.2 applies foreach JSON patches (``pkg/engine/handlers/mutation/common.go``: only strategic
+  merge patches go in reverse order; ``pkg/engine/mutate/patch/patchJSON6902.go``: evanphx/json-patch, whose
+  ``EnsurePathExistsOnAdd`` this helper does not imitate, so a patch relying on it fails here);
 - ``patchStrategicMerge``: kubectl's kustomize (the kubectl of the project's pinned kubectl layer), whose strategic
   merge is the ``patchstrategicmerge`` filter Kyverno v1.15.2 applies (``pkg/engine/mutate/patch/
   strategicMergePatch.go``). Kyverno first pre-processes anchors; the project's patches have none, and this helper
@@ -23,10 +27,12 @@ from pathlib import Path
 
 import celpy
 import jmespath
+import jsonpatch
 import yaml
 
 VARIABLE = re.compile(r"\{\{\s*(.+?)\s*\}\}")
 ANCHOR = re.compile(r"^[+^<=X]?\(.*\)$")
+NUMERIC = re.compile(r"^[+-]?\.?[0-9]")
 
 
 class Denied(Exception):
@@ -72,9 +78,16 @@ def _conditions_hold(conditions: dict | None, context: dict) -> bool:
     if set(conditions) - {"all"}:
         raise NotImplementedError(f"preconditions {sorted(conditions)}")
     for condition in conditions["all"]:
-        if condition["operator"] != "Equals":
+        key, value = _substitute(condition["key"], context), _substitute(condition["value"], context)
+        if condition["operator"] not in ("Equals", "NotEquals"):
             raise NotImplementedError(f"operator {condition['operator']}")
-        if _substitute(condition["key"], context) != _substitute(condition["value"], context):
+        if isinstance(value, str) and any(ch in value for ch in "*?"):
+            raise NotImplementedError(f"Equals with a wildcard value {value!r}")
+        # Kyverno compares strings that parse as a quantity or a duration as such (pkg/engine/variables/operator/
+        # equal.go, notequal.go @ v1.15.2); every quantity and duration starts with a sign, a digit or a dot.
+        if any(isinstance(v, str) and NUMERIC.match(v) for v in (key, value)):
+            raise NotImplementedError(f"Equals on a possible quantity or duration: {key!r}, {value!r}")
+        if (key == value) != (condition["operator"] == "Equals"):
             return False
     return True
 
@@ -137,13 +150,25 @@ def mutate(kubectl: Path, policy: dict, pod: dict, operation: str = "CREATE") ->
         if set(rule["mutate"]) != {"foreach"}:
             raise NotImplementedError(f"mutate {sorted(rule['mutate'])}")
         for each in rule["mutate"]["foreach"]:
-            if set(each) - {"list", "preconditions", "patchStrategicMerge"}:
+            if (
+                set(each) - {"list", "preconditions", "patchStrategicMerge", "patchesJson6902"}
+                or len(set(each) & {"patchStrategicMerge", "patchesJson6902"}) != 1
+            ):
                 raise NotImplementedError(f"foreach {sorted(each)}")
             elements = jmespath.search(each["list"], {"request": {"object": pod}}) or []
-            for element in copy.deepcopy(elements):
-                context = {"request": {"object": pod, "operation": operation}, "element": element}
-                if _conditions_hold(each.get("preconditions"), context):
+            for index, element in enumerate(copy.deepcopy(elements)):
+                context = {
+                    "request": {"object": pod, "operation": operation},
+                    "element": element,
+                    "elementIndex": index,
+                }
+                if not _conditions_hold(each.get("preconditions"), context):
+                    continue
+                if "patchStrategicMerge" in each:
                     pod = strategic_merge(kubectl, pod, _substitute(each["patchStrategicMerge"], context))
+                else:
+                    patch = yaml.safe_load(_substitute(each["patchesJson6902"], context))
+                    pod = jsonpatch.apply_patch(pod, patch)
     return pod
 
 

@@ -15,12 +15,15 @@ How it avoids depending on anything unconfirmed about the operator's pods:
 - The mutation is a Kyverno ``foreach`` over the containers whose strategic-merge patch is keyed by the merge key
   (the container's ``name``) without anchors, so kustomize's merge (the one Kyverno runs) applies it verbatim. It
   adds the L2 mount and writes the endpoint's ``LMCACHE_*`` variables (merged by name), so that an operator that
-  strips or overrides them (aws/sagemaker-hyperpod-cli#431, operator v3.2.0) changes nothing.
+  strips or overrides them (aws/sagemaker-hyperpod-cli#431, operator v3.2.0) changes nothing. Then it appends
+  kvtiers' ``--kv-transfer-config`` as each model server's last argument, after the connector the operator adds
+  (engine_args.py): vLLM takes the last.
 - The check is CEL: at least one model-server container, each with the L2 mount of the endpoint's own directory
   (``subPath``) and every ``LMCACHE_*`` variable equal to the endpoint's (the L2's URL among them), no container
   mounting the claim any other way, and the pod's L2 volume from the claim. A pod the mutation missed is refused, not started without
-  its L2. Each model server's effective ``--kv-transfer-config`` must be kvtiers' (the L2 guard), whatever the
-  operator added to its arguments (engine_args.py).
+  its L2. Each model server's effective ``--kv-transfer-config`` must be kvtiers' (the L2 guard), and nothing the
+  append cannot override may remain (engine_args.py). Kyverno serves mutate rules from its mutating webhook and
+  validate rules from its validating one, and the API server runs every mutating webhook before any validating one.
 - Fail-closed for these pods only: ``webhookConfiguration`` with match conditions gives the policy a webhook of its
   own (Kyverno v1.15.2 ``newWebhookPerPolicy``), so a Kyverno outage blocks this endpoint's pods and nothing else.
 """
@@ -43,7 +46,7 @@ from kvtiers.k8s_charts.hyperpod_operator.endpoint import (
     MODEL_MOUNT,
     OperatorEndpoint,
 )
-from kvtiers.k8s_charts.hyperpod_operator.engine_args import kv_connector_expressions
+from kvtiers.k8s_charts.hyperpod_operator.engine_args import kv_connector_expressions, kv_connector_mutations
 from kvtiers.k8s_charts.l2 import L2Mount
 from kvtiers.k8s_charts.serving.endpoint import (
     PROMETHEUS_MULTIPROC_DIR,
@@ -58,7 +61,11 @@ METRICS_VOLUME = "kvtiers-prometheus-multiproc"
 """The model servers' prometheus multiprocess directory (a memory-backed emptyDir the policy adds, as the
 self-managed pods have): not ``/dev/shm``, which is NCCL's and torch's, and whose ``.db`` files the operator's pod-scoped
 ``shm`` volume would keep across container restarts beside theirs."""
-IS_MODEL_SERVER = "{{ contains(element.volumeMounts[].mountPath || `[]`, '" + MODEL_MOUNT + "') }}"
+IS_MODEL_SERVER = {
+    "key": "{{ contains(element.volumeMounts[].mountPath || `[]`, '" + MODEL_MOUNT + "') }}",
+    "operator": "Equals",
+    "value": True,
+}
 """Kyverno foreach precondition (JMESPath): the container mounts the model weights."""
 
 
@@ -193,7 +200,7 @@ def mutation(endpoint: OperatorEndpoint, l2: L2Mount, env: dict[str, str]) -> di
         "foreach": [
             {
                 "list": CONTAINERS,
-                "preconditions": {"all": [{"key": IS_MODEL_SERVER, "operator": "Equals", "value": True}]},
+                "preconditions": {"all": [IS_MODEL_SERVER]},
                 "patchStrategicMerge": {
                     "spec": {
                         "volumes": [
@@ -218,7 +225,9 @@ def mutation(endpoint: OperatorEndpoint, l2: L2Mount, env: dict[str, str]) -> di
                         ],
                     }
                 },
-            }
+            },
+            # After the merge, which keeps the containers' order: the JSON patches address them by index.
+            *kv_connector_mutations(endpoint.lmcache.kv_transfer_config, is_model_server=IS_MODEL_SERVER),
         ]
     }
 
