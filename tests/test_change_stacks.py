@@ -258,3 +258,20 @@ def test_an_assembly_whose_stacks_are_in_a_stage_is_refused_with_where_they_are(
         load_templates(tmp_path)
     result = CliRunner().invoke(app, ["diff", "--before", str(tmp_path), "--after", str(tmp_path)])
     assert result.exit_code == 2 and "nested assemblies" in result.output, result.output
+
+
+def test_stacks_of_one_name_in_two_regions_are_refused_not_merged(tmp_path):
+    """``Stack(app, "NetUS", stack_name="team-net")`` beside ``Stack(app, "NetEU", stack_name="team-net")`` in
+    another region: keyed by name, one would hide the other's changes."""
+    artifacts = {
+        artifact: {
+            "type": "aws:cloudformation:stack",
+            "properties": {"templateFile": f"{artifact}.template.json", "stackName": "team-net"},
+        }
+        for artifact in ("NetUS", "NetEU")
+    }
+    for artifact in artifacts:
+        (tmp_path / f"{artifact}.template.json").write_text(json.dumps({"Resources": {}}))
+    (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
+    with pytest.raises(AssemblyError, match=r"\['team-net'\] share a CloudFormation name"):
+        load_templates(tmp_path)

@@ -142,6 +142,13 @@ def stack_order(assembly_dir: Path) -> list[tuple[str, str]]:
         if a.get("type") == "aws:cloudformation:stack"
         for properties in [a.get("properties") or {}]
     }
+    names = [name for name, *_ in stacks.values()]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise AssemblyError(
+            f"{manifest}: stacks {twice} share a CloudFormation name (in other accounts or regions): kvtiers diff "
+            "compares one environment's stacks by name; synthesize each account and region as its own assembly"
+        )
     ordered: list[str] = []
     while len(ordered) < len(stacks):
         ready = [
