@@ -3,8 +3,8 @@ what deploying one after the other does (:mod:`kvtiers.change.report`).
 
 The base revision is exported with ``git archive`` into a temporary folder (the repository's worktrees and index are
 not touched) and synthesized there, from that folder, so that its own ``kvtiers`` is imported, with its own pinned
-dependencies (:mod:`kvtiers.cli.synth_env`). Both synths of an environment run at the same time: the diff costs about
-one synth on a machine with two cores.
+dependencies (:mod:`kvtiers.cli.synth_env`). Both synths of an environment run at the same time: on a machine with two
+cores an environment's diff costs about one synth of it (docs/change-model.md, "Cost").
 """
 
 from __future__ import annotations

@@ -10,7 +10,11 @@ not part of the synth).
 When the base's lock is the working tree's (the common case), the base is synthesized with this interpreter. Else
 with a venv, and a ``node_modules`` when the Node.js pin differs, built once per lock hash under the cache folder
 (:func:`cache_folder`) and reused by every later diff. When they cannot be built (offline), the base is synthesized
-with this interpreter and the report says the dependencies were not compared.
+with this interpreter and the report says the dependencies were not compared. So it does for a tree without a synth
+lock (another team's layout: requirements.txt, uv, Poetry, Pipenv), naming those lock files when they differ.
+
+Only the pins the synth can import make a venv's key (:func:`synth_closure`): a bump of the command-line tool's
+boto3 builds nothing.
 """
 
 from __future__ import annotations
