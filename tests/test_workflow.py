@@ -59,3 +59,29 @@ def test_the_pull_request_runs_kvtiers_diff_against_the_base_and_posts_it_with_c
     assert checkout["with"]["fetch-depth"] == 0
     posted = " ".join(s.get("run", "") for s in workflow["jobs"]["diff"]["steps"])
     assert posted.index("kvtiers-diff.md") < posted.index("cdk diff --all")
+
+
+def test_the_change_job_warns_when_the_report_says_the_dependencies_were_not_compared(tmp_path):
+    from kvtiers.change.report import markdown
+
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["change"]["steps"]
+    (warn,) = [s for s in steps if s.get("name", "").startswith("Warn when")]
+    outputs = {}
+    for compared in (True, False):
+        (tmp_path / "kvtiers-diff.md").write_text(markdown([], dependencies_compared=compared))
+        result = subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", warn["run"]], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        outputs[compared] = result.stdout
+    assert outputs[True] == "" and outputs[False].startswith("::warning::kvtiers diff: dependencies NOT compared")
+
+
+def test_the_change_job_caches_the_base_venvs_and_pip_keyed_on_the_base_pins():
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["change"]["steps"]
+    (cache,) = [s for s in steps if s.get("uses", "").startswith("actions/cache@")]
+    assert cache["with"]["path"].split() == ["~/.cache/kvtiers/diff-envs", "~/.cache/pip"]
+    (pins,) = [s for s in steps if s.get("id") == "base-pins"]
+    assert 'origin/$BASE_REF:pyproject.toml" "origin/$BASE_REF:package-lock.json"' in pins["run"]
+    assert "steps.base-pins.outputs.hash" in cache["with"]["key"]
+    assert steps.index(cache) < next(i for i, s in enumerate(steps) if "kvtiers diff --base" in s.get("run", ""))

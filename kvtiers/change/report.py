@@ -212,15 +212,22 @@ def _deleted(found: Deletions) -> list[str]:
     return ["", "Deleted", "", *_table(["deleted", "by", "loses", "intended"], rows)]
 
 
-def markdown(changes: Iterable[EnvironmentChange], *, preface: Iterable[str] = ()) -> str:
+DEPENDENCIES_NOT_COMPARED = "; dependencies NOT compared"
+
+
+def markdown(
+    changes: Iterable[EnvironmentChange], *, preface: Iterable[str] = (), dependencies_compared: bool = True
+) -> str:
     """The pull-request comment: one summary line per environment first, then ``preface`` (what concerns every
-    environment, such as the dependencies), then each environment's details."""
+    environment, such as the dependencies), then each environment's details. When the base was synthesized with this
+    change's dependencies, the headline and every summary line say so."""
     changes = list(changes)
     total = sum(len(c.errors) for c in changes)
+    flag = "" if dependencies_compared else DEPENDENCIES_NOT_COMPARED
     lines = [
-        f"**kvtiers diff**: {'no errors' if not total else f'{total} error(s)'} in {len(changes)} environment(s)",
+        f"**kvtiers diff**: {'no errors' if not total else f'{total} error(s)'} in {len(changes)} environment(s){flag}",
         "",
-        *(f"- {c.summary()}" for c in changes),
+        *(f"- {c.summary()}{flag}" for c in changes),
         *preface,
     ]
     for change in changes:

@@ -3,8 +3,8 @@ what deploying one after the other does (:mod:`kvtiers.change.report`).
 
 The base revision is exported with ``git archive`` into a temporary folder (the repository's worktrees and index are
 not touched) and synthesized there, from that folder, so that its own ``kvtiers`` is imported, with its own pinned
-dependencies (:mod:`kvtiers.cli.synth_env`). Both synths of an environment run at the same time: the diff costs about
-one synth on a machine with two cores.
+dependencies (:mod:`kvtiers.cli.synth_env`). Both synths of an environment run at the same time: on a machine with two
+cores an environment's diff costs about one synth of it (docs/change-model.md, "Cost").
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from kvtiers.cli.synth_env import (
     head_env,
     pin_changes,
     read_lock,
+    synth_closure,
 )
 
 SYNTH_WORKERS = 2
@@ -42,8 +43,11 @@ class DiffError(Exception):
 def context_json(tree: Path, config: Path) -> str:
     """The CDK context ``cdk synth`` would pass: the tree's cdk.json and cdk.context.json, the environment file and
     an offline review synth (no vendored HyperPod chart is needed to compare)."""
-    context = json.loads((tree / "cdk.json").read_text())["context"]
-    context.update(json.loads((tree / "cdk.context.json").read_text()))
+    context: dict[str, object] = {}
+    for name in ("cdk.json", "cdk.context.json"):
+        if (tree / name).is_file():
+            found = json.loads((tree / name).read_text())
+            context.update(found.get("context", {}) if name == "cdk.json" else found)
     context["config"] = str(config)
     context["kvtiers:review"] = "true"
     return json.dumps(context)
@@ -59,7 +63,12 @@ def synth(tree: Path, config: Path, outdir: Path, with_env: SynthEnv | None = No
         "CDK_CONTEXT_JSON": context_json(tree, config),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }
-    result = subprocess.run([using.python, "app.py"], cwd=tree, env=env, capture_output=True, text=True, check=False)
+    try:
+        result = subprocess.run(
+            [using.python, "app.py"], cwd=tree, env=env, capture_output=True, text=True, check=False
+        )
+    except OSError as error:  # an interpreter that is gone
+        raise DiffError(f"synth of {config} in {tree} could not start {using.python}: {error}") from error
     if result.returncode != 0:
         raise DiffError(f"synth of {config} in {tree} failed:\n{result.stderr[-3000:]}")
     return outdir
@@ -137,13 +146,19 @@ class RevisionDiff:
     base: BaseEnv
     """What the base was synthesized with, and why its dependencies were not compared if they were not."""
 
+    @property
+    def compared(self) -> bool:
+        """Whether the base was synthesized with its own dependencies (or they equal the working tree's)."""
+        return not self.base.not_compared
+
     def dependency_lines(self) -> list[str]:
         """For the report: a summary line when the pins differ or were not compared, then a table of the pins."""
+        unused = [p.package for p in self.pins if p.package in self.base.unused]
         if self.base.not_compared:
             reasons = "; ".join(self.base.not_compared)
             summary = (
-                "- **dependencies were not compared**: the base's pins could not be installed, so the base was "
-                f"synthesized with this change's instead and what they change in the templates is not shown ({reasons})"
+                f"- **dependencies were not compared**: {reasons}; the base was synthesized with this change's "
+                "dependencies, so what they change in the templates is not shown"
             )
         elif self.base.built:
             built = ", ".join(f"`{folder}`" for folder in self.base.built)
@@ -157,9 +172,12 @@ class RevisionDiff:
             )
         else:
             return []
+        lines = [summary]
+        if unused:
+            lines.append(f"- not used by the synth (no part of the base's venv): {', '.join(unused)}")
         table = ["| package | base | this change |", "|---|---|---|"]
         table += [f"| {p.package} | {p.base} | {p.head} |" for p in self.pins]
-        return [summary, "", "### Dependencies", "", *table] if self.pins else [summary]
+        return [*lines, "", "### Dependencies", "", *table] if self.pins else lines
 
 
 def diff_revision(repo: Path, revision: str, configs: Sequence[Path]) -> RevisionDiff:
@@ -171,6 +189,7 @@ def diff_revision(repo: Path, revision: str, configs: Sequence[Path]) -> Revisio
         folder = Path(tmp)
         base = export_revision(root, revision, folder)
         base_lock, head_lock, head_with = read_lock(base), read_lock(root), head_env(root)
-        env = base_env(base, base_lock, head_lock, cache_folder(), head_with)
+        used = synth_closure({*base_lock.requirements, *head_lock.requirements})
+        env = base_env(base, base_lock, head_lock, cache_folder(), head_with, used)
         changes = compare_trees(base, root, paths, folder / "out", (env.env, head_with))
         return RevisionDiff(changes, pin_changes(base_lock, head_lock), env)

@@ -295,6 +295,7 @@ def diff(
     from kvtiers.cli import diff as differ
 
     preface: list[str] = []
+    compared_dependencies = True
     try:
         if (before is None) != (after is None):
             raise differ.DiffError("give both --before and --after, or neither")
@@ -310,9 +311,10 @@ def diff(
                 raise differ.DiffError("no environment files: give --config or run from the repository root")
             compared = differ.diff_revision(repo, base, configs)
             changes, preface = compared.changes, compared.dependency_lines()
+            compared_dependencies = compared.compared
     except (differ.DiffError, AssemblyError) as exc:
         output.fail(str(exc))
-    text = markdown(changes, preface=preface)
+    text = markdown(changes, preface=preface, dependencies_compared=compared_dependencies)
     if output_file is not None:
         output_file.write_text(text)
     output.console.print(text, markup=False, highlight=False, soft_wrap=True)

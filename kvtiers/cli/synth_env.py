@@ -10,13 +10,18 @@ not part of the synth).
 When the base's lock is the working tree's (the common case), the base is synthesized with this interpreter. Else
 with a venv, and a ``node_modules`` when the Node.js pin differs, built once per lock hash under the cache folder
 (:func:`cache_folder`) and reused by every later diff. When they cannot be built (offline), the base is synthesized
-with this interpreter and the report says the dependencies were not compared.
+with this interpreter and the report says the dependencies were not compared. So it does for a tree without a synth
+lock (another team's layout: requirements.txt, uv, Poetry, Pipenv), naming those lock files when they differ.
+
+Only the pins the synth can import make a venv's key (:func:`synth_closure`): a bump of the command-line tool's
+boto3 builds nothing.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -24,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +40,10 @@ SYNTH_GROUP = "app"
 NODE_PACKAGE = "node"
 """The one npm package ``python app.py`` runs: jsii starts ``node`` from ``PATH``."""
 CACHE_VARIABLE = "KVTIERS_DIFF_CACHE"
+OTHER_LOCKS = ("requirements*.txt", "uv.lock", "poetry.lock", "Pipfile.lock")
+"""Lock files of layouts kvtiers cannot install a base from (``cdk init``'s requirements.txt, uv, Poetry, Pipenv):
+compared by hash only."""
+NO_SYNTH_LOCK = f"no synth lock (pyproject.toml `[dependency-groups] {SYNTH_GROUP}`) found"
 
 
 def cache_folder() -> Path:
@@ -68,15 +77,19 @@ class SynthLock:
     """The ``app`` dependency group (exact versions)."""
     npm: tuple[tuple[str, str], ...]
     """Every package of ``package-lock.json`` with its version."""
+    other_locks: tuple[tuple[str, str], ...] = ()
+    """Each of :data:`OTHER_LOCKS` the tree has, with its hash."""
 
     @property
     def node(self) -> str | None:
         return dict(self.npm).get(NODE_PACKAGE)
 
-    def python_key(self) -> str:
-        """The hash that names a venv of these pins (for this interpreter's Python version)."""
-        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-        return _digest({"python": version, "requirements": self.requirements, "constraints": self.constraints})
+    def python_key(self, used: frozenset[str] | None = None) -> str:
+        """The hash that names a venv of these pins (for this interpreter), counting only the pins of ``used``
+        (default: all): a pin of a package the synth never imports changes no template."""
+        interpreter = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+        constraints = [c for c in self.constraints if used is None or _name(c) in used]
+        return _digest({"python": interpreter, "requirements": self.requirements, "constraints": constraints})
 
     def node_key(self) -> str:
         return _digest({"node": self.node})
@@ -91,6 +104,25 @@ class SynthLock:
 
 def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def synth_closure(requirements: Iterable[str]) -> frozenset[str]:
+    """The projects ``requirements`` need, transitively, as this interpreter has them installed (a project it does not
+    have counts, without what it needs)."""
+    found: set[str] = set()
+    todo = [_name(r) for r in requirements]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            needs = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        # An extra's requirement is not installed by the plain project (`; extra == "..."`).
+        todo += [_name(n) for n in needs if "extra" not in n.partition(";")[2]]
+    return frozenset(found)
 
 
 def read_lock(tree: Path) -> SynthLock:
@@ -113,7 +145,18 @@ def read_lock(tree: Path) -> SynthLock:
             for key, entry in packages.items()
             if key.startswith("node_modules/")
         }
-    return SynthLock(tuple(sorted(requirements)), tuple(sorted(constraints)), tuple(sorted(npm.items())))
+    others = {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        for pattern in OTHER_LOCKS
+        for path in tree.glob(pattern)
+        if path.is_file()
+    }
+    return SynthLock(
+        tuple(sorted(requirements)),
+        tuple(sorted(constraints)),
+        tuple(sorted(npm.items())),
+        tuple(sorted(others.items())),
+    )
 
 
 @dataclass(frozen=True)
@@ -184,12 +227,21 @@ def _run(command: list[str], cwd: Path | None = None) -> None:
         raise InstallError((errors or lines or [f"{command[0]} exited {result.returncode}"])[0])
 
 
-def python_env(lock: SynthLock, cache: Path) -> Path:
-    """A venv of ``lock``'s pins under ``cache`` (built once); returns its interpreter."""
-    venv = cache / f"python-{lock.python_key()}"
+def _runs(python: Path) -> bool:
+    """Whether ``python`` still starts (a venv's interpreter dangles once the Python it was made from is gone)."""
+    try:
+        return subprocess.run([str(python), "-c", "pass"], capture_output=True, check=False).returncode == 0
+    except OSError:
+        return False
+
+
+def python_env(lock: SynthLock, cache: Path, used: frozenset[str] | None = None) -> Path:
+    """A venv of ``lock``'s pins under ``cache`` (built once, rebuilt if its interpreter no longer starts); returns
+    its interpreter."""
+    venv = cache / f"python-{lock.python_key(used)}"
     done = venv / ".installed"
     with _locked(venv):
-        if not done.is_file():
+        if not done.is_file() or not _runs(venv / "bin" / "python"):
             shutil.rmtree(venv, ignore_errors=True)
             try:
                 _run([sys.executable, "-m", "venv", str(venv)])
@@ -230,24 +282,48 @@ class BaseEnv:
     """Why the base's own dependencies were not used (empty: they were, or they equal the working tree's)."""
     built: tuple[Path, ...] = ()
     """The cached venv or node_modules the base used."""
+    unused: frozenset[str] = frozenset()
+    """The pinned projects the synth does not import (their pins are no part of the venv's key)."""
 
 
-def base_env(base_tree: Path, base: SynthLock, head: SynthLock, cache: Path, head_with: SynthEnv) -> BaseEnv:
-    """The dependencies to synthesize the base with: the working tree's (``head_with``) where the locks agree, else
-    the base's own."""
+def _other_lock_changes(base: SynthLock, head: SynthLock) -> list[str]:
+    old, new = dict(base.other_locks), dict(head.other_locks)
+    return [
+        f"`{name}` differs (kvtiers installs a base only from pyproject.toml `[dependency-groups] {SYNTH_GROUP}`)"
+        for name in sorted(old.keys() | new.keys())
+        if old.get(name) != new.get(name)
+    ]
+
+
+def base_env(
+    base_tree: Path,
+    base: SynthLock,
+    head: SynthLock,
+    cache: Path,
+    head_with: SynthEnv,
+    used: frozenset[str] | None = None,
+) -> BaseEnv:
+    """The dependencies to synthesize the base with: the working tree's (``head_with``) where the locks agree on the
+    pins of ``used`` (default: every pin), else the base's own."""
     python, node_bin = head_with.python, head_with.node_bin
     not_compared: list[str] = []
     built: list[Path] = []
-    if base.python_key() != head.python_key():
+    without = [side for side, lock in (("the base", base), ("this change", head)) if not lock.constraints]
+    if without:
+        not_compared.append(f"{NO_SYNTH_LOCK} in {' and '.join(without)}")
+    elif base.python_key(used) != head.python_key(used):
         try:
-            python = str(python_env(base, cache))
+            python = str(python_env(base, cache, used))
             built.append(Path(python).parent.parent)
         except InstallError as error:
             not_compared.append(f"installing the base's Python pins into {cache} failed ({error})")
+    not_compared += _other_lock_changes(base, head)
     if base.node != head.node and base.node is not None:
         try:
             node_bin = node_env(base_tree, base, cache)
             built.append(node_bin.parent.parent)
         except InstallError as error:
             not_compared.append(f"installing the base's Node.js {base.node} into {cache} failed ({error})")
-    return BaseEnv(SynthEnv(python, node_bin), tuple(not_compared), tuple(built))
+    pinned = {_name(c) for c in (*base.constraints, *head.constraints)}
+    unused = frozenset() if used is None else frozenset(pinned - used)
+    return BaseEnv(SynthEnv(python, node_bin), tuple(not_compared), tuple(built), unused)
