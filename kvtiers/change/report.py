@@ -92,6 +92,9 @@ class EnvironmentChange:
     def warnings(self) -> tuple[str, ...]:
         found = [f.message for f in self.stack_order if not f.error]
         found += list(self.deletions.warnings)
+        found += [
+            f"{c.stack} is left deployed: {c.because[0]}" for c in self.resources if c.action is CfnAction.LEFT_DEPLOYED
+        ]
         found += [w for g in self.groups for w in g.warnings]
         found += [w for r in self.system_nodes for w in r.warnings]
         found += [
