@@ -25,9 +25,9 @@ Rules beyond the schemas (docs/change-contract.md has their sources):
   and deletes none (only ``cdk destroy`` does), so its resources stay, and a resource a later deploy creates with a
   custom name one of them holds fails (:func:`_name_clashes`).
 - Replacing or deleting a resource that holds data (:data:`DATA_TYPES`) loses it: an error.
-- An EKS cluster's ``ResourcesVpcConfig`` ``SubnetIds`` or ``SecurityGroupIds`` that change in a deploy replacing a
-  VPC fail the update (:func:`_cluster_vpc_move`): the schema lets them update, but EKS accepts only subnets of the
-  cluster's own VPC.
+- An EKS cluster's ``ResourcesVpcConfig`` ``SubnetIds`` or ``SecurityGroupIds`` that change to subnets or groups of
+  a VPC the deploy replaces fail the update (:func:`_cluster_vpc_move`): the schema lets them update, but EKS accepts
+  only subnets of the cluster's own VPC.
 """
 
 from __future__ import annotations
@@ -378,8 +378,12 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
                 break
             replaced = {**earlier, **now}
         found.extend(CfnChange(stack, i, str(new[i]["Type"]), CfnAction.CREATE) for i in sorted(set(new) - set(old)))
-        vpc_replaced = any(c.type == VPC_TYPE and c.action is CfnAction.REPLACE for c in [*found, *changes.values()])
-        found.extend(_cluster_vpc_move(changes[i]) if vpc_replaced else changes[i] for i in sorted(changes))
+        vpcs = {
+            (c.stack, c.logical_id)
+            for c in [*found, *changes.values()]
+            if c.type == VPC_TYPE and c.action is CfnAction.REPLACE
+        }
+        found.extend(_cluster_vpc_move(changes[i], after, vpcs) if vpcs else changes[i] for i in sorted(changes))
         for logical_id in sorted(set(old) - set(new)):
             kind = str(old[logical_id]["Type"])
             policy = old[logical_id].get("DeletionPolicy", "Delete")
@@ -447,13 +451,24 @@ EKS_CLUSTER_TYPE = "AWS::EKS::Cluster"
 CLUSTER_NETWORK = ("/properties/ResourcesVpcConfig/SubnetIds", "/properties/ResourcesVpcConfig/SecurityGroupIds")
 
 
-def _cluster_vpc_move(change: CfnChange) -> CfnChange:
-    """An EKS cluster update whose subnets or security groups change while the deploy replaces a VPC: a failing
+def _cluster_vpc_move(change: CfnChange, after: Templates, replaced_vpcs: set[tuple[str, str]]) -> CfnChange:
+    """An EKS cluster update whose subnets or security groups change to ones of a VPC the deploy replaces: a failing
     update. EKS lets a cluster's subnets change only to subnets "in the same VPC as the original subnets" (AWS EKS
     User Guide, "View Amazon EKS networking requirements for VPC and subnets", network-reqs), and the cluster's VPC is
-    fixed at creation; kvtiers has one VPC per environment, so a replaced VPC is the one the new subnets are in."""
+    fixed at creation, so the new VPC cannot be the cluster's. The subnets and groups are followed to their ``VpcId``
+    (:func:`_resolve`); those of another VPC, or of none the templates name, do not fail."""
     moved = [p for p in change.paths if p.startswith(CLUSTER_NETWORK)]
     if change.type != EKS_CLUSTER_TYPE or change.action is not CfnAction.UPDATE or not moved:
+        return change
+    config = (after[change.stack]["Resources"][change.logical_id].get("Properties") or {}).get("ResourcesVpcConfig")
+    members = [m for key in ("SubnetIds", "SecurityGroupIds") for m in (config or {}).get(key) or []]
+    located = [_resolve(m, change.stack, after) for m in members]
+    vpcs = {
+        _resolve(((after[r[0]]["Resources"][r[1]]).get("Properties") or {}).get("VpcId"), r[0], after)
+        for r in located
+        if r is not None
+    }
+    if not vpcs & replaced_vpcs:
         return change
     error = (
         "its subnets or security groups move to a new VPC, which EKS refuses (UpdateClusterConfig takes only subnets "
@@ -461,6 +476,22 @@ def _cluster_vpc_move(change: CfnChange) -> CfnChange:
     )
     because = tuple(f"{p} (resources of a replaced VPC)" for p in moved)
     return CfnChange(change.stack, change.logical_id, change.type, CfnAction.FAIL, change.paths, because, error)
+
+
+def _resolve(value: Any, stack: str, templates: Templates) -> tuple[str, str] | None:
+    """The resource (stack, logical ID) a ``Ref`` or ``Fn::GetAtt`` names, through other stacks' outputs
+    (``Fn::GetStackOutput``) to the stack that publishes it; None for a literal or anything else."""
+    if not isinstance(value, dict):
+        return None
+    output = value.get("Fn::GetStackOutput")
+    if isinstance(output, dict):
+        producer = str(output.get("StackName"))
+        published = ((templates.get(producer) or {}).get("Outputs") or {}).get(str(output.get("OutputName"))) or {}
+        return _resolve(published.get("Value"), producer, templates)
+    attr = value.get("Fn::GetAtt")
+    target = value.get("Ref") or (attr[0] if isinstance(attr, list) and attr else None)
+    resources = (templates.get(stack) or {}).get("Resources") or {}
+    return (stack, target) if isinstance(target, str) and target in resources else None
 
 
 OUTPUT_TYPE = "Output"
