@@ -74,3 +74,13 @@ def test_a_new_stack_with_another_cluster_name_creates_it():
     renamed["Resources"]["HyperPodCluster"]["Properties"]["ClusterName"] = "env-v2"
     changes = {(c.stack, c.logical_id): c for c in resource_changes({OLD: _platform([])}, {NEW: renamed})}
     assert changes[(NEW, "HyperPodCluster")].action is CfnAction.CREATE
+
+
+def test_an_object_the_new_stack_declares_too_is_kept_and_cdk_destroy_of_the_old_stack_is_said_to_delete_it():
+    before = {OLD: _platform([_engine("chat")])}
+    after = {NEW: {"Resources": dict([manifest("Engines", [_engine("chat")])])}}
+    outcome = deploy(before, after)
+    chat = next(r for r in outcome.cluster.objects if r.name == "chat")
+    assert (outcome.orphans, outcome.lost, outcome.destroy_deletes) == ((), (), ((OLD, chat),))
+    warnings = environment_change("env", before, after, None, None).warnings
+    assert any(w.startswith(f"cdk destroy {OLD} (left deployed) deletes {chat}") for w in warnings)

@@ -76,6 +76,9 @@ class DeployOutcome:
     """Each stack in deploy order with the objects on the cluster once its update (cleanup included) is done."""
     left_deployed: tuple[ObjectRef, ...] = ()
     """Objects the new synth does not declare whose manifest's stack is left deployed (not in the new synth)."""
+    destroy_deletes: tuple[tuple[str, ObjectRef], ...] = ()
+    """(stack left deployed, object) for each object the new synth declares that a manifest of that stack declares
+    too: ``cdk destroy`` of the stack deletes it (the handler's delete of each manifest runs ``kubectl delete``)."""
 
     def change(self, logical_id: str) -> ResourceChange:
         return next(c for c in self.changes if c.logical_id == logical_id)
@@ -132,6 +135,17 @@ def deploy(before: Templates, after: Templates, cluster: Cluster | None = None) 
         cluster=live,
         orphans=tuple(sorted(undeclared - left)),
         left_deployed=tuple(sorted(left)),
+        destroy_deletes=tuple(
+            sorted(
+                {
+                    (key[0], ref)
+                    for key, gone in old.items()
+                    if key[0] not in after and not gone.retained
+                    for ref in gone.refs
+                    if ref in declared
+                }
+            )
+        ),
         lost=tuple(sorted(declared - set(live.objects))),
         may_remain=tuple(sorted({ref for c in changes for ref in c.may_remain} - declared)),
         immutable=tuple(rejected),
