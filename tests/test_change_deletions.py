@@ -271,3 +271,39 @@ def test_every_custom_kind_the_shipped_environments_render_has_its_finalizers_lo
             group = str(declared["apiVersion"]).rpartition("/")[0]
             if "." in group and not group.endswith(".k8s.io"):
                 assert (group, declared["kind"]) in known, f"{env}: {path}: no finalizer row for {declared['kind']}"
+
+
+def test_an_acknowledgment_carried_over_from_the_base_does_not_hide_a_new_loss_of_the_same_object():
+    """The base still carries an earlier change's entry and deploys the object again; this change deletes it."""
+    entry = IntendedDeletion(NLB, "clients moved to the ClusterIP Service")
+    found = environment_change(
+        "env",
+        stack(manifest("Chat", router(nlb=True))),
+        stack(manifest("Chat", router(nlb=False))),
+        None,
+        None,
+        intended=(entry,),
+        intended_before=(entry,),
+    )
+    (error,) = found.errors
+    assert error.startswith(f"deleted: {NLB} (pruned by s Chat) loses its load balancer and DNS name")
+    assert "acknowledged only by an entry carried over from an earlier change" in error
+    assert "acknowledge it again in this change" in error
+    assert found.warnings == ()
+    assert "**not acknowledged**" in markdown([found])
+
+
+def test_an_entry_whose_reason_this_change_rewrites_acknowledges_the_deletion_again():
+    old = IntendedDeletion(NLB, "clients moved to the ClusterIP Service")
+    new = IntendedDeletion(NLB, "deleted again: the second NLB was a mistake (OPS-200)")
+    found = environment_change(
+        "env",
+        stack(manifest("Chat", router(nlb=True))),
+        stack(manifest("Chat", router(nlb=False))),
+        None,
+        None,
+        intended=(new,),
+        intended_before=(old,),
+    )
+    assert found.errors == () and found.warnings == ()
+    assert new.reason in markdown([found])

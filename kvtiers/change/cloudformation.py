@@ -21,10 +21,13 @@ Rules beyond the schemas (docs/change-contract.md has their sources):
   :data:`ECHOED_ATTRIBUTES`) gives a new value to every property of a later stack that reads it with
   ``Fn::GetStackOutput`` (what kvtiers synthesizes: CDK's weak cross-stack references). An exported output that
   another stack imports (``Fn::ImportValue``) cannot change: the update fails.
+- A stack only the base has is left deployed, not deleted: ``cdk deploy`` deploys the stacks of the cloud assembly
+  and deletes none (only ``cdk destroy`` does), so its resources stay, and a resource a later deploy creates with a
+  custom name one of them holds fails (:func:`_name_clashes`).
 - Replacing or deleting a resource that holds data (:data:`DATA_TYPES`) loses it: an error.
-- An EKS cluster's ``ResourcesVpcConfig`` ``SubnetIds`` or ``SecurityGroupIds`` that change in a deploy replacing a
-  VPC fail the update (:func:`_cluster_vpc_move`): the schema lets them update, but EKS accepts only subnets of the
-  cluster's own VPC.
+- An EKS cluster's ``ResourcesVpcConfig`` ``SubnetIds`` or ``SecurityGroupIds`` that change to subnets or groups of
+  a VPC the deploy replaces fail the update (:func:`_cluster_vpc_move`): the schema lets them update, but EKS accepts
+  only subnets of the cluster's own VPC.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class CfnAction(Enum):
     REPLACE = "replaced"
     DELETE = "deleted"
     FAIL = "update fails"
+    LEFT_DEPLOYED = "left deployed"
 
 
 @dataclass(frozen=True)
@@ -345,12 +349,19 @@ def _output_changes(
 
 def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange, ...], tuple[OutputChange, ...]]:
     """Every resource CloudFormation creates, updates, replaces or deletes, and every output whose value changes,
-    stack by stack in deploy order (stacks that appear or disappear whole are all creates or all deletes). A stack
+    stack by stack in deploy order (a new stack is all creates; a stack only ``before`` has is left deployed). A stack
     reads the outputs of the stacks deployed before it as they are after their deploy, so a replacement cascades
     into the later stacks that read it."""
     found: list[CfnChange] = []
     outputs: list[OutputChange] = []
     for stack in deploy_order(before, after):
+        if stack not in after:
+            kept = (
+                f"cdk deploy does not delete stacks; its resources and the Kubernetes objects of its manifests stay "
+                f"until you run cdk destroy {stack}"
+            )
+            found.append(CfnChange(stack, stack, STACK_TYPE, CfnAction.LEFT_DEPLOYED, because=(kept,)))
+            continue
         old_template, new_template = before.get(stack) or {}, after.get(stack) or {}
         old: Mapping[str, Any] = old_template.get("Resources") or {}
         new: Mapping[str, Any] = new_template.get("Resources") or {}
@@ -367,8 +378,12 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
                 break
             replaced = {**earlier, **now}
         found.extend(CfnChange(stack, i, str(new[i]["Type"]), CfnAction.CREATE) for i in sorted(set(new) - set(old)))
-        vpc_replaced = any(c.type == VPC_TYPE and c.action is CfnAction.REPLACE for c in [*found, *changes.values()])
-        found.extend(_cluster_vpc_move(changes[i]) if vpc_replaced else changes[i] for i in sorted(changes))
+        vpcs = {
+            (c.stack, c.logical_id)
+            for c in [*found, *changes.values()]
+            if c.type == VPC_TYPE and c.action is CfnAction.REPLACE
+        }
+        found.extend(_cluster_vpc_move(changes[i], after, vpcs) if vpcs else changes[i] for i in sorted(changes))
         for logical_id in sorted(set(old) - set(new)):
             kind = str(old[logical_id]["Type"])
             policy = old[logical_id].get("DeletionPolicy", "Delete")
@@ -385,7 +400,50 @@ def stack_changes(before: Templates, after: Templates) -> tuple[tuple[CfnChange,
                 found.append(CfnChange(stack, output.name, OUTPUT_TYPE, CfnAction.FAIL, (), (output.because,), error))
             else:
                 outputs.append(output)
-    return tuple(found), tuple(outputs)
+    left = {stack: before[stack] for stack in before if stack not in after}
+    return tuple(_name_clashes(c, after, left) for c in found), tuple(outputs)
+
+
+STACK_TYPE = "AWS::CloudFormation::Stack"
+"""The type the model gives a stack left deployed (one entry for the whole stack)."""
+
+
+def _name_clashes(change: CfnChange, after: Templates, left: Templates) -> CfnChange:
+    """A create whose custom name (a create-only name property, :func:`update_rules`) a resource of a stack left
+    deployed holds: CloudFormation's create fails, the name is taken."""
+    if change.action is not CfnAction.CREATE or not left:
+        return change
+    rules = update_rules(change.type)
+    props = after[change.stack]["Resources"][change.logical_id].get("Properties") or {}
+    for name in rules.names if rules else ():
+        value = _fixed_name(props.get(name))
+        holders = [
+            (stack, logical_id)
+            for stack, template in left.items()
+            for logical_id, other in (template.get("Resources") or {}).items()
+            if other.get("Type") == change.type and _fixed_name((other.get("Properties") or {}).get(name)) == value
+        ]
+        if value is not None and holders:
+            stack, logical_id = holders[0]
+            error = (
+                f"its {name} {value} is held by {change.type} {stack}/{logical_id}, of a stack left deployed (cdk "
+                f"deploy does not delete stacks): the create fails, the name is taken; give it another {name}, or run "
+                f"cdk destroy {stack} first"
+            )
+            return CfnChange(
+                change.stack, change.logical_id, change.type, CfnAction.FAIL, (), (f"{name} taken",), error
+            )
+    return change
+
+
+def _fixed_name(value: Any) -> str | None:
+    """A name that is the same in every stack of the environment: a literal, or one built from literals and
+    account-wide pseudo parameters (``AWS::Region``, ``AWS::AccountId``, ...), as JSON; None otherwise."""
+    if value is None:
+        return None
+    text = json.dumps(value, sort_keys=True)
+    own = any(not (isinstance(t, str) and t.startswith("AWS::")) for _, t in _references(value))
+    return None if own or "AWS::StackName" in text or "AWS::StackId" in text else text
 
 
 VPC_TYPE = "AWS::EC2::VPC"
@@ -393,13 +451,24 @@ EKS_CLUSTER_TYPE = "AWS::EKS::Cluster"
 CLUSTER_NETWORK = ("/properties/ResourcesVpcConfig/SubnetIds", "/properties/ResourcesVpcConfig/SecurityGroupIds")
 
 
-def _cluster_vpc_move(change: CfnChange) -> CfnChange:
-    """An EKS cluster update whose subnets or security groups change while the deploy replaces a VPC: a failing
+def _cluster_vpc_move(change: CfnChange, after: Templates, replaced_vpcs: set[tuple[str, str]]) -> CfnChange:
+    """An EKS cluster update whose subnets or security groups change to ones of a VPC the deploy replaces: a failing
     update. EKS lets a cluster's subnets change only to subnets "in the same VPC as the original subnets" (AWS EKS
     User Guide, "View Amazon EKS networking requirements for VPC and subnets", network-reqs), and the cluster's VPC is
-    fixed at creation; kvtiers has one VPC per environment, so a replaced VPC is the one the new subnets are in."""
+    fixed at creation, so the new VPC cannot be the cluster's. The subnets and groups are followed to their ``VpcId``
+    (:func:`_resolve`); those of another VPC, or of none the templates name, do not fail."""
     moved = [p for p in change.paths if p.startswith(CLUSTER_NETWORK)]
     if change.type != EKS_CLUSTER_TYPE or change.action is not CfnAction.UPDATE or not moved:
+        return change
+    config = (after[change.stack]["Resources"][change.logical_id].get("Properties") or {}).get("ResourcesVpcConfig")
+    members = [m for key in ("SubnetIds", "SecurityGroupIds") for m in (config or {}).get(key) or []]
+    located = [_resolve(m, change.stack, after) for m in members]
+    vpcs = {
+        _resolve(((after[r[0]]["Resources"][r[1]]).get("Properties") or {}).get("VpcId"), r[0], after)
+        for r in located
+        if r is not None
+    }
+    if not vpcs & replaced_vpcs:
         return change
     error = (
         "its subnets or security groups move to a new VPC, which EKS refuses (UpdateClusterConfig takes only subnets "
@@ -407,6 +476,22 @@ def _cluster_vpc_move(change: CfnChange) -> CfnChange:
     )
     because = tuple(f"{p} (resources of a replaced VPC)" for p in moved)
     return CfnChange(change.stack, change.logical_id, change.type, CfnAction.FAIL, change.paths, because, error)
+
+
+def _resolve(value: Any, stack: str, templates: Templates) -> tuple[str, str] | None:
+    """The resource (stack, logical ID) a ``Ref`` or ``Fn::GetAtt`` names, through other stacks' outputs
+    (``Fn::GetStackOutput``) to the stack that publishes it; None for a literal or anything else."""
+    if not isinstance(value, dict):
+        return None
+    output = value.get("Fn::GetStackOutput")
+    if isinstance(output, dict):
+        producer = str(output.get("StackName"))
+        published = ((templates.get(producer) or {}).get("Outputs") or {}).get(str(output.get("OutputName"))) or {}
+        return _resolve(published.get("Value"), producer, templates)
+    attr = value.get("Fn::GetAtt")
+    target = value.get("Ref") or (attr[0] if isinstance(attr, list) and attr else None)
+    resources = (templates.get(stack) or {}).get("Resources") or {}
+    return (stack, target) if isinstance(target, str) and target in resources else None
 
 
 OUTPUT_TYPE = "Output"

@@ -19,10 +19,12 @@ A deletion loses something when the object is (sources in docs/change-contract.m
 
 Such a deletion is an error unless the change acknowledges it: the environment file's ``intended_deletions`` names
 it exactly as the report does, with a reason, and the synth writes them into the cloud assembly
-(:data:`INTENDED_DELETIONS_FILE`), so ``kvtiers diff`` reads them from the assembly it deploys. An acknowledgment new in
-this change that matches nothing it deletes is an error too (stale: a wrong name, or nothing to acknowledge); one the
-base's assembly carries too was reviewed with an earlier change, and matching nothing now is a warning to remove it,
-so that it cannot hide a later loss of the same object.
+(:data:`INTENDED_DELETIONS_FILE`), so ``kvtiers diff`` reads them from the assembly it deploys. Only an entry new in
+this change (the base's assembly has no entry of the same target and reason) acknowledges a deletion: one the base
+carries too was reviewed with an earlier change, for an earlier loss of the object, so a deletion it matches is still
+an error (rewrite the reason to acknowledge it again). An acknowledgment new in this change that matches nothing it
+deletes is an error too (stale: a wrong name, or nothing to acknowledge); one the base carries too that matches
+nothing is a warning to remove it.
 """
 
 from __future__ import annotations
@@ -63,13 +65,16 @@ class Deletion:
         for a CloudFormation resource: what ``intended_deletions`` must name.
     :param how: what deletes it.
     :param loses: what goes with it, when it holds data or a client-facing name.
-    :param intended: the acknowledgment's reason, when the change names it.
+    :param intended: the acknowledgment's reason, when the change names it in an entry new in this change.
+    :param carried_over: the reason of an entry the base carries too (an earlier change's, acknowledging another
+        deletion of the object): it acknowledges nothing here.
     """
 
     target: str
     how: str
     loses: str | None = None
     intended: str | None = None
+    carried_over: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,13 +83,21 @@ class Deletions:
     stale: tuple[IntendedDeletion, ...] = ()
     """Acknowledgments new in this change that match none of its deletions."""
     carried: tuple[IntendedDeletion, ...] = ()
-    """Acknowledgments the base carries too (an earlier change's) that match none of this change's deletions."""
+    """Acknowledgments the base carries too (same target and reason: an earlier change's) that match none of this
+    change's deletions."""
 
     @property
     def errors(self) -> tuple[str, ...]:
         found = [
-            f"deleted: {d.target} ({d.how}) loses {d.loses}; if the loss is intended, name it in the environment "
-            "file's intended_deletions with the reason (docs/change-model.md)"
+            f"deleted: {d.target} ({d.how}) loses {d.loses}; "
+            + (
+                "it is acknowledged only by an entry carried over from an earlier change (the base carries the same "
+                "intended_deletions entry); acknowledge it again in this change: give the entry a reason that "
+                "names this change (docs/change-model.md)"
+                if d.carried_over is not None
+                else "if the loss is intended, name it in the environment file's intended_deletions with the reason "
+                "(docs/change-model.md)"
+            )
             for d in self.deleted
             if d.loses and d.intended is None
         ]
@@ -123,10 +136,18 @@ def deletions(
 ) -> Deletions:
     """Every Kubernetes object ``outcome`` deletes and every CloudFormation resource ``resources`` deletes when
     ``before`` was deployed, in the order they go, with the acknowledgments of ``intended`` (the change's;
-    ``intended_before``: the base's, to tell an earlier change's leftover from a new one)."""
+    ``intended_before``: the base's, to tell an earlier change's leftover from a new one). Only an entry new in this
+    change acknowledges a deletion: one the base carries unchanged (same target and reason) was reviewed for an
+    earlier deletion of the object, not for this one."""
     declared_before = {ObjectRef.of(o): o for r in manifest_resources(before).values() for o in r.objects}
     intended = tuple(intended)
-    reasons = {i.target: i.reason for i in intended}
+    earlier = set(intended_before)
+    reasons = {i.target: i.reason for i in intended if i not in earlier}
+    carried = {i.target: i.reason for i in intended if i in earlier}
+
+    def deletion(target: str, how: str, lost: str | None) -> Deletion:
+        return Deletion(target, how, lost, reasons.get(target), carried.get(target))
+
     found: list[Deletion] = []
     for change in outcome.changes:
         manifest = f"{change.stack} {change.logical_id}"
@@ -135,7 +156,7 @@ def deletions(
         for ref in change.deleted:
             why = f"{how}, with its namespace" if ref.namespace in namespaces else how
             lost = object_loss(ref, declared_before)
-            found.append(Deletion(str(ref), why, lost, reasons.get(str(ref))))
+            found.append(deletion(str(ref), why, lost))
     for resource in resources:
         if resource.action is not CfnAction.DELETE:
             continue
@@ -145,14 +166,13 @@ def deletions(
         if policy == "Snapshot":
             how += ", a snapshot kept"
         lost = None if kept else LOSSES.get(resource.type)
-        found.append(Deletion(cfn_target(resource), how, lost, reasons.get(cfn_target(resource))))
+        found.append(deletion(cfn_target(resource), how, lost))
     targets = {d.target for d in found}
-    earlier = {i.target for i in intended_before}
     unmatched = [i for i in intended if i.target not in targets]
     return Deletions(
         deleted=tuple(found),
-        stale=tuple(i for i in unmatched if i.target not in earlier),
-        carried=tuple(i for i in unmatched if i.target in earlier),
+        stale=tuple(i for i in unmatched if i not in earlier),
+        carried=tuple(i for i in unmatched if i in earlier),
     )
 
 

@@ -8,7 +8,8 @@ alone; after the update it deletes the resources whose logical ID disappeared (t
 stack's cleanup deletes run before a later stack's applies. For each manifest resource the kubectl handler then runs
 what :mod:`kvtiers.change.kubectl` models. The outcome names every object left on the cluster that synth B does not
 declare: an orphan keeps running (and keeps its GPUs) while CloudFormation reports success. Cleanup deletes go in
-reverse dependency order, and the handler swallows ``kubectl delete`` errors (``apply/__init__.py``:
+reverse dependency order. A stack only synth A has is left deployed (``cdk deploy`` deletes no stack; ``cdk destroy``
+does), so the objects of its manifests stay, reported as left deployed rather than as orphans. The handler swallows ``kubectl delete`` errors (``apply/__init__.py``:
 ``logger.info("delete error: ...")``, then success), so an object whose deletion waits for a controller is reported
 as one that may remain, not as gone.
 """
@@ -73,6 +74,11 @@ class DeployOutcome:
     """In-place updates the API server rejects: the handler's apply fails and the stack rolls back."""
     stages: tuple[tuple[str, frozenset[ObjectRef]], ...] = ()
     """Each stack in deploy order with the objects on the cluster once its update (cleanup included) is done."""
+    left_deployed: tuple[ObjectRef, ...] = ()
+    """Objects the new synth does not declare whose manifest's stack is left deployed (not in the new synth)."""
+    destroy_deletes: tuple[tuple[str, ObjectRef], ...] = ()
+    """(stack left deployed, object) for each object the new synth declares that a manifest of that stack declares
+    too: ``cdk destroy`` of the stack deletes it (the handler's delete of each manifest runs ``kubectl delete``)."""
 
     def change(self, logical_id: str) -> ResourceChange:
         return next(c for c in self.changes if c.logical_id == logical_id)
@@ -113,18 +119,33 @@ def deploy(before: Templates, after: Templates, cluster: Cluster | None = None) 
                 changes.append(_change(resource, Action.CREATE, ()))
             else:
                 changes.append(_change(resource, Action.UPDATE, live.prune(resource)))
-        for key in cleanup_order(before, [k for k in old if k not in new and k[0] == stack]):
+        gone_keys = [k for k in old if k not in new and k[0] == stack and stack in after]
+        for key in cleanup_order(before, gone_keys):
             gone = old[key]
             deleted = () if gone.retained else live.delete(gone.refs)
             uncertain = tuple(ref for ref in deleted if waits_for_a_controller(ref, gone.objects))
             changes.append(_change(gone, Action.DELETE, deleted, applied=False, may_remain=uncertain))
         stages.append((stack, frozenset(live.objects)))
     declared = {ref for resource in new.values() for ref in resource.refs}
+    undeclared = set(live.objects) - declared
+    left = {ref for ref in undeclared if live.objects[ref].writer[0] not in after}
     return DeployOutcome(
         changes=tuple(changes),
         resources=new,
         cluster=live,
-        orphans=tuple(sorted(set(live.objects) - declared)),
+        orphans=tuple(sorted(undeclared - left)),
+        left_deployed=tuple(sorted(left)),
+        destroy_deletes=tuple(
+            sorted(
+                {
+                    (key[0], ref)
+                    for key, gone in old.items()
+                    if key[0] not in after and not gone.retained
+                    for ref in gone.refs
+                    if ref in declared
+                }
+            )
+        ),
         lost=tuple(sorted(declared - set(live.objects))),
         may_remain=tuple(sorted({ref for c in changes for ref in c.may_remain} - declared)),
         immutable=tuple(rejected),

@@ -92,6 +92,14 @@ class EnvironmentChange:
     def warnings(self) -> tuple[str, ...]:
         found = [f.message for f in self.stack_order if not f.error]
         found += list(self.deletions.warnings)
+        found += [
+            f"{c.stack} is left deployed: {c.because[0]}" for c in self.resources if c.action is CfnAction.LEFT_DEPLOYED
+        ]
+        found += [
+            f"cdk destroy {stack} (left deployed) deletes {ref}, which this change declares too (the old manifest's "
+            "delete runs kubectl delete): deploy this change's stacks again after the destroy"
+            for stack, ref in self.outcome.destroy_deletes
+        ]
         found += [w for g in self.groups for w in g.warnings]
         found += [w for r in self.system_nodes for w in r.warnings]
         found += [

@@ -84,10 +84,8 @@ def stack_findings(before: Templates, after: Templates, outcome: DeployOutcome) 
     state = dict(before)
     previous = _provided(state, {ObjectRef.of(o) for o in declared}, ports)
     for index, stack in enumerate(order):
-        if stack in after:
+        if stack in after:  # a stack only ``before`` has is left deployed, as it was
             state[stack] = after[stack]
-        else:
-            state.pop(stack, None)
         provided = _provided(state, live.get(stack, frozenset()), ports)
         lost = {use[:3] for use in previous - provided} | {("resource", *key) for key in gone if key[0] == stack}
         for later in order[index + 1 :]:
