@@ -92,9 +92,14 @@ def test_a_volume_that_never_comes_during_boot_holds_containerd_and_the_kubelet_
     first_boot(node)
     boot = reboot(node, volume_after_sleeps=None)
     waiting = f"{DISK} is not mounted yet (60s)"
-    until(lambda: waiting in journal(node).read_text() or not boot.running(), what="a minute of waiting, logged")
+    provision_log = root / "var" / "log" / "provision" / "kvtiers-node-volume.log"
+
+    def logged_in_both() -> bool:  # the journal line comes first, the provision log's right after it
+        return waiting in journal(node).read_text() and provision_log.is_file() and waiting in provision_log.read_text()
+
+    until(lambda: logged_in_both() or not boot.running(), what="a minute of waiting, logged")
     assert boot.outcome == {"containerd": "restarting"}
-    assert waiting in (root / "var" / "log" / "provision" / "kvtiers-node-volume.log").read_text()
+    assert logged_in_both()
     mounted(node)
     assert boot.finish() == {"containerd": "active", "kubelet": "active"}
     assert bound(node, "/var/lib/kubelet")
