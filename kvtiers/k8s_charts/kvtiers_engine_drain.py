@@ -44,6 +44,8 @@ deregisters, but the message carries what the worker itself would send."""
 LOG_PREFIX = "kvtiers-engine-drain"
 LINGER_MS = 2000
 """How long closing the socket may wait for the last deregistrations to leave."""
+FIRST_SEND_RETRY_SECONDS = 0.05
+"""How soon a first deregistration that found the socket not yet connected is tried again."""
 
 IDLE = "idle"
 BOUND = "bound"
@@ -65,7 +67,8 @@ def deregistrations(instance_id: str, ip: str, worker_ports: Sequence[int]) -> l
 
 
 class Deregistration:
-    """Sends the deregistrations at once and again every ``period`` seconds until :meth:`stop`."""
+    """Sends the deregistrations at once and again every ``period`` seconds until :meth:`stop` (a first send that
+    finds the socket not yet connected is tried again after :data:`FIRST_SEND_RETRY_SECONDS`)."""
 
     def __init__(self, controller: str, messages: list[bytes], period: float) -> None:
         import zmq
@@ -81,17 +84,20 @@ class Deregistration:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _send(self) -> None:
+    def _send(self) -> bool:
         try:
             self._socket.send_multipart(self._messages, flags=self._zmq.NOBLOCK)
             self.sent += 1
+            return True
         except self._zmq.Again:
-            pass  # not connected yet (or the controller is away): the next period tries again
+            return False  # not connected yet (or the controller is away)
 
     def _run(self) -> None:
+        # Until the first send goes out (the socket connects asynchronously) it is tried again at once, not a
+        # whole period later: the engine must leave the controller when its drain starts.
         while True:
-            self._send()
-            if self._stopped.wait(self._period):
+            wait = self._period if self._send() or self.sent else min(self._period, FIRST_SEND_RETRY_SECONDS)
+            if self._stopped.wait(wait):
                 return
 
     def stop(self) -> None:
