@@ -7,15 +7,14 @@ synth of the default environment stays within a budget. ``make bench-synth`` tim
 from __future__ import annotations
 
 import collections
-from pathlib import Path
 
 import cdk8s
 import pytest
-import yaml
 from jsii._kernel.providers import process
 
 from tests.conftest import CONFIG_DIR
 from tests.synth import synth
+from tools.bench_synth import endpoints_variant
 
 DEV_ROUND_TRIPS = 760
 """Budget of jsii round trips for a synth of config/dev.yaml (without cdk-nag, in a process that has synthesized
@@ -72,18 +71,6 @@ def counted(tmp_path_factory):
         process._NodeProcess.send = send
         cdk8s.Chart.to_json = to_json
     return results
-
-
-def endpoints_variant(count: int, folder: Path) -> Path:
-    """dev with ``count`` one-replica endpoints, on enough nodes for all of them (as tools/bench_synth.py makes it)."""
-    raw = yaml.safe_load((CONFIG_DIR / "dev.yaml").read_text())
-    raw["hyperpod"]["instance_groups"][0]["count"] = 10
-    raw["hyperpod"]["tiered_storage"] = {"enabled": False}
-    template = raw["serving"]["endpoints"][0]
-    raw["serving"]["endpoints"] = [{**template, "name": f"endpoint-{i:02d}", "replicas": 1} for i in range(count)]
-    path = folder / f"dev-{count}-endpoints.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
 
 
 @pytest.mark.parametrize("name", ["dev", "prod", "1 endpoints", "4 endpoints"])
